@@ -1,0 +1,100 @@
+/* pd_cnn.h: the SimpleCNN training step on the GPU (CUDA Toolkit only).
+ *
+ * SimpleCNN: conv3x3(3->32,pad 1)-ReLU-conv3x3(32->64,pad 1)-ReLU-maxpool2
+ *            -conv3x3(64->128,pad 1)-ReLU-global average pool-linear(128->10),
+ * cross entropy, AdamW (lr 1e-3), optional AMP (fp16 compute, fp32 master weights,
+ * dynamic loss scaling with GradScaler semantics: init 65536, growth x2 every 2000
+ * clean steps, backoff x0.5 and skip the step on inf/nan; the skip is decided on the
+ * device, so AMP adds no host synchronization).
+ *
+ * The planted problems of the scenarios are knobs of the step, so a user can A/B them:
+ * the TinyOpsBlock (a chain of tiny elementwise kernels, fused, or replayed as a CUDA
+ * graph), temporary buffers through plain cudaMalloc/cudaFree or a stream-ordered pool,
+ * and host reads of the loss inside the step.
+ *
+ * Every launch runs inside a named host range (pd_range_push) so the profiler
+ * attributes kernels to layers. Calls return 0 or a PD_E* code.
+ */
+#ifndef PD_CNN_H
+#define PD_CNN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "pd/pd_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PD_CNN_IMAGE_C 3
+#define PD_CNN_IMAGE_H 32
+#define PD_CNN_IMAGE_W 32
+#define PD_CNN_CLASSES 10
+
+typedef enum {
+  PD_TINY_OFF = 0,  /* no TinyOpsBlock */
+  PD_TINY_CHAIN,    /* planted: `tiny_ops_depth` separate elementwise kernels fwd + bwd */
+  PD_TINY_FUSED,    /* fix: the same math in one kernel fwd and one bwd */
+  PD_TINY_GRAPH     /* fix: the chain captured once as a CUDA graph and replayed */
+} pd_tiny_mode_t;
+
+typedef enum {
+  PD_ALLOC_POOL = 0, /* temporaries from a stream-ordered pool (cudaMallocAsync) */
+  PD_ALLOC_CHURN     /* planted: every temporary through cudaMalloc/cudaFree each step */
+} pd_alloc_mode_t;
+
+typedef enum {
+  PD_SYNC_NONE = 0, /* loss stays on the device; read once at the end */
+  PD_SYNC_FORCED    /* planted: loss.item() and other blocking reads inside every step */
+} pd_sync_mode_t;
+
+typedef struct {
+  int batch;           /* >= 1 */
+  bool amp;            /* fp16 compute with dynamic loss scaling */
+  uint64_t seed;       /* weight initialization */
+  float lr;            /* AdamW learning rate, default 1e-3 */
+  float weight_decay;  /* AdamW weight decay, default 1e-2 */
+  pd_tiny_mode_t tiny_mode;
+  int tiny_ops_depth;  /* elementwise ops in the TinyOpsBlock chain, default 256 */
+  pd_alloc_mode_t alloc_mode;
+  int churn_buffers;   /* temporaries allocated and freed per step in CHURN mode, default 64 */
+  pd_sync_mode_t sync_mode;
+} pd_cnn_config_t;
+
+typedef struct pd_cnn pd_cnn_t;
+
+/* Fills cfg with the defaults above (batch 64, no AMP, no planted problem). */
+void pd_cnn_config_init(pd_cnn_config_t *cfg);
+
+/* Creates the model, optimizer state and workspaces on the current device, launching
+ * on `stream`. On success *out owns it; free with pd_cnn_destroy(). PD_EDEVOOM when the
+ * GPU is out of memory (nothing is leaked). */
+int pd_cnn_create(const pd_cnn_config_t *cfg, cudaStream_t stream, pd_cnn_t **out);
+void pd_cnn_destroy(pd_cnn_t *cnn);
+
+/* Enqueues one training step (zero grad, forward, loss, backward, unscale, AdamW,
+ * scaler update) on the model's stream. `images` is batch x 3 x 32 x 32 float32 NCHW
+ * on the device, `labels` batch int32 on the device. Does not synchronize unless the
+ * config's sync_mode says so. */
+int pd_cnn_train_step(pd_cnn_t *cnn, const float *images, const int32_t *labels);
+
+/* Waits for the stream and returns the loss of the last step (the unscaled mean cross
+ * entropy). */
+int pd_cnn_last_loss(pd_cnn_t *cnn, float *loss);
+
+/* AMP bookkeeping: current loss scale and number of skipped steps (inf/nan). */
+int pd_cnn_amp_state(pd_cnn_t *cnn, float *scale, int64_t *skipped_steps);
+
+/* The model's stream. */
+cudaStream_t pd_cnn_stream(const pd_cnn_t *cnn);
+
+/* Bytes of device memory the model holds (weights, optimizer state, workspaces). */
+size_t pd_cnn_device_bytes(const pd_cnn_t *cnn);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PD_CNN_H */

@@ -1,0 +1,57 @@
+/* pd_common.h: error codes, the one clock, and small helpers shared by every layer.
+ *
+ * Library code (profiler core, scenarios, analyzer) returns one of the PD_E* codes
+ * below (0 on success, negative on failure) and never exits the process. Programs
+ * turn a code into text with pd_strerror().
+ */
+#ifndef PD_COMMON_H
+#define PD_COMMON_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PD_VERSION_STRING "0.1.0"
+
+/* One table for error codes: X(name, value, message). */
+#define PD_ERRNO_MAP(X)                                                              \
+  X(OK, 0, "success")                                                                \
+  X(INVAL, -1, "invalid argument")                                                   \
+  X(NOMEM, -2, "out of host memory")                                                 \
+  X(IO, -3, "file input/output error")                                               \
+  X(STATE, -4, "call not allowed in the profiler's current state")                   \
+  X(NODEV, -5, "no CUDA device is available")                                        \
+  X(CUDA, -6, "a CUDA runtime call failed")                                          \
+  X(CUPTI, -7, "a CUPTI call failed")                                                \
+  X(CUPTI_BUSY, -8,                                                                  \
+    "CUPTI is already in use by another profiler (Nsight Systems, compute-sanitizer)") \
+  X(PARSE, -9, "input is not valid JSON or not in the expected format")              \
+  X(SCHEMA, -10, "input has an unsupported schema version")                          \
+  X(DEVOOM, -11, "out of GPU memory")                                                \
+  X(CUBLAS, -12, "a cuBLAS call failed")                                             \
+  X(MISMATCH, -13, "inputs are not comparable")
+
+typedef enum {
+#define PD_ERRNO_GEN(name, value, msg) PD_E##name = (value),
+  PD_ERRNO_MAP(PD_ERRNO_GEN)
+#undef PD_ERRNO_GEN
+} pd_err_t;
+
+/* Returns a static string for an error code; never NULL. */
+const char *pd_strerror(int err);
+/* Returns the symbolic name ("PD_ECUPTI_BUSY"); never NULL. */
+const char *pd_err_name(int err);
+
+/* The project's one clock: CLOCK_MONOTONIC in int64 nanoseconds. Host ranges, step
+ * timing and (through CUPTI's timestamp callback) GPU activity all use it. */
+int64_t pd_clock_now_ns(void);
+/* Nanoseconds to add to a pd_clock_now_ns() value to get Unix time (CLOCK_REALTIME). */
+int64_t pd_clock_unix_offset_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PD_COMMON_H */

@@ -1,0 +1,174 @@
+/* pd_event.h: the neutral event model every consumer reads.
+ *
+ * The CUPTI source, host ranges and the trace reader all produce pd_event_t values
+ * (int64 nanoseconds on the pd_clock_now_ns() timeline). Aggregation, writers,
+ * metrics, diagnosis and comparison read only this model, so they build and are
+ * unit-tested on machines with no GPU, fed with events made by hand.
+ */
+#ifndef PD_EVENT_H
+#define PD_EVENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#include "pd/pd_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One table for event kinds: X(NAME, chrome trace category). */
+#define PD_EVENT_KIND_MAP(X)              \
+  X(KERNEL, "kernel")                     \
+  X(MEMCPY, "gpu_memcpy")                 \
+  X(MEMSET, "gpu_memset")                 \
+  X(RUNTIME, "cuda_runtime")              \
+  X(DRIVER, "cuda_driver")                \
+  X(SYNC, "cuda_sync")                    \
+  X(RANGE, "user_annotation")             \
+  X(GPU_RANGE, "gpu_user_annotation")     \
+  X(CPU_OP, "cpu_op")                     \
+  X(MEMORY, "cpu_instant_event")          \
+  X(OVERHEAD, "overhead")
+
+typedef enum {
+#define PD_EVENT_KIND_GEN(name, cat) PD_EVENT_##name,
+  PD_EVENT_KIND_MAP(PD_EVENT_KIND_GEN)
+#undef PD_EVENT_KIND_GEN
+  PD_EVENT_KIND_COUNT
+} pd_event_kind_t;
+
+/* Returns the Chrome trace category ("kernel", "cuda_runtime", ...); never NULL. */
+const char *pd_event_kind_category(pd_event_kind_t kind);
+/* Returns the kind for a Chrome trace category, or -1 when unknown. */
+int pd_event_kind_from_category(const char *cat);
+
+typedef enum {
+  PD_MEMCPY_UNKNOWN = 0,
+  PD_MEMCPY_HTOD,
+  PD_MEMCPY_DTOH,
+  PD_MEMCPY_DTOD,
+  PD_MEMCPY_HTOH,
+  PD_MEMCPY_PTOP
+} pd_memcpy_kind_t;
+
+typedef enum {
+  PD_MEM_UNKNOWN = 0,
+  PD_MEM_PAGEABLE,
+  PD_MEM_PINNED,
+  PD_MEM_DEVICE,
+  PD_MEM_MANAGED
+} pd_mem_kind_t;
+
+typedef enum {
+  PD_SYNC_UNKNOWN = 0,
+  PD_SYNC_EVENT,
+  PD_SYNC_STREAM_WAIT_EVENT,
+  PD_SYNC_STREAM,
+  PD_SYNC_CONTEXT
+} pd_sync_kind_t;
+
+/* One event. Strings (name, shape) point into the owning pd_trace_t's string pool.
+ * Host events use pid/tid; device events use device/stream. */
+typedef struct {
+  pd_event_kind_t kind;
+  int64_t start_ns;        /* pd_clock timeline */
+  int64_t end_ns;          /* == start_ns for instant events (MEMORY) */
+  uint64_t correlation_id; /* runtime call <-> GPU activity; 0 when none */
+  const char *name;        /* kernel name, API name, range name */
+  uint32_t pid;
+  uint32_t tid;
+  uint32_t device;
+  uint32_t context;
+  uint32_t stream;
+  union {
+    struct {
+      int32_t grid[3];
+      int32_t block[3];
+      int32_t registers_per_thread;
+      int32_t static_smem_bytes;
+      int32_t dynamic_smem_bytes;
+    } kernel;
+    struct {
+      uint64_t bytes;
+      pd_memcpy_kind_t copy_kind;
+      pd_mem_kind_t src_kind;
+      pd_mem_kind_t dst_kind;
+    } memcpy;
+    struct {
+      uint64_t bytes;
+      pd_mem_kind_t dst_kind;
+    } memset;
+    struct {
+      uint32_t cbid;   /* CUPTI callback id of the API call */
+      int32_t status;  /* return code of the call */
+    } api;
+    struct {
+      pd_sync_kind_t sync_kind;
+    } sync;
+    struct {
+      int64_t step;      /* >= 0 for ProfilerStep#N ranges, -1 otherwise */
+      const char *shape; /* input shapes text ("[[64, 3, 32, 32]]") or NULL */
+      uint32_t depth;    /* nesting depth on its thread, 0 = outermost */
+    } range;
+    struct {
+      uint64_t address;
+      int64_t bytes;          /* > 0 allocation, < 0 release */
+      int64_t total_allocated; /* device bytes live after this event, -1 unknown */
+      pd_mem_kind_t mem_kind;
+    } memory;
+  } u;
+} pd_event_t;
+
+/* Static properties of one GPU, as the trace's deviceProperties[] lists them. */
+typedef struct {
+  int id;
+  char name[256];
+  uint64_t total_global_mem;
+  int compute_major;
+  int compute_minor;
+  int num_sms;
+  int max_threads_per_block;
+  int max_threads_per_sm;
+  int max_regs_per_block;
+  int max_regs_per_sm;
+  int max_shared_mem_per_block;
+  int max_shared_mem_per_sm;
+  int warp_size;
+  int max_blocks_per_sm;
+} pd_device_props_t;
+
+/* A set of events with the strings they point into: one profiling cycle, or a whole
+ * trace file read back. Growable; pd_trace_reset() keeps the capacity. */
+typedef struct pd_trace pd_trace_t;
+
+/* Returns a new empty trace, or NULL when out of memory. Free with pd_trace_destroy(). */
+pd_trace_t *pd_trace_create(void);
+void pd_trace_destroy(pd_trace_t *trace);
+/* Drops all events, strings and devices; keeps allocated capacity. */
+void pd_trace_reset(pd_trace_t *trace);
+/* Returns a copy of s owned by the trace (equal strings share one copy), or NULL on
+ * out of memory. NULL in, NULL out. */
+const char *pd_trace_intern(pd_trace_t *trace, const char *s);
+/* Copies ev into the trace; name and shape strings are interned. Returns 0 or PD_ENOMEM. */
+int pd_trace_add(pd_trace_t *trace, const pd_event_t *ev);
+/* Returns the number of events and a pointer to them (valid until the next add/reset). */
+size_t pd_trace_count(const pd_trace_t *trace);
+const pd_event_t *pd_trace_events(const pd_trace_t *trace);
+/* Mutable access, e.g. to sort in place. */
+pd_event_t *pd_trace_events_mut(pd_trace_t *trace);
+/* Sorts events by start time (stable: equal starts keep their insertion order). */
+void pd_trace_sort(pd_trace_t *trace);
+/* Device properties carried with the trace. */
+int pd_trace_add_device(pd_trace_t *trace, const pd_device_props_t *props);
+size_t pd_trace_device_count(const pd_trace_t *trace);
+const pd_device_props_t *pd_trace_devices(const pd_trace_t *trace);
+/* Records lost by the source (CUPTI buffer overflow) while this trace was collected. */
+void pd_trace_set_dropped(pd_trace_t *trace, uint64_t dropped);
+uint64_t pd_trace_dropped(const pd_trace_t *trace);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PD_EVENT_H */

@@ -1,0 +1,131 @@
+/* pd_prof.h: the profiler core's public API.
+ *
+ * Create a profiler from a config, start it, call pd_prof_step() once per training
+ * step, stop and destroy it. A schedule with torch.profiler semantics decides which
+ * steps are traced; the last active step of each cycle hands that cycle's events to
+ * the trace-ready callback and then frees them, so memory stays flat over long jobs.
+ *
+ * Host ranges (pd_range_push/pop) are recorded on the calling thread and also emitted
+ * as NVTX ranges, so Nsight Systems shows the same names.
+ *
+ * Every call returns 0 or a negative PD_E* code (pd_common.h); the library never exits.
+ */
+#ifndef PD_PROF_H
+#define PD_PROF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pd/pd_common.h"
+#include "pd/pd_event.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- schedule ---------------------------------------------------------------- */
+
+/* One table for schedule actions: X(NAME, text). */
+#define PD_SCHED_ACTION_MAP(X)  \
+  X(NONE, "NONE")               \
+  X(WARMUP, "WARMUP")           \
+  X(RECORD, "RECORD")           \
+  X(RECORD_AND_SAVE, "RECORD_AND_SAVE")
+
+typedef enum {
+#define PD_SCHED_GEN(name, text) PD_SCHED_##name,
+  PD_SCHED_ACTION_MAP(PD_SCHED_GEN)
+#undef PD_SCHED_GEN
+} pd_sched_action_t;
+
+typedef struct {
+  int skip_first; /* steps ignored before the first cycle */
+  int wait;       /* steps off at the start of each cycle */
+  int warmup;     /* steps traced but discarded */
+  int active;     /* steps recorded; must be >= 1 */
+  int repeat;     /* cycles; 0 = cycle until the job ends */
+} pd_schedule_t;
+
+/* Returns 0 when the schedule is valid, PD_EINVAL otherwise (negative counts, active < 1). */
+int pd_schedule_validate(const pd_schedule_t *s);
+/* Returns the action for step number `step` (0-based), torch.profiler semantics. */
+pd_sched_action_t pd_schedule_action(const pd_schedule_t *s, int64_t step);
+/* Returns a static string ("RECORD_AND_SAVE"); never NULL. */
+const char *pd_sched_action_name(pd_sched_action_t a);
+
+/* ---- profiler ---------------------------------------------------------------- */
+
+enum {
+  PD_ACTIVITY_CPU = 1u << 0,  /* host ranges */
+  PD_ACTIVITY_CUDA = 1u << 1  /* CUPTI: kernels, memcpy, memset, runtime, sync, memory */
+};
+
+typedef struct pd_prof pd_prof_t;
+
+/* Called on the thread that calls pd_prof_step()/pd_prof_stop() when a cycle is
+ * complete. `cycle` holds that cycle's events sorted by start time, with step ranges
+ * (ProfilerStep#N) included; it is freed after the callback returns. Return 0, or a
+ * negative PD_E* code that pd_prof_step()/pd_prof_stop() then returns. */
+typedef int (*pd_trace_ready_cb)(pd_prof_t *prof, const pd_trace_t *cycle, void *user);
+
+typedef struct {
+  unsigned activities;   /* PD_ACTIVITY_* bits; 0 means CPU|CUDA */
+  bool record_shapes;    /* keep shapes given to pd_range_push_shape() */
+  bool profile_memory;   /* device memory alloc/free records */
+  bool with_stack;       /* accepted for torch compatibility; host stacks are not recorded */
+  pd_schedule_t schedule;
+  pd_trace_ready_cb on_trace_ready; /* may be NULL: cycles are then dropped */
+  void *user;
+  const char *trace_dir;   /* used by pd_trace_file_path(); may be NULL */
+  const char *worker_name; /* defaults to "<hostname>_<pid>" */
+  int device;              /* CUDA device ordinal to describe in deviceProperties */
+} pd_prof_config_t;
+
+/* Fills cfg with defaults: CPU|CUDA, schedule(wait=1, warmup=1, active=1, repeat=1). */
+void pd_prof_config_init(pd_prof_config_t *cfg);
+
+/* Creates a profiler. On success *out owns it; free with pd_prof_destroy(). Fails with
+ * PD_EINVAL on a bad config, PD_ENODEV/PD_ECUPTI/PD_ECUPTI_BUSY when CUDA activity is
+ * asked for and CUPTI cannot be used. Only one profiler may exist at a time. */
+int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out);
+/* Starts step 0 of the schedule. */
+int pd_prof_start(pd_prof_t *prof);
+/* Ends the current step and begins the next one; may invoke on_trace_ready. */
+int pd_prof_step(pd_prof_t *prof);
+/* Stops; a cycle still being recorded is flushed (forced) and handed over. */
+int pd_prof_stop(pd_prof_t *prof);
+/* Stops if needed and frees everything. NULL is a no-op. */
+void pd_prof_destroy(pd_prof_t *prof);
+/* Records lost so far (CUPTI buffers that overflowed). */
+uint64_t pd_prof_dropped_records(const pd_prof_t *prof);
+/* The step number the profiler is in (0-based). */
+int64_t pd_prof_current_step(const pd_prof_t *prof);
+/* Returns the last error's detail text ("cuptiActivityEnable(KERNEL): CUPTI_ERROR_...");
+ * owned by the profiler; empty string when none. */
+const char *pd_prof_last_error(const pd_prof_t *prof);
+/* Writes "<trace_dir>/<worker>.<unix time ns>.pt.trace.json" into buf. Returns 0 or PD_EINVAL
+ * when buf is too small or trace_dir is unset. */
+int pd_prof_trace_file_path(const pd_prof_t *prof, char *buf, size_t buflen);
+
+/* ---- host ranges ------------------------------------------------------------- */
+
+/* Opens a named range on the calling thread (and an NVTX range of the same name).
+ * Recorded only while a profiler is tracing; cheap otherwise. name is copied. */
+int pd_range_push(const char *name);
+/* Same, with an input-shape text kept when record_shapes is on. */
+int pd_range_push_shape(const char *name, const char *shape);
+/* Closes the innermost range of the calling thread. PD_ESTATE when none is open. */
+int pd_range_pop(void);
+
+/* The range name the data pipeline uses while the step waits for a batch. */
+#define PD_RANGE_DATA_WAIT "DataLoader.wait"
+
+/* Scoped range: PD_RANGE_SCOPE("forward") { ... } closes the range when the block
+ * ends (also on break). Do not return or goto out of the block. */
+#define PD_RANGE_SCOPE(name)                                                   \
+  for (int pd__once_ = (pd_range_push(name), 1); pd__once_; pd__once_ = 0, pd_range_pop())
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PD_PROF_H */

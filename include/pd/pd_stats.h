@@ -1,0 +1,178 @@
+/* pd_stats.h: what the profiler core derives from events.
+ *
+ *  - key averages: torch's key_averages() over host ranges, with GPU work attributed
+ *    through correlation ids to the innermost range open on the launching thread;
+ *  - step metrics: per-step counts and times read from a cycle's events;
+ *  - diagnosis: one table of rules that names the bottleneck with its evidence.
+ *
+ * Everything here reads pd_event_t only; none of it needs a GPU.
+ */
+#ifndef PD_STATS_H
+#define PD_STATS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pd/pd_event.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- key averages -------------------------------------------------------------- */
+
+typedef struct {
+  const char *name;  /* owned by the table */
+  const char *shape; /* owned by the table; NULL unless grouped by shape */
+  int64_t calls;
+  int64_t self_cpu_ns;
+  int64_t cpu_total_ns;
+  int64_t self_cuda_ns;  /* GPU time of kernels/memcpy/memset launched directly in this range */
+  int64_t cuda_total_ns; /* ... plus those launched in ranges nested inside it */
+  int64_t kernel_count;  /* GPU activities attributed (self) */
+} pd_op_stat_t;
+
+/* One table for sort keys: X(NAME, torch's sort_by text). */
+#define PD_SORT_KEY_MAP(X)                          \
+  X(SELF_CUDA_TIME_TOTAL, "self_cuda_time_total")   \
+  X(CUDA_TIME_TOTAL, "cuda_time_total")             \
+  X(SELF_CPU_TIME_TOTAL, "self_cpu_time_total")     \
+  X(CPU_TIME_TOTAL, "cpu_time_total")               \
+  X(COUNT, "count")
+
+typedef enum {
+#define PD_SORT_GEN(name, text) PD_SORT_##name,
+  PD_SORT_KEY_MAP(PD_SORT_GEN)
+#undef PD_SORT_GEN
+} pd_sort_key_t;
+
+/* Returns 0 and sets *key for a sort_by text, or PD_EINVAL when unknown. */
+int pd_sort_key_parse(const char *text, pd_sort_key_t *key);
+
+typedef struct pd_op_table pd_op_table_t;
+
+typedef enum {
+  PD_GROUP_BY_RANGE = 0,       /* host ranges are the "ops" (key_averages) */
+  PD_GROUP_BY_RANGE_AND_SHAPE, /* key_averages(group_by_input_shape=True) */
+  PD_GROUP_BY_KERNEL           /* kernel-level view: GPU activities by name */
+} pd_group_by_t;
+
+/* Returns a new empty table, NULL on out of memory. Free with pd_op_table_destroy(). */
+pd_op_table_t *pd_op_table_create(pd_group_by_t group_by);
+void pd_op_table_destroy(pd_op_table_t *table);
+/* Adds one trace's events (a cycle) to the table. Returns 0 or PD_ENOMEM. */
+int pd_op_table_add_trace(pd_op_table_t *table, const pd_trace_t *trace);
+void pd_op_table_sort(pd_op_table_t *table, pd_sort_key_t key);
+size_t pd_op_table_count(const pd_op_table_t *table);
+const pd_op_stat_t *pd_op_table_rows(const pd_op_table_t *table);
+/* Prints the table like torch's key_averages().table(): Name, Self CPU, CPU total,
+ * Self CUDA, Self CUDA %, CUDA total, CUDA time avg, # of Calls. row_limit <= 0: all. */
+void pd_op_table_print(FILE *out, const pd_op_table_t *table, int row_limit);
+
+/* ---- step metrics ------------------------------------------------------------------ */
+
+/* One table for the metrics of the metrics JSON: X(field, kind). The field name is the
+ * JSON key. Kinds: TIME (seconds or us, compared with a significance test over per-step
+ * samples), COUNT (compared exactly or within a band), RATIO, INFO (reported only). */
+#define PD_METRIC_KIND_MAP(X) X(TIME) X(COUNT) X(RATIO) X(INFO)
+typedef enum {
+#define PD_MK_GEN(name) PD_METRIC_##name,
+  PD_METRIC_KIND_MAP(PD_MK_GEN)
+#undef PD_MK_GEN
+} pd_metric_kind_t;
+
+#define PD_METRICS_MAP(X)                       \
+  X(avg_step_time_s, TIME)                      \
+  X(avg_dataloader_wait_s, TIME)                \
+  X(p50_step_time_s, TIME)                      \
+  X(p95_step_time_s, TIME)                      \
+  X(dataloader_wait_fraction, RATIO)            \
+  X(gpu_busy_fraction, RATIO)                   \
+  X(kernels_per_step, COUNT)                    \
+  X(avg_kernel_time_us, TIME)                   \
+  X(gpu_kernel_time_per_step_us, TIME)          \
+  X(runtime_calls_per_step, COUNT)              \
+  X(sync_calls_per_step, COUNT)                 \
+  X(sync_time_per_step_us, TIME)                \
+  X(device_alloc_calls_per_step, COUNT)         \
+  X(device_alloc_time_per_step_us, TIME)        \
+  X(h2d_bytes_per_step, COUNT)                  \
+  X(peak_device_memory_bytes, COUNT)            \
+  X(loss_first, INFO)                           \
+  X(loss_last, INFO)                            \
+  X(dropped_records, COUNT)
+
+typedef struct {
+#define PD_METRIC_FIELD(field, kind) double field;
+  PD_METRICS_MAP(PD_METRIC_FIELD)
+#undef PD_METRIC_FIELD
+  int steps; /* number of profiled steps the metrics come from */
+} pd_metrics_t;
+
+typedef struct {
+  const char *name;
+  pd_metric_kind_t kind;
+  size_t offset; /* offsetof(pd_metrics_t, field) */
+} pd_metric_desc_t;
+
+/* Returns the metric descriptor table and its length (static storage). */
+const pd_metric_desc_t *pd_metric_descs(size_t *count);
+/* Returns the descriptor for a JSON key, or NULL when unknown. */
+const pd_metric_desc_t *pd_metric_find(const char *name);
+
+/* Fills the GPU-side metrics of *m (kernels_per_step, avg_kernel_time_us,
+ * gpu_busy_fraction, sync/alloc calls, h2d bytes, peak memory, dropped_records,
+ * steps, ...) from a cycle's events, per ProfilerStep#N range. Host-timed fields
+ * (step times, data wait, loss) are left as they are. Returns 0, or PD_EINVAL when the
+ * trace holds no step range. */
+int pd_metrics_from_trace(const pd_trace_t *trace, pd_metrics_t *m);
+
+/* Fills avg/p50/p95 step time, avg data wait and dataloader_wait_fraction from per-step
+ * samples (seconds). */
+void pd_metrics_from_samples(pd_metrics_t *m, const double *step_times_s,
+                             const double *data_wait_s, size_t n);
+
+/* ---- diagnosis ----------------------------------------------------------------------- */
+
+/* One table for bottleneck names: X(NAME, text). */
+#define PD_BOTTLENECK_MAP(X)                 \
+  X(COMPUTE, "compute")                      \
+  X(DATALOADER, "dataloader")                \
+  X(SYNC, "sync")                            \
+  X(LAUNCH_OVERHEAD, "launch_overhead")      \
+  X(ALLOCATOR_CHURN, "allocator_churn")
+
+typedef enum {
+#define PD_BN_GEN(name, text) PD_BOTTLENECK_##name,
+  PD_BOTTLENECK_MAP(PD_BN_GEN)
+#undef PD_BN_GEN
+  PD_BOTTLENECK_COUNT
+} pd_bottleneck_t;
+
+typedef struct {
+  pd_bottleneck_t bottleneck;
+  char rule[64];       /* the rule that fired */
+  char evidence[512];  /* the numbers that fired it, in words */
+} pd_verdict_t;
+
+/* Returns a static string ("launch_overhead"); never NULL. */
+const char *pd_bottleneck_name(pd_bottleneck_t b);
+/* Returns 0 and sets *b for a name, PD_EINVAL when unknown. */
+int pd_bottleneck_parse(const char *name, pd_bottleneck_t *b);
+/* Applies the rule table in order; the first rule that fires names the bottleneck,
+ * `compute` when none does. */
+void pd_diagnose(const pd_metrics_t *m, pd_verdict_t *v);
+/* Prints the rule table (name, condition, threshold) as Markdown, for the README. */
+void pd_diagnose_print_rules(FILE *out);
+
+/* ---- small statistics helpers ---------------------------------------------------------- */
+
+/* Returns the q-quantile (0..1, linear interpolation) of n samples; NaN when n == 0.
+ * Does not modify xs. */
+double pd_quantile(const double *xs, size_t n, double q);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PD_STATS_H */

@@ -1,0 +1,3 @@
+/* Analyzer layer placeholder until the scenario sources land. */
+int pd_analyze_placeholder_(void);
+int pd_analyze_placeholder_(void) { return 0; }

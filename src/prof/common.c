@@ -1,0 +1,42 @@
+/* common.c: error strings and the project's one clock. */
+#include "pd/pd_common.h"
+
+#include <time.h>
+
+const char *pd_strerror(int err) {
+  switch (err) {
+#define PD_STRERROR_GEN(name, value, msg) \
+  case PD_E##name:                        \
+    return msg;
+    PD_ERRNO_MAP(PD_STRERROR_GEN)
+#undef PD_STRERROR_GEN
+  }
+  return "unknown error";
+}
+
+const char *pd_err_name(int err) {
+  switch (err) {
+#define PD_ERRNAME_GEN(name, value, msg) \
+  case PD_E##name:                       \
+    return "PD_E" #name;
+    PD_ERRNO_MAP(PD_ERRNAME_GEN)
+#undef PD_ERRNAME_GEN
+  }
+  return "PD_EUNKNOWN";
+}
+
+int64_t pd_clock_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int64_t pd_clock_unix_offset_ns(void) {
+  /* Sample realtime between two monotonic reads to bound the error by their gap. */
+  struct timespec rt;
+  int64_t m0 = pd_clock_now_ns();
+  clock_gettime(CLOCK_REALTIME, &rt);
+  int64_t m1 = pd_clock_now_ns();
+  int64_t real = (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec;
+  return real - (m0 + (m1 - m0) / 2);
+}
