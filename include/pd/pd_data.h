@@ -1,0 +1,65 @@
+/* pd_data.h: the synthetic dataset and the data pipeline that feeds the training step.
+ *
+ * Each sample is generated from (seed, index) alone, so runs are reproducible and any
+ * worker can produce any sample. Images carry a class-dependent pattern plus noise, so
+ * the loss really falls when the model trains.
+ *
+ * The pipeline: `num_workers` threads fill a bounded queue of `prefetch_factor` batches
+ * per worker; num_workers = 0 loads on the calling thread. Batches are staged in pinned
+ * (page-locked) or pageable host memory and copied to the device with cudaMemcpyAsync
+ * on the consumer's stream.
+ */
+#ifndef PD_DATA_H
+#define PD_DATA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "pd/pd_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Fills one 3x32x32 float32 CHW image and its label (0..9) for sample `index`.
+ * Deterministic in (seed, index). `cpu_work` extra sin/cos iterations per sample model
+ * CPU augmentation (the result feeds into the image so it cannot be optimized away). */
+void pd_sample_fill(uint64_t seed, int64_t index, int cpu_work, float *image, int32_t *label);
+
+typedef struct {
+  int batch_size;         /* >= 1 */
+  int num_workers;        /* >= 0; 0 loads on the calling thread */
+  int prefetch_factor;    /* batches queued per worker, >= 1 (ignored when num_workers = 0) */
+  bool persistent_workers;/* keep workers alive across epochs (ignored when num_workers = 0) */
+  bool pin_memory;        /* stage batches in page-locked memory, copy asynchronously */
+  int cpu_work;           /* sin/cos iterations per sample */
+  int io_sleep_ms;        /* simulated I/O latency per sample */
+  uint64_t seed;
+  int64_t samples_per_epoch; /* dataset length; drop_last semantics */
+} pd_data_config_t;
+
+typedef struct pd_data pd_data_t;
+
+/* A batch on the device, valid until the next pd_data_next() call. */
+typedef struct {
+  const float *images;   /* batch x 3 x 32 x 32, device */
+  const int32_t *labels; /* batch, device */
+  int64_t first_index;   /* sample index of the batch's first sample */
+} pd_batch_t;
+
+/* Fills cfg with defaults (batch 64, 2 workers, prefetch 2, cpu_work 200, no sleep). */
+void pd_data_config_init(pd_data_config_t *cfg);
+/* Creates the pipeline and starts its workers; copies go on `stream`. On success *out
+ * owns it; free with pd_data_destroy(), which joins every thread and frees every buffer. */
+int pd_data_create(const pd_data_config_t *cfg, cudaStream_t stream, pd_data_t **out);
+/* Waits for the next batch (inside a PD_RANGE_DATA_WAIT host range) and enqueues its
+ * host-to-device copy on the stream. */
+int pd_data_next(pd_data_t *data, pd_batch_t *batch);
+void pd_data_destroy(pd_data_t *data);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PD_DATA_H */
