@@ -42,22 +42,41 @@ typedef struct {
 
 typedef struct pd_data pd_data_t;
 
-/* A batch on the device, valid until the next pd_data_next() call. */
+/* A batch on the device. The pipeline owns the memory.
+ *
+ * Device buffers are double-buffered: batch i lives in slot i % 2, so the copy of batch
+ * i+1 (enqueued by the next pd_data_next() call) never overwrites batch i, and work on
+ * batch i may still run while batch i+1 is copied. Batch i stays valid until the
+ * pd_data_next() call that returns batch i+2; that call's copy into the same slot is
+ * stream-ordered, so work enqueued on the pipeline's stream before it still reads
+ * batch i. Work on another stream must wait on the pipeline's stream first. */
 typedef struct {
   const float *images;   /* batch x 3 x 32 x 32, device */
   const int32_t *labels; /* batch, device */
   int64_t first_index;   /* sample index of the batch's first sample */
+  int64_t seq;           /* batch number since pd_data_create(): 0, 1, 2, ... */
+  int64_t epoch;         /* seq / (samples_per_epoch / batch_size) */
 } pd_batch_t;
 
-/* Fills cfg with defaults (batch 64, 2 workers, prefetch 2, cpu_work 200, no sleep). */
+/* Fills cfg with defaults (batch 64, 2 workers, prefetch 2, cpu_work 200, no sleep,
+ * pageable memory, not persistent, seed 0, 4096 samples per epoch). */
 void pd_data_config_init(pd_data_config_t *cfg);
-/* Creates the pipeline and starts its workers; copies go on `stream`. On success *out
- * owns it; free with pd_data_destroy(), which joins every thread and frees every buffer. */
+/* Creates the pipeline on the current device and starts its workers (they begin
+ * prefetching at once, like iter(DataLoader)); copies go on `stream`. On success *out
+ * owns it; free with pd_data_destroy(), which joins every thread and frees every buffer.
+ * PD_EINVAL on a bad config, PD_ENOMEM (host or pinned memory, threads), PD_EDEVOOM
+ * (device buffers), PD_ECUDA (other CUDA failures); nothing is leaked on failure. */
 int pd_data_create(const pd_data_config_t *cfg, cudaStream_t stream, pd_data_t **out);
-/* Waits for the next batch (inside a PD_RANGE_DATA_WAIT host range) and enqueues its
- * host-to-device copy on the stream. */
+/* Waits for the next batch in order (inside a PD_RANGE_DATA_WAIT host range) and
+ * enqueues its host-to-device copy on the stream; fills *batch (see pd_batch_t for how
+ * long it stays valid). Batches continue across epochs without end. */
 int pd_data_next(pd_data_t *data, pd_batch_t *batch);
+/* Waits for the copies in flight, stops and joins the workers, frees host, pinned and
+ * device memory. NULL is a no-op. */
 void pd_data_destroy(pd_data_t *data);
+/* Returns the detail of the last pd_data_* failure on the calling thread ("cudaMalloc
+ * (786432 bytes): out of memory"); static thread-local storage, "" when none. */
+const char *pd_data_last_error(void);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,127 @@
+/* pd_scen.h: the scenario table and the mapping from (scenario, fix knobs) to the
+ * configuration of the training step (pd_cnn.h) and of the data pipeline (pd_data.h).
+ *
+ * The five scenarios live in ONE table (PD_SCENARIO_MAP) that also feeds
+ * `profiler_demo --list_scenarios`, `--help` and the README. Each row says what is
+ * planted, the signature the profiler must show, the verdict expected from the
+ * diagnosis and the flag that fixes it. The fix knobs work on every scenario, so a
+ * user can A/B them (e.g. `--scenario clean --tiny_ops_mode chain`).
+ */
+#ifndef PD_SCEN_H
+#define PD_SCEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pd/pd_cnn.h"
+#include "pd/pd_common.h"
+#include "pd/pd_data.h"
+#include "pd/pd_stats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Per-sample data pressure (PRD 4.2): the dataloader scenario, and every other one. */
+#define PD_SCEN_DATALOADER_CPU_WORK 4000
+#define PD_SCEN_DATALOADER_IO_SLEEP_MS 2
+#define PD_SCEN_DEFAULT_CPU_WORK 200
+#define PD_SCEN_DEFAULT_IO_SLEEP_MS 0
+/* Dataset length; large enough that a default run (10 + 2 + 8 steps of 64) stays in
+ * one epoch. */
+#define PD_SCEN_SAMPLES_PER_EPOCH 4096
+
+/* One table for scenarios:
+ * X(ID, name, description, planted problem, signature, fix flag, fix hint, verdict). */
+#define PD_SCENARIO_MAP(X)                                                                   \
+  X(CLEAN, "clean", "the control group: the same training step with nothing planted",        \
+    "nothing (pooled allocator, no host reads in the step, no tiny ops, cpu_work 200, "      \
+    "no I/O sleep)",                                                                         \
+    "GPU busy most of the step; no other rule fires", "",                                    \
+    "nothing to fix", PD_BOTTLENECK_COMPUTE)                                                 \
+  X(DATALOADER, "dataloader", "a slow input pipeline that starves the GPU",                  \
+    "per sample, in the worker threads: cpu_work 4000 sin/cos iterations + io_sleep_ms 2",   \
+    "data wait per step far above the step time; GPU idle between steps", "--num_workers",  \
+    "raise --num_workers (e.g. 8 or 16) so the workers keep up with the GPU",                \
+    PD_BOTTLENECK_DATALOADER)                                                                \
+  X(SYNC, "sync", "hidden host-device synchronization inside every step",                    \
+    "a blocking device->host read of the loss (loss.item()) and more inside every step",     \
+    "synchronizing calls every step; GPU idle while the host waits", "--no_sync",            \
+    "keep the loss on the device and read it once at the end (--no_sync)",                   \
+    PD_BOTTLENECK_SYNC)                                                                      \
+  X(TINY_OPS, "tiny_ops", "kernel launch overhead from a chain of tiny elementwise ops",     \
+    "TinyOpsBlock: --tiny_ops_depth (256) tiny elementwise kernels, forward and backward",   \
+    "kernels per step in the thousands, average kernel a few us, GPU mostly idle between "   \
+    "them",                                                                                  \
+    "--tiny_ops_mode",                                                                       \
+    "--tiny_ops_mode fused (one kernel each way) or graph (the chain replayed as a CUDA "    \
+    "graph)",                                                                                \
+    PD_BOTTLENECK_LAUNCH_OVERHEAD)                                                           \
+  X(MEMORY_CHURN, "memory_churn", "allocator churn: temporaries through the raw allocator",  \
+    "--churn_buffers (64) temporary device buffers cudaMalloc'd and cudaFree'd every step",  \
+    "allocation calls per step, time in them, sawtooth memory timeline", "--allocator",      \
+    "--allocator pool (a stream-ordered cudaMallocAsync pool)", PD_BOTTLENECK_ALLOCATOR_CHURN)
+
+typedef enum {
+#define PD_SCEN_GEN(id, ...) PD_SCEN_##id,
+  PD_SCENARIO_MAP(PD_SCEN_GEN)
+#undef PD_SCEN_GEN
+  PD_SCEN_COUNT
+} pd_scenario_t;
+
+/* One row of the table. All strings are static. */
+typedef struct {
+  pd_scenario_t id;
+  const char *name;        /* "memory_churn": the --scenario value */
+  const char *description; /* one line */
+  const char *planted;     /* what the scenario plants */
+  const char *signature;   /* what the profiler must show */
+  const char *fix_flag;    /* the knob that fixes it ("--allocator"); "" for clean */
+  const char *fix_hint;    /* how to use the knob, in words */
+  pd_bottleneck_t expected_verdict; /* what pd_diagnose() should name */
+} pd_scenario_info_t;
+
+/* Returns the whole table (static storage) and sets *count to PD_SCEN_COUNT. */
+const pd_scenario_info_t *pd_scenario_table(size_t *count);
+/* Returns the row for a scenario, or NULL when s is out of range (static storage). */
+const pd_scenario_info_t *pd_scenario_info(pd_scenario_t s);
+/* Returns 0 and sets *s for a name ("tiny_ops"), PD_EINVAL when unknown or NULL. */
+int pd_scenario_parse(const char *name, pd_scenario_t *s);
+/* Returns the scenario's name ("tiny_ops"); "unknown" when out of range. Static. */
+const char *pd_scenario_name(pd_scenario_t s);
+
+/* A knob left at PD_KNOB_SCENARIO keeps the scenario's own setting. */
+#define PD_KNOB_SCENARIO (-1)
+
+/* What the user chose: the run's common settings and the fix knobs. */
+typedef struct {
+  int batch_size;          /* >= 1 */
+  bool amp;
+  uint64_t seed;           /* weights and data */
+  int num_workers;         /* >= 0 */
+  int prefetch_factor;     /* >= 1 */
+  bool persistent_workers;
+  bool pin_memory;
+  int tiny_mode;           /* a pd_tiny_mode_t, or PD_KNOB_SCENARIO */
+  int tiny_ops_depth;      /* >= 1, or PD_KNOB_SCENARIO (the model's default) */
+  int alloc_mode;          /* a pd_alloc_mode_t, or PD_KNOB_SCENARIO */
+  int churn_buffers;       /* >= 1, or PD_KNOB_SCENARIO (the model's default) */
+  bool no_sync;            /* drop the planted host reads (any scenario) */
+} pd_scen_options_t;
+
+/* Fills o with the defaults of profiler_demo (batch 64, 2 workers, prefetch 2, seed 0,
+ * every knob at PD_KNOB_SCENARIO). */
+void pd_scen_options_init(pd_scen_options_t *o);
+
+/* Fills *cnn and *data (both fully initialized here, from pd_cnn_config_init and
+ * pd_data_config_init) for scenario s with options o: the scenario plants its problem,
+ * then the knobs override. Returns 0, or PD_EINVAL for an unknown scenario or an out of
+ * range option (nothing is promised about *cnn and *data then). */
+int pd_scenario_configure(pd_scenario_t s, const pd_scen_options_t *o, pd_cnn_config_t *cnn,
+                          pd_data_config_t *data);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PD_SCEN_H */

@@ -1,0 +1,234 @@
+/* data.c: the GPU half of the data pipeline (pd_data.h).
+ *
+ * The CPU half (worker threads, bounded FIFOs, in-order delivery) is data_queue.c; this
+ * file gives it pinned (cudaHostAlloc) or pageable (malloc) staging buffers, copies each
+ * batch into one of two device slots with cudaMemcpyAsync on the consumer's stream, and
+ * hands a staging buffer back to its worker only once an event recorded after its copy
+ * has completed, so a worker never overwrites memory the DMA engine still reads.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "data_queue.h"
+#include "pd/pd_cnn.h"
+#include "pd/pd_data.h"
+#include "pd/pd_prof.h"
+
+#define PD_DATA_SLOTS 2
+
+struct pd_data {
+  pd_data_config_t cfg;
+  cudaStream_t stream;
+  pd_dq_t *dq;
+  float *d_images[PD_DATA_SLOTS];
+  int32_t *d_labels[PD_DATA_SLOTS];
+  cudaEvent_t copied[PD_DATA_SLOTS];     /* recorded after the slot's last copy */
+  pd_dq_batch_t *staged[PD_DATA_SLOTS];  /* host batch whose copy may be in flight */
+  int64_t seq;
+};
+
+static _Thread_local char pd_data_err_[256];
+
+const char *pd_data_last_error(void) { return pd_data_err_; }
+
+static void pd_data_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void pd_data_set_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(pd_data_err_, sizeof(pd_data_err_), fmt, ap);
+  va_end(ap);
+}
+
+/* Maps a failed CUDA call to a PD code, keeping "file:line call: text" for the caller. */
+static int pd_data_cuda_fail(cudaError_t e, const char *call, int line) {
+  pd_data_set_error("data.c:%d %s: %s", line, call, cudaGetErrorString(e));
+  return e == cudaErrorMemoryAllocation ? PD_EDEVOOM : PD_ECUDA;
+}
+
+#define PD_DATA_CUDA(call)                                          \
+  do {                                                              \
+    cudaError_t pd_e_ = (call);                                     \
+    if (pd_e_ != cudaSuccess) return pd_data_cuda_fail(pd_e_, #call, __LINE__); \
+  } while (0)
+
+void pd_data_config_init(pd_data_config_t *cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->batch_size = 64;
+  cfg->num_workers = 2;
+  cfg->prefetch_factor = 2;
+  cfg->persistent_workers = false;
+  cfg->pin_memory = false;
+  cfg->cpu_work = 200;
+  cfg->io_sleep_ms = 0;
+  cfg->seed = 0;
+  cfg->samples_per_epoch = 4096;
+}
+
+/* Pinned staging: page-locked memory is what lets cudaMemcpyAsync run as a true
+ * asynchronous DMA. Failures come back as NULL (PD_ENOMEM from the queue); the text is
+ * kept for pd_data_last_error(). */
+static void *pd_data_pinned_alloc(size_t bytes, void *user) {
+  (void)user;
+  void *p = NULL;
+  cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+  if (e != cudaSuccess) {
+    pd_data_set_error("cudaHostAlloc(%zu bytes): %s", bytes, cudaGetErrorString(e));
+    return NULL;
+  }
+  return p;
+}
+
+static void pd_data_pinned_free(void *ptr, void *user) {
+  (void)user;
+  /* Teardown cannot report: the pipeline is going away whatever this returns. */
+  (void)cudaFreeHost(ptr);
+}
+
+static void *pd_data_pageable_alloc(size_t bytes, void *user) {
+  (void)user;
+  void *p = malloc(bytes);
+  if (p == NULL) pd_data_set_error("malloc(%zu bytes) for a host batch failed", bytes);
+  return p;
+}
+
+static void pd_data_pageable_free(void *ptr, void *user) {
+  (void)user;
+  free(ptr);
+}
+
+void pd_data_destroy(pd_data_t *data) {
+  if (data == NULL) return;
+  /* Copies still reading staging buffers must finish before those buffers are freed.
+   * Errors are ignored on purpose: this is teardown, and every resource is released
+   * regardless. */
+  for (int i = 0; i < PD_DATA_SLOTS; i++) {
+    if (data->staged[i] != NULL && data->copied[i] != NULL) (void)cudaEventSynchronize(data->copied[i]);
+  }
+  pd_dq_destroy(data->dq);
+  for (int i = 0; i < PD_DATA_SLOTS; i++) {
+    if (data->d_images[i] != NULL) (void)cudaFree(data->d_images[i]);
+    if (data->d_labels[i] != NULL) (void)cudaFree(data->d_labels[i]);
+    if (data->copied[i] != NULL) (void)cudaEventDestroy(data->copied[i]);
+  }
+  free(data);
+}
+
+static int pd_data_config_check(const pd_data_config_t *c) {
+  if (c->batch_size < 1) {
+    pd_data_set_error("batch_size must be >= 1, got %d", c->batch_size);
+    return PD_EINVAL;
+  }
+  if (c->num_workers < 0 || c->prefetch_factor < 1 || c->cpu_work < 0 || c->io_sleep_ms < 0) {
+    pd_data_set_error("num_workers >= 0, prefetch_factor >= 1, cpu_work >= 0 and io_sleep_ms >= 0 "
+                      "are required");
+    return PD_EINVAL;
+  }
+  if (c->samples_per_epoch < c->batch_size) {
+    pd_data_set_error("samples_per_epoch (%lld) must hold at least one batch of %d (drop_last)",
+                      (long long)c->samples_per_epoch, c->batch_size);
+    return PD_EINVAL;
+  }
+  return 0;
+}
+
+static int pd_data_create_gpu(pd_data_t *data) {
+  const size_t image_bytes = (size_t)data->cfg.batch_size * PD_CNN_IMAGE_C * PD_CNN_IMAGE_H *
+                             PD_CNN_IMAGE_W * sizeof(float);
+  const size_t label_bytes = (size_t)data->cfg.batch_size * sizeof(int32_t);
+  for (int i = 0; i < PD_DATA_SLOTS; i++) {
+    PD_DATA_CUDA(cudaEventCreateWithFlags(&data->copied[i], cudaEventDisableTiming));
+    PD_DATA_CUDA(cudaMalloc((void **)&data->d_images[i], image_bytes));
+    PD_DATA_CUDA(cudaMalloc((void **)&data->d_labels[i], label_bytes));
+  }
+  return 0;
+}
+
+int pd_data_create(const pd_data_config_t *cfg, cudaStream_t stream, pd_data_t **out) {
+  if (cfg == NULL || out == NULL) return PD_EINVAL;
+  *out = NULL;
+  pd_data_err_[0] = '\0';
+  int rc = pd_data_config_check(cfg);
+  if (rc != 0) return rc;
+  pd_data_t *data = calloc(1, sizeof(*data));
+  if (data == NULL) return PD_ENOMEM;
+  data->cfg = *cfg;
+  data->stream = stream;
+
+  rc = pd_data_create_gpu(data);
+  if (rc != 0) {
+    pd_data_destroy(data);
+    return rc;
+  }
+
+  pd_dq_config_t q;
+  pd_dq_config_init(&q);
+  q.batch_size = cfg->batch_size;
+  q.num_workers = cfg->num_workers;
+  q.prefetch_factor = cfg->prefetch_factor;
+  q.persistent_workers = cfg->persistent_workers;
+  q.cpu_work = cfg->cpu_work;
+  q.io_sleep_ms = cfg->io_sleep_ms;
+  q.seed = cfg->seed;
+  q.samples_per_epoch = cfg->samples_per_epoch;
+  q.held_max = PD_DATA_SLOTS; /* one staged batch per device slot */
+  q.alloc = cfg->pin_memory ? pd_data_pinned_alloc : pd_data_pageable_alloc;
+  q.free = cfg->pin_memory ? pd_data_pinned_free : pd_data_pageable_free;
+  rc = pd_dq_create(&q, &data->dq);
+  if (rc != 0) {
+    if (pd_data_err_[0] == '\0') pd_data_set_error("data queue: %s", pd_strerror(rc));
+    pd_data_destroy(data);
+    return rc;
+  }
+  *out = data;
+  return 0;
+}
+
+/* Takes the next host batch from the queue: the part the step waits on. */
+static int pd_data_wait_batch(pd_data_t *data, int slot, pd_dq_batch_t **hb) {
+  /* The slot's previous staging buffer goes back to its worker once its copy is done.
+   * That copy was enqueued two calls ago, so this rarely waits. */
+  if (data->staged[slot] != NULL) {
+    PD_DATA_CUDA(cudaEventSynchronize(data->copied[slot]));
+    pd_dq_release(data->dq, data->staged[slot]);
+    data->staged[slot] = NULL;
+  }
+  int rc = pd_dq_next(data->dq, hb);
+  if (rc != 0) pd_data_set_error("data queue: %s", pd_strerror(rc));
+  return rc;
+}
+
+int pd_data_next(pd_data_t *data, pd_batch_t *batch) {
+  if (data == NULL || batch == NULL) return PD_EINVAL;
+  const int slot = (int)(data->seq % PD_DATA_SLOTS);
+  pd_dq_batch_t *hb = NULL;
+  /* A range that fails to open (no profiler state to record into) must not fail the
+   * batch; only a range that opened is closed. */
+  const bool ranged = pd_range_push(PD_RANGE_DATA_WAIT) == 0;
+  int rc = pd_data_wait_batch(data, slot, &hb);
+  if (ranged) (void)pd_range_pop();
+  if (rc != 0) return rc;
+
+  data->staged[slot] = hb;
+  const size_t image_bytes = (size_t)data->cfg.batch_size * PD_CNN_IMAGE_C * PD_CNN_IMAGE_H *
+                             PD_CNN_IMAGE_W * sizeof(float);
+  const size_t label_bytes = (size_t)data->cfg.batch_size * sizeof(int32_t);
+  /* From pinned memory these return at once; from pageable memory the driver stages
+   * the data itself first, which is the cost --pin_memory removes. */
+  PD_DATA_CUDA(cudaMemcpyAsync(data->d_images[slot], hb->images, image_bytes, cudaMemcpyHostToDevice,
+                               data->stream));
+  PD_DATA_CUDA(cudaMemcpyAsync(data->d_labels[slot], hb->labels, label_bytes, cudaMemcpyHostToDevice,
+                               data->stream));
+  PD_DATA_CUDA(cudaEventRecord(data->copied[slot], data->stream));
+
+  batch->images = data->d_images[slot];
+  batch->labels = data->d_labels[slot];
+  batch->first_index = hb->first_index;
+  batch->seq = hb->seq;
+  batch->epoch = hb->epoch;
+  data->seq++;
+  return 0;
+}
