@@ -1,28 +1,104 @@
 #!/usr/bin/env bash
-# gpu_acceptance.sh [BUILD_DIR]: runs `ctest -L acceptance` on a GPU host.
+# gpu_acceptance.sh [BUILD_DIR] [CTEST_ARGS...]: runs `ctest -L acceptance` on a GPU host,
+# one GPU per test (CTest resource groups, spec from scripts/gpu_resources.sh).
 #
-# With the toolchain present (cmake, nvcc, Criterion, cJSON) it builds first. On a host
-# with only the NVIDIA driver and CUDA runtime, it uses a build made elsewhere by
-# scripts/gpu_prepare.sh and the libraries bundled in .gpu_bundle/lib.
-# Extra arguments after BUILD_DIR go to ctest (e.g. -R scenarios).
+# With the toolchain present (cmake, nvcc, Criterion, cJSON) and no BUILD_DIR yet, it
+# builds first. On a host with only the NVIDIA driver, the CUDA runtime and CMake's ctest,
+# it uses a build made elsewhere by scripts/gpu_prepare.sh (copied along with
+# .gpu_bundle/): builds record absolute paths, so when the build came from another
+# checkout path that path is made a symlink to this checkout; bundled libraries that this
+# host lacks go on LD_LIBRARY_PATH, and only those (a bundled copy of a library the host
+# has could clash with the host's ctest or driver).
+#
+# Extra arguments go to ctest (e.g. -R scenarios). Exit: ctest's status; 2 bad setup;
+# 3 no GPU visible (PD_ALLOW_NO_GPU=1 runs anyway, and the tests then skip); 4 tests
+# skipped although GPUs are visible (the device probe in accept_main.c failed).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 root=$PWD
 build=${1:-build-gpu}
-shift || true
-if [ ! -d "$build" ]; then
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release && cmake --build "$build" -j"$(nproc)" || exit 1
+[ "$#" -gt 0 ] && shift
+die() { echo "gpu_acceptance: $2" >&2; exit "$1"; }
+
+command -v ctest >/dev/null 2>&1 || die 2 "ctest (CMake) is not installed on this host"
+ngpu=0
+command -v nvidia-smi >/dev/null 2>&1 && ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+if [ "$ngpu" -eq 0 ] && [ "${PD_ALLOW_NO_GPU:-0}" != 1 ]; then
+  die 3 "nvidia-smi sees no GPU; the acceptance tests would only skip (PD_ALLOW_NO_GPU=1 runs them anyway)"
 fi
+if [ ! -d "$build" ]; then
+  command -v cmake >/dev/null 2>&1 || die 2 "no build directory '$build' and no cmake; run scripts/gpu_prepare.sh where the toolchain is"
+  archs=native
+  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || archs="80-real;90-real;90-virtual"
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=$archs" &&
+    cmake --build "$build" -j"$(nproc)" || die 2 "build failed"
+fi
+[ -f "$build/CTestTestfile.cmake" ] && [ -f "$build/CMakeCache.txt" ] || die 2 "'$build' is not a configured CMake build directory"
+
 # A build made elsewhere records its source and build paths; make them resolve here.
 src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
-if [ -n "$src" ] && [ "$src" != "$root" ] && [ ! -e "$src" ]; then
-  mkdir -p "$(dirname "$src")" && ln -s "$root" "$src"
+bdir=$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$build/CMakeCache.txt")
+if [ -n "$src" ] && [ ! "$src" -ef "$root" ]; then
+  if [ -e "$src" ] || [ -L "$src" ]; then
+    die 2 "'$build' was built from $src, which exists here and is not this checkout: its tests would run that tree's files. Move it away or rebuild here."
+  fi
+  mkdir -p "$(dirname "$src")" && ln -s "$root" "$src" ||
+    die 2 "cannot create the symlink $src -> $root (permissions?)"
+  echo "gpu_acceptance: linked $src -> $root (the build's recorded source dir)"
 fi
-cudalib=/usr/local/cuda/lib64
-[ -d "$cudalib" ] || cudalib=/usr/local/cuda/lib
-export LD_LIBRARY_PATH="$root/.gpu_bundle/lib:$cudalib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-spec="$build/gpu_resources.json"
-ngpu=$(scripts/gpu_resources.sh "$spec")
-echo "gpu_acceptance: $ngpu GPU(s) visible"
-jobs=$(( ngpu > 0 ? ngpu : 1 ))
-cd "$build" && ctest -L acceptance --output-on-failure --resource-spec-file "$spec" -j "$jobs" "$@"
+if [ -n "$bdir" ] && [ ! "$bdir" -ef "$root/$build" ]; then
+  die 2 "'$build' was configured as $bdir, which is not $root/$build here (renamed, or built outside the source tree?); keep its name or rebuild"
+fi
+
+# Library path: CUDA's own libraries from the host, then what the bundle adds.
+libpath=()
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/extras/CUPTI/lib64; do
+  [ -d "$d" ] && libpath+=("$d")
+done
+if [ -d .gpu_bundle/lib ]; then
+  ldconfig_bin=$(command -v ldconfig || echo /sbin/ldconfig)
+  host_libs=$("$ldconfig_bin" -p 2>/dev/null || true)
+  missing_dir=$root/$build/.host_missing_libs
+  rm -rf "$missing_dir" && mkdir -p "$missing_dir"
+  nmiss=0
+  for lib in .gpu_bundle/lib/*; do
+    [ -f "$lib" ] || continue
+    name=$(basename "$lib")
+    if [ -z "$host_libs" ] || ! grep -q "^[[:space:]]$name " <<<"$host_libs"; then
+      ln -s "$root/$lib" "$missing_dir/$name"
+      nmiss=$((nmiss + 1))
+    fi
+  done
+  echo "gpu_acceptance: $nmiss bundled libraries this host lacks: $(ls "$missing_dir" | tr '\n' ' ')"
+  libpath=("$missing_dir" "${libpath[@]}")
+fi
+LD_LIBRARY_PATH=$(IFS=:; echo "${libpath[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH
+
+# Every acceptance program must load before ctest starts: a missing library would read as
+# a crash of each test.
+unresolved=$(find "$build/tests/acceptance" -type f -perm -u+x -exec sh -c \
+  'head -c4 "$1" | grep -q ELF && ldd "$1" | grep "not found" | sed "s|^|$1: |"' _ {} \; 2>/dev/null)
+[ -z "$unresolved" ] || die 2 "libraries not found:
+$unresolved"
+
+spec=$root/$build/gpu_resources.json
+nspec=$(scripts/gpu_resources.sh "$spec")
+args=(-L acceptance --no-tests=error --output-on-failure --output-junit "$root/$build/acceptance-junit.xml")
+if [ "$nspec" -gt 0 ]; then
+  args+=(--resource-spec-file "$spec" -j "$nspec")
+  echo "gpu_acceptance: $nspec GPU(s) in $spec, one per test"
+else
+  # No usable spec (no GPU, or CUDA_VISIBLE_DEVICES by UUID): one test at a time on what
+  # CUDA_VISIBLE_DEVICES allows. RESOURCE_GROUPS needs a spec to be enforced; without one
+  # ctest ignores it.
+  args+=(-j 1)
+  echo "gpu_acceptance: $ngpu GPU(s) seen by nvidia-smi, none listable as CTest resources; running tests one at a time"
+fi
+(cd "$build" && ctest "${args[@]}" "$@")
+rc=$?
+skipped=$(grep -c '<skipped' "$build/acceptance-junit.xml" 2>/dev/null || true)
+if [ "$rc" -eq 0 ] && [ "$ngpu" -gt 0 ] && [ "${skipped:-0}" -gt 0 ]; then
+  die 4 "$skipped acceptance test(s) skipped although $ngpu GPU(s) are visible (see the SKIPPED lines above)"
+fi
+exit "$rc"

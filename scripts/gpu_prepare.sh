@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # gpu_prepare.sh [BUILD_DIR]: builds here (where nvcc, Criterion and cJSON are) for a
-# GPU host that lacks them, and bundles the shared libraries the binaries need.
-# Then, on the GPU host, from the repository root:
-#   scripts/gpu_acceptance.sh build-gpu
-# (with build-gpu and .gpu_bundle copied along).
+# GPU host that lacks them, and bundles the shared libraries the binaries need into
+# .gpu_bundle/lib. Then, on the GPU host, from the repository root:
+#   scripts/gpu_acceptance.sh BUILD_DIR        (default build-gpu)
+# with BUILD_DIR and .gpu_bundle copied along (both git-ignored).
+# PD_CUDA_ARCHS picks the GPU code built (default: sm_80 and sm_90 code, PTX for newer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-gpu}
 archs=${PD_CUDA_ARCHS:-80-real;90-real;90-virtual}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=$archs" >/dev/null
+# Release like a user's run; instrumentation off even if this directory had it before.
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=$archs" \
+  -DENABLE_COVERAGE=OFF -DENABLE_SANITIZERS=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)"
 scripts/gpu_bundle.sh "$build" .gpu_bundle
+echo "gpu_prepare: $build is $(du -sh "$build" | cut -f1); on the GPU host run: scripts/gpu_acceptance.sh $build"

@@ -1,19 +1,38 @@
 #!/usr/bin/env bash
-# gpu_resources.sh OUT.json: writes a CTest resource spec file listing the visible GPUs
-# (one slot each), so `ctest --resource-spec-file OUT.json -L acceptance -j N` runs each
-# acceptance test on a GPU of its own.
+# gpu_resources.sh OUT.json: writes a CTest resource spec file listing the GPUs this
+# process may use (one slot each), and prints how many it listed, so that
+#   ctest -L acceptance --resource-spec-file OUT.json -j N
+# runs each acceptance test (RESOURCE_GROUPS gpus:1) on a GPU of its own. CTest hands the
+# test CTEST_RESOURCE_GROUP_0_GPUS="id:K,slots:1" and tests/acceptance/accept_main.c sets
+# CUDA_VISIBLE_DEVICES=K, so each id must be a physical GPU index.
+#
+# The GPUs are nvidia-smi's, narrowed to CUDA_VISIBLE_DEVICES when that lists indexes.
+# When CUDA_VISIBLE_DEVICES names GPUs by UUID (or MIG instance) the ids cannot be written
+# as CTest ids (lowercase, digits, underscore); the spec then lists none and prints 0, and
+# the caller runs the tests one at a time under the inherited CUDA_VISIBLE_DEVICES.
 set -euo pipefail
 out=${1:?usage: gpu_resources.sh OUT.json}
-n=0
+ids=()
 if command -v nvidia-smi >/dev/null 2>&1; then
   n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+  if [ -z "${CUDA_VISIBLE_DEVICES+set}" ]; then
+    for ((i = 0; i < n; i++)); do ids+=("$i"); done
+  elif [[ "$CUDA_VISIBLE_DEVICES" =~ ^[0-9]+(,[0-9]+)*$ ]]; then
+    IFS=, read -r -a listed <<<"$CUDA_VISIBLE_DEVICES"
+    for i in "${listed[@]}"; do
+      # CUDA stops at the first index that does not exist; so do we.
+      [ "$i" -lt "$n" ] || break
+      ids+=("$i")
+    done
+  fi
 fi
 {
   printf '{"version":{"major":1,"minor":0},"local":[{"gpus":['
-  for ((i = 0; i < n; i++)); do
-    [ "$i" -gt 0 ] && printf ','
-    printf '{"id":"%d","slots":1}' "$i"
+  sep=
+  for i in "${ids[@]}"; do
+    printf '%s{"id":"%s","slots":1}' "$sep" "$i"
+    sep=,
   done
   printf ']}]}\n'
 } >"$out"
-echo "$n"
+echo "${#ids[@]}"
