@@ -57,7 +57,10 @@ const char *pd_sched_action_name(pd_sched_action_t a);
 
 enum {
   PD_ACTIVITY_CPU = 1u << 0,  /* host ranges */
-  PD_ACTIVITY_CUDA = 1u << 1  /* CUPTI: kernels, memcpy, memset, runtime, sync, memory */
+  PD_ACTIVITY_CUDA = 1u << 1, /* CUPTI: kernels, memcpy, memset, runtime, sync, memory */
+  /* With PD_ACTIVITY_CUDA: also CUDA driver API calls (cuda_driver). Off by default, as in
+   * kineto: it adds host overhead to every launch (docs/performance.md). */
+  PD_ACTIVITY_CUDA_DRIVER = 1u << 2
 };
 
 typedef struct pd_prof pd_prof_t;
@@ -101,7 +104,8 @@ uint64_t pd_prof_dropped_records(const pd_prof_t *prof);
 /* The step number the profiler is in (0-based). */
 int64_t pd_prof_current_step(const pd_prof_t *prof);
 /* Returns the last error's detail text ("cuptiActivityEnable(KERNEL): CUPTI_ERROR_...");
- * owned by the profiler; empty string when none. */
+ * owned by the profiler; empty string when none. With prof == NULL: the detail of the
+ * last failed pd_prof_create() (static storage, overwritten by the next create). */
 const char *pd_prof_last_error(const pd_prof_t *prof);
 /* Writes "<trace_dir>/<worker>.<unix time ns>.pt.trace.json" into buf. Returns 0 or PD_EINVAL
  * when buf is too small or trace_dir is unset. */

@@ -1,0 +1,839 @@
+/* cupti_source.c: CUPTI activity tracing -> pd_event_t (the only file that includes <cupti.h>).
+ *
+ * The buffer idiom of the CUPTI samples and kineto: CUPTI asks for empty buffers
+ * (buf_requested_cb) and hands back filled ones (buf_completed_cb); the completed callback
+ * only queues the buffer on a mutex-protected ready list. The profiler's thread flushes
+ * (cuptiActivityFlushAll) and parses the queued buffers in one switch over record->kind
+ * (pd_cupti_record_to_event), adding events to the cycle's trace. CUPTI timestamps come
+ * from our timestamp callback (pd_clock_now_ns), so GPU activity and host ranges share
+ * CLOCK_MONOTONIC, and CUPTI reports system thread ids (gettid), as host ranges do.
+ *
+ * CUPTI's activity callbacks carry no user pointer, so the source's state is process-wide
+ * (g_cupti) and at most one source exists at a time.
+ */
+#include "cupti_source.h"
+
+#include <cuda_runtime.h>
+#include <cupti.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pd/pd_common.h"
+
+#define PD_CUPTI_DEFAULT_BUFFER_BYTES ((size_t)8 << 20)
+/* Buffers kept for reuse after parsing; more are freed so memory stays bounded. */
+#define PD_CUPTI_FREE_LIST_MAX 4
+/* Each buffer is one allocation: this header, then the record area CUPTI sees. 64 bytes
+ * keep the record area aligned to 8 (CUPTI's requirement) and to a cache line. */
+#define PD_CUPTI_HDR_BYTES 64
+
+typedef struct pd_cupti_buf {
+  struct pd_cupti_buf *next;
+  size_t size;  /* bytes of the record area */
+  size_t valid; /* bytes CUPTI filled, set by the completed callback */
+} pd_cupti_buf_t;
+
+_Static_assert(sizeof(pd_cupti_buf_t) <= PD_CUPTI_HDR_BYTES, "buffer header too large");
+
+struct pd_cupti_source {
+  pd_cupti_options_t opt;
+  pd_device_props_t device;
+  bool enabled;
+};
+
+/* Process-wide CUPTI state. `lock` guards the two lists; it is taken by CUPTI's threads
+ * in the callbacks and by the profiler's thread in collect/destroy, each time only to
+ * move list heads, never while parsing. */
+static struct {
+  pthread_mutex_t lock;
+  pd_cupti_buf_t *ready_head; /* FIFO of completed buffers, oldest first */
+  pd_cupti_buf_t *ready_tail;
+  pd_cupti_buf_t *free_list;
+  int free_count;
+  size_t buffer_bytes;
+  atomic_uint_fast64_t dropped;
+  atomic_uint_fast64_t callback_errors; /* CUPTI calls that failed inside callbacks */
+  atomic_bool registered;               /* callbacks registered (once per process) */
+  pd_cupti_source_t *active;
+} g_cupti = {.lock = PTHREAD_MUTEX_INITIALIZER, .buffer_bytes = PD_CUPTI_DEFAULT_BUFFER_BYTES};
+
+/* ---- error text ------------------------------------------------------------------------ */
+
+static void cupti_errtext(char *err, size_t errlen, const char *call, CUptiResult r) {
+  if (err == NULL || errlen == 0) return;
+  const char *name = NULL;
+  const char *msg = NULL;
+  if (cuptiGetResultString(r, &name) != CUPTI_SUCCESS || name == NULL) name = "CUPTI_ERROR_?";
+  if (cuptiGetErrorMessage(r, &msg) != CUPTI_SUCCESS || msg == NULL) msg = "";
+  snprintf(err, errlen, "%s: %s (%d)%s%s", call, name, (int)r, msg[0] ? ": " : "", msg);
+}
+
+/* Maps a failed CUPTI result to the project's code: another CUPTI client (Nsight Systems,
+ * compute-sanitizer) -> PD_ECUPTI_BUSY; a missing device/driver -> PD_ENODEV. */
+static int cupti_code(CUptiResult r) {
+  switch (r) {
+    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+      return PD_ECUPTI_BUSY;
+    case CUPTI_ERROR_INVALID_DEVICE:
+      return PD_ENODEV;
+    case CUPTI_ERROR_OUT_OF_MEMORY:
+      return PD_ENOMEM;
+    default:
+      return PD_ECUPTI;
+  }
+}
+
+#define CUPTI_TRY(call, err, errlen)              \
+  do {                                            \
+    CUptiResult pd_r_ = (call);                   \
+    if (pd_r_ != CUPTI_SUCCESS) {                 \
+      cupti_errtext((err), (errlen), #call, pd_r_); \
+      return cupti_code(pd_r_);                   \
+    }                                             \
+  } while (0)
+
+/* ---- callbacks (CUPTI's threads) ----------------------------------------------------------- */
+
+static uint64_t CUPTIAPI timestamp_cb(void) { return (uint64_t)pd_clock_now_ns(); }
+
+static void CUPTIAPI buf_requested_cb(uint8_t **buffer, size_t *size, size_t *max_records) {
+  pd_cupti_buf_t *b = NULL;
+  pthread_mutex_lock(&g_cupti.lock);
+  size_t want = g_cupti.buffer_bytes;
+  if (g_cupti.free_list != NULL && g_cupti.free_list->size == want) {
+    b = g_cupti.free_list;
+    g_cupti.free_list = b->next;
+    g_cupti.free_count--;
+  }
+  pthread_mutex_unlock(&g_cupti.lock);
+  if (b == NULL) {
+    b = aligned_alloc(PD_CUPTI_HDR_BYTES, PD_CUPTI_HDR_BYTES + want);
+    if (b == NULL) {
+      /* CUPTI then drops records and counts them; we report the count. */
+      *buffer = NULL;
+      *size = 0;
+      *max_records = 0;
+      return;
+    }
+    b->size = want;
+  }
+  b->next = NULL;
+  b->valid = 0;
+  *buffer = (uint8_t *)b + PD_CUPTI_HDR_BYTES;
+  *size = b->size;
+  *max_records = 0; /* as many as fit */
+}
+
+static void CUPTIAPI buf_completed_cb(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
+                                      size_t size, size_t valid) {
+  if (buffer == NULL) return;
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS)
+    atomic_fetch_add(&g_cupti.dropped, (uint_fast64_t)dropped);
+  else
+    atomic_fetch_add(&g_cupti.callback_errors, 1);
+  pd_cupti_buf_t *b = (pd_cupti_buf_t *)(buffer - PD_CUPTI_HDR_BYTES);
+  b->valid = valid <= size ? valid : size;
+  b->next = NULL;
+  pthread_mutex_lock(&g_cupti.lock);
+  if (g_cupti.ready_tail != NULL)
+    g_cupti.ready_tail->next = b;
+  else
+    g_cupti.ready_head = b;
+  g_cupti.ready_tail = b;
+  pthread_mutex_unlock(&g_cupti.lock);
+}
+
+/* Returns a parsed buffer to the free list, or frees it when the list is full. */
+static void buf_recycle(pd_cupti_buf_t *b) {
+  pthread_mutex_lock(&g_cupti.lock);
+  if (g_cupti.free_count < PD_CUPTI_FREE_LIST_MAX && b->size == g_cupti.buffer_bytes) {
+    b->next = g_cupti.free_list;
+    g_cupti.free_list = b;
+    g_cupti.free_count++;
+    b = NULL;
+  }
+  pthread_mutex_unlock(&g_cupti.lock);
+  free(b);
+}
+
+/* ---- record -> event ------------------------------------------------------------------------- */
+
+static pd_mem_kind_t map_mem_kind(unsigned k) {
+  switch (k) {
+    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE:
+      return PD_MEM_PAGEABLE;
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED:
+      return PD_MEM_PINNED;
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC:
+    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY:
+      return PD_MEM_DEVICE;
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC:
+      return PD_MEM_MANAGED;
+    default:
+      return PD_MEM_UNKNOWN;
+  }
+}
+
+static const char *mem_kind_text(pd_mem_kind_t k) {
+  switch (k) {
+    case PD_MEM_PAGEABLE:
+      return "Pageable";
+    case PD_MEM_PINNED:
+      return "Pinned";
+    case PD_MEM_DEVICE:
+      return "Device";
+    case PD_MEM_MANAGED:
+      return "Managed";
+    default:
+      return "Unknown";
+  }
+}
+
+static pd_memcpy_kind_t map_copy_kind(unsigned k) {
+  switch (k) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA:
+      return PD_MEMCPY_HTOD;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH:
+      return PD_MEMCPY_DTOH;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
+      return PD_MEMCPY_DTOD;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+      return PD_MEMCPY_HTOH;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+      return PD_MEMCPY_PTOP;
+    default:
+      return PD_MEMCPY_UNKNOWN;
+  }
+}
+
+static const char *copy_kind_text(pd_memcpy_kind_t k) {
+  switch (k) {
+    case PD_MEMCPY_HTOD:
+      return "HtoD";
+    case PD_MEMCPY_DTOH:
+      return "DtoH";
+    case PD_MEMCPY_DTOD:
+      return "DtoD";
+    case PD_MEMCPY_HTOH:
+      return "HtoH";
+    case PD_MEMCPY_PTOP:
+      return "PtoP";
+    default:
+      return "Unknown";
+  }
+}
+
+static pd_sync_kind_t map_sync_kind(unsigned t, const char **name) {
+  switch (t) {
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE:
+      *name = "Event Sync";
+      return PD_SYNC_EVENT;
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT:
+      *name = "Stream Wait Event";
+      return PD_SYNC_STREAM_WAIT_EVENT;
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE:
+      *name = "Stream Sync";
+      return PD_SYNC_STREAM;
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE:
+      *name = "Context Sync";
+      return PD_SYNC_CONTEXT;
+    default:
+      *name = "Unknown Sync";
+      return PD_SYNC_UNKNOWN;
+  }
+}
+
+static const char *overhead_text(unsigned k) {
+  switch (k) {
+    case CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER:
+      return "Driver Compiler";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH:
+      return "CUPTI Buffer Flush";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION:
+      return "CUPTI Instrumentation";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE:
+      return "CUPTI Resource";
+    case CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING:
+      return "Runtime Triggered Module Loading";
+    case CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING:
+      return "Lazy Function Loading";
+    case CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL:
+      return "Command Buffer Full";
+    case CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST:
+      return "Activity Buffer Request";
+    case CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT:
+      return "UVM Activity Init";
+    default:
+      return "Unknown Overhead";
+  }
+}
+
+void pd_cupti_strip_version_suffix(char *name) {
+  if (name == NULL) return;
+  char *v = strrchr(name, '_');
+  if (v == NULL || v[1] != 'v' || v[2] == '\0') return;
+  for (const char *p = v + 2; *p; p++)
+    if (*p < '0' || *p > '9') return;
+  *v = '\0';
+}
+
+/* Live device allocations seen while tracing (address -> bytes), so memory events carry
+ * the bytes live after them. Open addressing with linear probing and backward-shift
+ * deletion; address 0 marks an empty slot (CUDA never hands out address 0). Touched only
+ * on the profiler's thread. Allocations made before tracing began are unknown: their
+ * release does not lower the tally. */
+static struct {
+  uint64_t *addr;
+  uint64_t *bytes;
+  size_t cap; /* power of two or 0 */
+  size_t count;
+  int64_t live;
+} g_live;
+
+static size_t live_slot(uint64_t a, size_t cap) {
+  a ^= a >> 33;
+  a *= 0xff51afd7ed558ccdULL;
+  a ^= a >> 33;
+  return (size_t)a & (cap - 1);
+}
+
+static int live_grow(void) {
+  size_t ncap = g_live.cap ? g_live.cap * 2 : 256;
+  uint64_t *na = calloc(ncap, sizeof(*na));
+  uint64_t *nb = calloc(ncap, sizeof(*nb));
+  if (na == NULL || nb == NULL) {
+    free(na);
+    free(nb);
+    return PD_ENOMEM;
+  }
+  for (size_t i = 0; i < g_live.cap; i++) {
+    if (g_live.addr[i] == 0) continue;
+    size_t j = live_slot(g_live.addr[i], ncap);
+    while (na[j] != 0) j = (j + 1) & (ncap - 1);
+    na[j] = g_live.addr[i];
+    nb[j] = g_live.bytes[i];
+  }
+  free(g_live.addr);
+  free(g_live.bytes);
+  g_live.addr = na;
+  g_live.bytes = nb;
+  g_live.cap = ncap;
+  return 0;
+}
+
+static void live_alloc(uint64_t addr, uint64_t bytes) {
+  if (addr == 0) return;
+  if ((g_live.count + 1) * 10 > g_live.cap * 7 && live_grow() != 0) return; /* tally only */
+  size_t i = live_slot(addr, g_live.cap);
+  while (g_live.addr[i] != 0 && g_live.addr[i] != addr) i = (i + 1) & (g_live.cap - 1);
+  if (g_live.addr[i] == addr) {
+    g_live.live -= (int64_t)g_live.bytes[i]; /* re-use of an address we missed freeing */
+  } else {
+    g_live.count++;
+  }
+  g_live.addr[i] = addr;
+  g_live.bytes[i] = bytes;
+  g_live.live += (int64_t)bytes;
+}
+
+static void live_release(uint64_t addr) {
+  if (g_live.cap == 0 || addr == 0) return;
+  size_t mask = g_live.cap - 1;
+  size_t i = live_slot(addr, g_live.cap);
+  while (g_live.addr[i] != 0 && g_live.addr[i] != addr) i = (i + 1) & mask;
+  if (g_live.addr[i] == 0) return; /* allocated before tracing began */
+  g_live.live -= (int64_t)g_live.bytes[i];
+  g_live.count--;
+  /* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
+  size_t j = i;
+  for (;;) {
+    g_live.addr[i] = 0;
+    for (;;) {
+      j = (j + 1) & mask;
+      if (g_live.addr[j] == 0) return;
+      size_t home = live_slot(g_live.addr[j], g_live.cap);
+      /* Move j back to i unless its home lies cyclically in (i, j]. */
+      bool stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
+      if (!stays) break;
+    }
+    g_live.addr[i] = g_live.addr[j];
+    g_live.bytes[i] = g_live.bytes[j];
+    i = j;
+  }
+}
+
+void pd_cupti_convert_reset(void) {
+  free(g_live.addr);
+  free(g_live.bytes);
+  memset(&g_live, 0, sizeof(g_live));
+}
+
+static void api_name(CUpti_CallbackDomain domain, uint32_t cbid, char *namebuf, size_t namelen,
+                     const char *fallback) {
+  const char *n = NULL;
+  if (cuptiGetCallbackName(domain, cbid, &n) != CUPTI_SUCCESS || n == NULL) {
+    snprintf(namebuf, namelen, "%s(cbid=%u)", fallback, cbid);
+    return;
+  }
+  snprintf(namebuf, namelen, "%s", n);
+  pd_cupti_strip_version_suffix(namebuf);
+}
+
+int pd_cupti_record_to_event(const void *record, pd_event_t *ev, char *namebuf, size_t namelen) {
+  if (record == NULL || ev == NULL || namebuf == NULL || namelen == 0) return PD_EINVAL;
+  const CUpti_Activity *rec = record;
+  memset(ev, 0, sizeof(*ev));
+  namebuf[0] = '\0';
+  switch (rec->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      const CUpti_ActivityKernel10 *k = record;
+      ev->kind = PD_EVENT_KERNEL;
+      ev->start_ns = (int64_t)k->start;
+      ev->end_ns = (int64_t)k->end;
+      ev->correlation_id = k->correlationId;
+      ev->name = k->name != NULL ? k->name : "<unnamed kernel>";
+      ev->device = k->deviceId;
+      ev->context = k->contextId;
+      ev->stream = k->streamId;
+      ev->pid = (uint32_t)getpid();
+      ev->u.kernel.grid[0] = k->gridX;
+      ev->u.kernel.grid[1] = k->gridY;
+      ev->u.kernel.grid[2] = k->gridZ;
+      ev->u.kernel.block[0] = k->blockX;
+      ev->u.kernel.block[1] = k->blockY;
+      ev->u.kernel.block[2] = k->blockZ;
+      ev->u.kernel.registers_per_thread = k->registersPerThread;
+      ev->u.kernel.static_smem_bytes = k->staticSharedMemory;
+      ev->u.kernel.dynamic_smem_bytes = k->dynamicSharedMemory;
+      return 1;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const CUpti_ActivityMemcpy6 *m = record;
+      ev->kind = PD_EVENT_MEMCPY;
+      ev->start_ns = (int64_t)m->start;
+      ev->end_ns = (int64_t)m->end;
+      ev->correlation_id = m->correlationId;
+      ev->device = m->deviceId;
+      ev->context = m->contextId;
+      ev->stream = m->streamId;
+      ev->pid = (uint32_t)getpid();
+      ev->u.memcpy.bytes = m->bytes;
+      ev->u.memcpy.copy_kind = map_copy_kind(m->copyKind);
+      ev->u.memcpy.src_kind = map_mem_kind(m->srcKind);
+      ev->u.memcpy.dst_kind = map_mem_kind(m->dstKind);
+      /* kineto's naming: "Memcpy HtoD (Pinned -> Device)" */
+      snprintf(namebuf, namelen, "Memcpy %s (%s -> %s)", copy_kind_text(ev->u.memcpy.copy_kind),
+               mem_kind_text(ev->u.memcpy.src_kind), mem_kind_text(ev->u.memcpy.dst_kind));
+      ev->name = namebuf;
+      return 1;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      const CUpti_ActivityMemset4 *m = record;
+      ev->kind = PD_EVENT_MEMSET;
+      ev->start_ns = (int64_t)m->start;
+      ev->end_ns = (int64_t)m->end;
+      ev->correlation_id = m->correlationId;
+      ev->device = m->deviceId;
+      ev->context = m->contextId;
+      ev->stream = m->streamId;
+      ev->pid = (uint32_t)getpid();
+      ev->u.memset.bytes = m->bytes;
+      ev->u.memset.dst_kind = map_mem_kind(m->memoryKind);
+      snprintf(namebuf, namelen, "Memset (%s)", mem_kind_text(ev->u.memset.dst_kind));
+      ev->name = namebuf;
+      return 1;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      const CUpti_ActivityAPI *a = record;
+      bool runtime = rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME;
+      ev->kind = runtime ? PD_EVENT_RUNTIME : PD_EVENT_DRIVER;
+      ev->start_ns = (int64_t)a->start;
+      ev->end_ns = (int64_t)a->end;
+      ev->correlation_id = a->correlationId;
+      ev->pid = a->processId;
+      ev->tid = a->threadId;
+      ev->u.api.cbid = a->cbid;
+      ev->u.api.status = (int32_t)a->returnValue;
+      api_name(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, a->cbid, namebuf,
+               namelen, runtime ? "cudaRuntime" : "cuDriver");
+      ev->name = namebuf;
+      return 1;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      const CUpti_ActivitySynchronization2 *s = record;
+      const char *name = NULL;
+      ev->kind = PD_EVENT_SYNC;
+      ev->start_ns = (int64_t)s->start;
+      ev->end_ns = (int64_t)s->end;
+      ev->correlation_id = s->correlationId;
+      ev->context = s->contextId;
+      ev->stream = s->streamId;
+      ev->u.sync.sync_kind = map_sync_kind(s->type, &name);
+      ev->name = name;
+      return 1;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMORY2: {
+      const CUpti_ActivityMemory4 *m = record;
+      bool alloc = m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+      bool release = m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+      if (!alloc && !release) return 0;
+      ev->kind = PD_EVENT_MEMORY;
+      ev->start_ns = ev->end_ns = (int64_t)m->timestamp;
+      ev->correlation_id = m->correlationId;
+      ev->pid = m->processId;
+      ev->device = m->deviceId;
+      ev->context = m->contextId;
+      ev->stream = m->streamId;
+      ev->name = "[memory]";
+      ev->u.memory.address = m->address;
+      ev->u.memory.bytes = alloc ? (int64_t)m->bytes : -(int64_t)m->bytes;
+      ev->u.memory.mem_kind = map_mem_kind(m->memoryKind);
+      if (alloc)
+        live_alloc(m->address, m->bytes);
+      else
+        live_release(m->address);
+      ev->u.memory.total_allocated = g_live.live;
+      return 1;
+    }
+    case CUPTI_ACTIVITY_KIND_OVERHEAD: {
+      const CUpti_ActivityOverhead3 *o = record;
+      ev->kind = PD_EVENT_OVERHEAD;
+      ev->start_ns = (int64_t)o->start;
+      ev->end_ns = (int64_t)o->end;
+      ev->correlation_id = o->correlationId;
+      ev->name = overhead_text(o->overheadKind);
+      if (o->objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS ||
+          o->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD) {
+        ev->pid = o->objectId.pt.processId;
+        ev->tid = o->objectId.pt.threadId;
+      } else {
+        ev->pid = (uint32_t)getpid();
+        ev->device = o->objectId.dcs.deviceId;
+        ev->context = o->objectId.dcs.contextId;
+        ev->stream = o->objectId.dcs.streamId;
+      }
+      return 1;
+    }
+    default:
+      return 0; /* kinds we never enable, or newer ones: skipped */
+  }
+}
+
+int pd_cupti_convert_record(const void *record, pd_trace_t *out) {
+  if (out == NULL) return PD_EINVAL;
+  char namebuf[512];
+  pd_event_t ev;
+  int rc = pd_cupti_record_to_event(record, &ev, namebuf, sizeof(namebuf));
+  if (rc <= 0) return rc;
+  int arc = pd_trace_add(out, &ev);
+  return arc < 0 ? arc : 1;
+}
+
+/* ---- correlation fix-up ------------------------------------------------------------------------ */
+
+typedef struct {
+  uint64_t corr;
+  uint32_t pid;
+  uint32_t tid;
+} corr_owner_t;
+
+static int corr_cmp(const void *a, const void *b) {
+  uint64_t x = ((const corr_owner_t *)a)->corr, y = ((const corr_owner_t *)b)->corr;
+  return (x > y) - (x < y);
+}
+
+int pd_cupti_link_sync(pd_trace_t *trace) {
+  if (trace == NULL) return PD_EINVAL;
+  size_t n = pd_trace_count(trace);
+  pd_event_t *ev = pd_trace_events_mut(trace);
+  size_t nrt = 0, need = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (ev[i].kind == PD_EVENT_RUNTIME || ev[i].kind == PD_EVENT_DRIVER) nrt++;
+    if ((ev[i].kind == PD_EVENT_SYNC || ev[i].kind == PD_EVENT_MEMORY) && ev[i].tid == 0) need++;
+  }
+  if (nrt == 0 || need == 0) return 0;
+  corr_owner_t *own = malloc(nrt * sizeof(*own));
+  if (own == NULL) return PD_ENOMEM;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (ev[i].kind == PD_EVENT_RUNTIME || ev[i].kind == PD_EVENT_DRIVER)
+      own[k++] = (corr_owner_t){ev[i].correlation_id, ev[i].pid, ev[i].tid};
+  qsort(own, nrt, sizeof(*own), corr_cmp);
+  for (size_t i = 0; i < n; i++) {
+    if ((ev[i].kind != PD_EVENT_SYNC && ev[i].kind != PD_EVENT_MEMORY) || ev[i].tid != 0) continue;
+    corr_owner_t key = {.corr = ev[i].correlation_id};
+    const corr_owner_t *hit = bsearch(&key, own, nrt, sizeof(*own), corr_cmp);
+    if (hit != NULL) {
+      ev[i].pid = hit->pid;
+      ev[i].tid = hit->tid;
+    }
+  }
+  free(own);
+  return 0;
+}
+
+/* ---- the source ----------------------------------------------------------------------------------- */
+
+static void fill_props(int device, const struct cudaDeviceProp *p, pd_device_props_t *d) {
+  memset(d, 0, sizeof(*d));
+  d->id = device;
+  snprintf(d->name, sizeof(d->name), "%s", p->name);
+  d->total_global_mem = p->totalGlobalMem;
+  d->compute_major = p->major;
+  d->compute_minor = p->minor;
+  d->num_sms = p->multiProcessorCount;
+  d->max_threads_per_block = p->maxThreadsPerBlock;
+  d->max_threads_per_sm = p->maxThreadsPerMultiProcessor;
+  d->max_regs_per_block = p->regsPerBlock;
+  d->max_regs_per_sm = p->regsPerMultiprocessor;
+  d->max_shared_mem_per_block = (int)p->sharedMemPerBlock;
+  d->max_shared_mem_per_sm = (int)p->sharedMemPerMultiprocessor;
+  d->warp_size = p->warpSize;
+  d->max_blocks_per_sm = p->maxBlocksPerMultiProcessor;
+}
+
+/* A no-op subscriber callback: subscribing only probes whether CUPTI is free. */
+static void CUPTIAPI probe_cb(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                              const void *data) {}
+
+int pd_cupti_source_create(const pd_cupti_options_t *opt, pd_cupti_source_t **out, char *err,
+                           size_t errlen) {
+  if (err != NULL && errlen > 0) err[0] = '\0';
+  if (opt == NULL || out == NULL || opt->device < 0) {
+    if (err) snprintf(err, errlen, "pd_cupti_source_create: bad arguments");
+    return PD_EINVAL;
+  }
+  *out = NULL;
+  if (g_cupti.active != NULL) {
+    if (err) snprintf(err, errlen, "a CUPTI source already exists in this process");
+    return PD_ESTATE;
+  }
+  /* A missing driver or device shows here, before CUPTI is touched. */
+  int count = 0;
+  cudaError_t ce = cudaGetDeviceCount(&count);
+  if (ce != cudaSuccess || count == 0) {
+    if (err)
+      snprintf(err, errlen, "no usable CUDA device (cudaGetDeviceCount: %s)",
+               ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
+    (void)cudaGetLastError(); /* clear the sticky-free error state */
+    return PD_ENODEV;
+  }
+  if (opt->device >= count) {
+    if (err) snprintf(err, errlen, "CUDA device %d not present (%d visible)", opt->device, count);
+    return PD_ENODEV;
+  }
+  struct cudaDeviceProp prop;
+  ce = cudaGetDeviceProperties(&prop, opt->device);
+  if (ce != cudaSuccess) {
+    if (err) snprintf(err, errlen, "cudaGetDeviceProperties(%d): %s", opt->device, cudaGetErrorString(ce));
+    return PD_ECUDA;
+  }
+
+  /* Probe for another CUPTI client: under Nsight Systems or compute-sanitizer the
+   * subscription fails with CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED. */
+  CUpti_SubscriberHandle sub = NULL;
+  CUptiResult r = cuptiSubscribe(&sub, probe_cb, NULL);
+  if (r != CUPTI_SUCCESS) {
+    cupti_errtext(err, errlen, "cuptiSubscribe", r);
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && err != NULL) {
+      size_t used = strlen(err);
+      snprintf(err + used, errlen - used,
+               " -- another CUPTI client (Nsight Systems, Nsight Compute or compute-sanitizer) "
+               "holds CUPTI; run without it or disable CUDA activity");
+    }
+    return cupti_code(r);
+  }
+  CUPTI_TRY(cuptiUnsubscribe(sub), err, errlen);
+
+  if (!atomic_load(&g_cupti.registered)) {
+    /* Order matters: the timestamp callback must be in place before any kind is enabled. */
+    CUPTI_TRY(cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM), err, errlen);
+    CUPTI_TRY(cuptiActivityRegisterTimestampCallback(timestamp_cb), err, errlen);
+    CUPTI_TRY(cuptiActivityRegisterCallbacks(buf_requested_cb, buf_completed_cb), err, errlen);
+    atomic_store(&g_cupti.registered, true);
+  }
+
+  pd_cupti_source_t *src = calloc(1, sizeof(*src));
+  if (src == NULL) {
+    if (err) snprintf(err, errlen, "out of host memory");
+    return PD_ENOMEM;
+  }
+  src->opt = *opt;
+  fill_props(opt->device, &prop, &src->device);
+  pthread_mutex_lock(&g_cupti.lock);
+  g_cupti.buffer_bytes = opt->buffer_bytes ? (opt->buffer_bytes + 7) & ~(size_t)7
+                                           : PD_CUPTI_DEFAULT_BUFFER_BYTES;
+  pthread_mutex_unlock(&g_cupti.lock);
+  atomic_store(&g_cupti.dropped, 0);
+  atomic_store(&g_cupti.callback_errors, 0);
+  pd_cupti_convert_reset();
+  g_cupti.active = src;
+  *out = src;
+  return 0;
+}
+
+/* The kinds to enable, in order; `when` filters optional ones. */
+typedef enum { KIND_ALWAYS, KIND_DRIVER, KIND_MEMORY } kind_when_t;
+static const struct {
+  CUpti_ActivityKind kind;
+  const char *name;
+  kind_when_t when;
+} k_kinds[] = {
+    {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL", KIND_ALWAYS},
+    {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY", KIND_ALWAYS},
+    {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET", KIND_ALWAYS},
+    {CUPTI_ACTIVITY_KIND_RUNTIME, "RUNTIME", KIND_ALWAYS},
+    {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION", KIND_ALWAYS},
+    {CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD", KIND_ALWAYS},
+    {CUPTI_ACTIVITY_KIND_DRIVER, "DRIVER", KIND_DRIVER},
+    {CUPTI_ACTIVITY_KIND_MEMORY2, "MEMORY2", KIND_MEMORY},
+};
+#define K_NKINDS (sizeof(k_kinds) / sizeof(k_kinds[0]))
+
+static bool kind_wanted(const pd_cupti_source_t *src, size_t i) {
+  switch (k_kinds[i].when) {
+    case KIND_DRIVER:
+      return src->opt.driver_api;
+    case KIND_MEMORY:
+      return src->opt.memory;
+    default:
+      return true;
+  }
+}
+
+static void disable_first(const pd_cupti_source_t *src, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (kind_wanted(src, i)) (void)cuptiActivityDisable(k_kinds[i].kind); /* best effort undo */
+}
+
+int pd_cupti_source_enable(pd_cupti_source_t *src, char *err, size_t errlen) {
+  if (src == NULL) return PD_EINVAL;
+  if (src->enabled) return 0;
+  for (size_t i = 0; i < K_NKINDS; i++) {
+    if (!kind_wanted(src, i)) continue;
+    CUptiResult r = cuptiActivityEnable(k_kinds[i].kind);
+    if (r != CUPTI_SUCCESS) {
+      char call[80];
+      snprintf(call, sizeof(call), "cuptiActivityEnable(%s)", k_kinds[i].name);
+      cupti_errtext(err, errlen, call, r);
+      disable_first(src, i);
+      return cupti_code(r);
+    }
+  }
+  src->enabled = true;
+  return 0;
+}
+
+int pd_cupti_source_disable(pd_cupti_source_t *src, char *err, size_t errlen) {
+  if (src == NULL) return PD_EINVAL;
+  if (!src->enabled) return 0;
+  int rc = 0;
+  for (size_t i = 0; i < K_NKINDS; i++) {
+    if (!kind_wanted(src, i)) continue;
+    CUptiResult r = cuptiActivityDisable(k_kinds[i].kind);
+    if (r != CUPTI_SUCCESS && rc == 0) {
+      char call[80];
+      snprintf(call, sizeof(call), "cuptiActivityDisable(%s)", k_kinds[i].name);
+      cupti_errtext(err, errlen, call, r);
+      rc = cupti_code(r);
+    }
+  }
+  src->enabled = false;
+  return rc;
+}
+
+int pd_cupti_source_flush(pd_cupti_source_t *src, bool forced, char *err, size_t errlen) {
+  if (src == NULL) return PD_EINVAL;
+  CUptiResult r = cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+  if (r != CUPTI_SUCCESS) {
+    cupti_errtext(err, errlen, forced ? "cuptiActivityFlushAll(FORCED)" : "cuptiActivityFlushAll(0)", r);
+    return cupti_code(r);
+  }
+  return 0;
+}
+
+int64_t pd_cupti_source_collect(pd_cupti_source_t *src, pd_trace_t *out, int64_t window_start_ns) {
+  if (src == NULL) return PD_EINVAL;
+  pthread_mutex_lock(&g_cupti.lock);
+  pd_cupti_buf_t *b = g_cupti.ready_head;
+  g_cupti.ready_head = g_cupti.ready_tail = NULL;
+  pthread_mutex_unlock(&g_cupti.lock);
+
+  int64_t added = 0;
+  int rc = 0;
+  char namebuf[512];
+  while (b != NULL) {
+    pd_cupti_buf_t *next = b->next;
+    uint8_t *data = (uint8_t *)b + PD_CUPTI_HDR_BYTES;
+    CUpti_Activity *rec = NULL;
+    /* A parse stops at the first failed add; the rest of the buffers are still recycled. */
+    while (out != NULL && rc == 0 && b->valid > 0) {
+      CUptiResult r = cuptiActivityGetNextRecord(data, b->valid, &rec);
+      if (r != CUPTI_SUCCESS) {
+        /* MAX_LIMIT_REACHED is the normal end of a buffer; anything else ends it early. */
+        if (r != CUPTI_ERROR_MAX_LIMIT_REACHED) atomic_fetch_add(&g_cupti.callback_errors, 1);
+        break;
+      }
+      pd_event_t ev;
+      if (pd_cupti_record_to_event(rec, &ev, namebuf, sizeof(namebuf)) != 1) continue;
+      if (ev.start_ns < window_start_ns) continue; /* warmup: traced, then discarded */
+      int arc = pd_trace_add(out, &ev);
+      if (arc < 0)
+        rc = arc;
+      else
+        added++;
+    }
+    buf_recycle(b);
+    b = next;
+  }
+  if (rc < 0) return rc;
+  if (out != NULL) {
+    rc = pd_cupti_link_sync(out);
+    if (rc < 0) return rc;
+  }
+  return added;
+}
+
+uint64_t pd_cupti_source_dropped(const pd_cupti_source_t *src) {
+  (void)src;
+  return (uint64_t)atomic_load(&g_cupti.dropped);
+}
+
+const pd_device_props_t *pd_cupti_source_device(const pd_cupti_source_t *src) {
+  return src != NULL ? &src->device : NULL;
+}
+
+void pd_cupti_source_destroy(pd_cupti_source_t *src) {
+  if (src == NULL) return;
+  (void)pd_cupti_source_disable(src, NULL, 0);
+  /* Forced flush hands back every buffer CUPTI holds, so none leaks past destroy. */
+  (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  (void)pd_cupti_source_collect(src, NULL, 0);
+  pthread_mutex_lock(&g_cupti.lock);
+  pd_cupti_buf_t *f = g_cupti.free_list;
+  g_cupti.free_list = NULL;
+  g_cupti.free_count = 0;
+  pthread_mutex_unlock(&g_cupti.lock);
+  while (f != NULL) {
+    pd_cupti_buf_t *next = f->next;
+    free(f);
+    f = next;
+  }
+  pd_cupti_convert_reset();
+  if (g_cupti.active == src) g_cupti.active = NULL;
+  free(src);
+}

@@ -1,0 +1,74 @@
+/* cupti_source.h: the profiler core's CUPTI activity source (internal interface).
+ *
+ * cupti_source.c is the only file in the project that includes <cupti.h>; this header
+ * carries no CUPTI type, so profiler.c and the unit tests see only the project's own
+ * types. The source owns the process-wide CUPTI state (activity callbacks are global),
+ * so at most one source exists at a time; the profiler enforces that.
+ *
+ * Threads: the buffer-completed callback (a CUPTI thread or the flushing thread) only
+ * queues the buffer; every other call is made on the profiler's thread.
+ */
+#ifndef PD_CUPTI_SOURCE_H
+#define PD_CUPTI_SOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pd/pd_event.h"
+
+typedef struct pd_cupti_source pd_cupti_source_t;
+
+typedef struct {
+  int device;          /* ordinal whose properties describe the trace */
+  bool driver_api;     /* also record CUDA driver API calls (costs launch overhead) */
+  bool memory;         /* device memory alloc/free records (MEMORY2) */
+  size_t buffer_bytes; /* CUPTI activity buffer size; 0 = default (8 MiB) */
+} pd_cupti_options_t;
+
+/* Checks for a CUDA device, subscribes to CUPTI, registers the buffer and timestamp
+ * callbacks. Activity stays disabled until pd_cupti_source_enable(). On success *out
+ * owns the source (free with pd_cupti_source_destroy()). Returns PD_ENODEV (no device or
+ * no driver), PD_ECUPTI_BUSY (another CUPTI client such as Nsight Systems), PD_ECUPTI,
+ * PD_ENOMEM or PD_EINVAL; err receives one line of detail. */
+int pd_cupti_source_create(const pd_cupti_options_t *opt, pd_cupti_source_t **out,
+                           char *err, size_t errlen);
+/* Forced flush, disables every kind, frees queued buffers, unsubscribes. NULL: no-op. */
+void pd_cupti_source_destroy(pd_cupti_source_t *src);
+
+/* Enables the configured activity kinds (called when a traced phase begins). Returns 0,
+ * PD_ECUPTI_BUSY or PD_ECUPTI with detail in err. */
+int pd_cupti_source_enable(pd_cupti_source_t *src, char *err, size_t errlen);
+/* Disables them again (called when tracing ends), so untraced steps cost nothing. */
+int pd_cupti_source_disable(pd_cupti_source_t *src, char *err, size_t errlen);
+/* cuptiActivityFlushAll: forced=false hands over buffers whose records are complete,
+ * forced=true every buffer (at stop). Returns 0 or PD_ECUPTI. */
+int pd_cupti_source_flush(pd_cupti_source_t *src, bool forced, char *err, size_t errlen);
+/* Parses every queued buffer into out (events starting before window_start_ns are left
+ * out: they belong to a warmup phase) and recycles the buffers. out == NULL discards.
+ * Returns the number of events added, or PD_ENOMEM. */
+int64_t pd_cupti_source_collect(pd_cupti_source_t *src, pd_trace_t *out, int64_t window_start_ns);
+/* Records CUPTI dropped so far (summed over completed buffers). */
+uint64_t pd_cupti_source_dropped(const pd_cupti_source_t *src);
+/* Properties of the configured device, filled at create. */
+const pd_device_props_t *pd_cupti_source_device(const pd_cupti_source_t *src);
+
+/* ---- test seam: the record -> event conversion, usable without a GPU ------------------ */
+
+/* Converts one CUPTI activity record (a CUpti_Activity* passed as void*) into *ev. API
+ * names (runtime/driver) are written into namebuf and ev->name points there; other names
+ * point into the record. Returns 1 when ev was filled, 0 for a kind that is not kept,
+ * PD_EINVAL for NULL arguments. Memory records update the live-bytes tally of the
+ * converter (see pd_cupti_convert_reset). */
+int pd_cupti_record_to_event(const void *record, pd_event_t *ev, char *namebuf, size_t namelen);
+/* Converts one record and adds it to out. Returns 1 added, 0 skipped, or a PD_E* code. */
+int pd_cupti_convert_record(const void *record, pd_trace_t *out);
+/* Forgets the live device allocations the converter tracks for total_allocated. */
+void pd_cupti_convert_reset(void);
+/* Fills pid/tid of SYNC events (CUPTI gives none) from the runtime call with the same
+ * correlation id in the same trace. Returns 0 or PD_ENOMEM. */
+int pd_cupti_link_sync(pd_trace_t *trace);
+/* Strips a CUPTI version suffix in place: "cudaLaunchKernel_v7000" -> "cudaLaunchKernel". */
+void pd_cupti_strip_version_suffix(char *name);
+
+#endif /* PD_CUPTI_SOURCE_H */

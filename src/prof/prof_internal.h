@@ -1,0 +1,41 @@
+/* prof_internal.h: what profiler.c needs from ranges.c (host ranges), not public.
+ *
+ * Host ranges are recorded per thread (ranges.c). The profiler opens a recording
+ * "session" when a traced phase begins and collects completed ranges at the end of a
+ * cycle. A range is kept only when it was pushed and popped within the same session, so
+ * warmup ranges and ranges that straddle a cycle boundary never leak into a cycle.
+ */
+#ifndef PD_PROF_INTERNAL_H
+#define PD_PROF_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pd/pd_event.h"
+
+/* Starts a new recording session (drops whatever the previous one left uncollected). */
+void pd_ranges_session_begin(void);
+/* Stops recording; pushes and pops become cheap again. */
+void pd_ranges_session_end(void);
+/* Moves the completed ranges of the current session from every thread into out and
+ * empties the per-thread buffers (their capacity is kept). Returns the number of events
+ * added or PD_ENOMEM. */
+int64_t pd_ranges_collect(pd_trace_t *out);
+/* Keeps shapes given to pd_range_push_shape() (record_shapes). */
+void pd_ranges_set_record_shapes(bool on);
+
+/* The ProfilerStep#N range lives outside the thread's push/pop stack (it closes at the
+ * next pd_prof_step() even when user ranges are still open), but ranges the thread
+ * pushes while it is open nest one level deeper. step_begin opens an NVTX start/end
+ * range named `name` (its id goes to *nvtx_id) and returns the depth the step range has
+ * on the calling thread; step_end closes both. */
+uint32_t pd_ranges_step_begin(const char *name, uint64_t *nvtx_id);
+void pd_ranges_step_end(uint64_t nvtx_id);
+/* Ranges that could not be recorded (out of memory) since the process started. */
+uint64_t pd_ranges_lost(void);
+
+/* Frees the buffers of threads that have exited and the calling thread's idle buffers.
+ * Called when the profiler is destroyed. */
+void pd_ranges_release(void);
+
+#endif /* PD_PROF_INTERNAL_H */

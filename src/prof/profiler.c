@@ -1,0 +1,413 @@
+/* profiler.c: the profiler's state machine (torch.profiler.profile semantics).
+ *
+ * Each pd_prof_step() closes the current step's ProfilerStep#N range, moves to the next
+ * schedule action and runs the transition torch runs between the two actions:
+ *   prepare  (tracing on: CUPTI kinds enabled, host-range session opened),
+ *   start    (warmup data discarded: new range session, queued CUPTI buffers dropped,
+ *             capture window starts now),
+ *   stop     (CUPTI disabled and flushed, ranges and records moved into the cycle),
+ *   ready    (cycle sorted and handed to on_trace_ready, then reset: memory stays flat).
+ * With only PD_ACTIVITY_CPU no CUDA or CUPTI call is made at all, so the whole machine is
+ * unit-tested without a GPU. All calls come from one thread (the training loop's).
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cupti_source.h"
+#include "pd/pd_prof.h"
+#include "prof_internal.h"
+
+typedef enum { ST_CREATED, ST_RUNNING, ST_STOPPED } prof_state_t;
+
+/* Pseudo-action for pd_prof_stop(): torch's transition to None. */
+#define ACTION_STOP (-1)
+
+struct pd_prof {
+  pd_prof_config_t cfg; /* strings below are our copies */
+  char *trace_dir;
+  char *worker_name;
+  prof_state_t state;
+  int64_t step;
+  pd_sched_action_t action;
+  pd_trace_t *cycle;
+  pd_cupti_source_t *cupti; /* NULL without PD_ACTIVITY_CUDA */
+  bool tracing;
+  int64_t window_start_ns;
+  uint64_t dropped_seen; /* dropped count already assigned to a cycle */
+  /* The open ProfilerStep#N range. */
+  bool step_open;
+  int64_t step_start_ns;
+  uint32_t step_depth;
+  uint32_t step_tid;
+  uint64_t step_nvtx;
+  char last_error[512];
+};
+
+static atomic_flag g_one_profiler = ATOMIC_FLAG_INIT;
+/* Detail of the last failed pd_prof_create() (no profiler exists to hold it). */
+static char g_create_error[512];
+
+static void set_error(pd_prof_t *p, const char *what, int rc) {
+  if (p->last_error[0] != '\0' && strstr(p->last_error, what) != NULL) return;
+  snprintf(p->last_error, sizeof(p->last_error), "%s: %s", what, pd_strerror(rc));
+}
+
+/* Keeps the first error of a transition; later ones only if none happened before. */
+static int first_err(int have, int rc) { return have < 0 ? have : rc; }
+
+/* ---- config -------------------------------------------------------------------------- */
+
+void pd_prof_config_init(pd_prof_config_t *cfg) {
+  if (cfg == NULL) return;
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->activities = PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA;
+  cfg->schedule = (pd_schedule_t){.skip_first = 0, .wait = 1, .warmup = 1, .active = 1, .repeat = 1};
+  cfg->device = 0;
+}
+
+static int validate(const pd_prof_config_t *cfg, char *err, size_t errlen) {
+  unsigned known = PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA | PD_ACTIVITY_CUDA_DRIVER;
+  unsigned act = cfg->activities ? cfg->activities : (PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA);
+  if (act & ~known) {
+    snprintf(err, errlen, "activities 0x%x has unknown bits (known: 0x%x)", act, known);
+    return PD_EINVAL;
+  }
+  if ((act & PD_ACTIVITY_CUDA_DRIVER) && !(act & PD_ACTIVITY_CUDA)) {
+    snprintf(err, errlen, "PD_ACTIVITY_CUDA_DRIVER needs PD_ACTIVITY_CUDA");
+    return PD_EINVAL;
+  }
+  if (pd_schedule_validate(&cfg->schedule) != 0) {
+    const pd_schedule_t *s = &cfg->schedule;
+    snprintf(err, errlen,
+             "bad schedule (skip_first=%d wait=%d warmup=%d active=%d repeat=%d): counts must be "
+             ">= 0 and active >= 1",
+             s->skip_first, s->wait, s->warmup, s->active, s->repeat);
+    return PD_EINVAL;
+  }
+  if (cfg->device < 0) {
+    snprintf(err, errlen, "device %d: must be >= 0", cfg->device);
+    return PD_EINVAL;
+  }
+  if (cfg->worker_name != NULL && (cfg->worker_name[0] == '\0' || strchr(cfg->worker_name, '/'))) {
+    snprintf(err, errlen, "worker_name \"%s\": must be non-empty and contain no '/'", cfg->worker_name);
+    return PD_EINVAL;
+  }
+  return 0;
+}
+
+int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out) {
+  g_create_error[0] = '\0';
+  if (cfg == NULL || out == NULL) {
+    snprintf(g_create_error, sizeof(g_create_error), "pd_prof_create: NULL argument");
+    return PD_EINVAL;
+  }
+  *out = NULL;
+  int rc = validate(cfg, g_create_error, sizeof(g_create_error));
+  if (rc != 0) return rc;
+  if (atomic_flag_test_and_set(&g_one_profiler)) {
+    snprintf(g_create_error, sizeof(g_create_error),
+             "another profiler exists in this process; destroy it first");
+    return PD_ESTATE;
+  }
+  pd_prof_t *p = calloc(1, sizeof(*p));
+  if (p == NULL) {
+    rc = PD_ENOMEM;
+    goto fail;
+  }
+  p->cfg = *cfg;
+  if (p->cfg.activities == 0) p->cfg.activities = PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA;
+  p->trace_dir = cfg->trace_dir ? strdup(cfg->trace_dir) : NULL;
+  p->worker_name = cfg->worker_name ? strdup(cfg->worker_name) : NULL;
+  p->cycle = pd_trace_create();
+  if ((cfg->trace_dir && !p->trace_dir) || (cfg->worker_name && !p->worker_name) || !p->cycle) {
+    rc = PD_ENOMEM;
+    goto fail;
+  }
+  p->cfg.trace_dir = p->trace_dir;
+  p->cfg.worker_name = p->worker_name;
+  if (p->cfg.activities & PD_ACTIVITY_CUDA) {
+    pd_cupti_options_t opt = {
+        .device = cfg->device,
+        .driver_api = (p->cfg.activities & PD_ACTIVITY_CUDA_DRIVER) != 0,
+        .memory = cfg->profile_memory,
+        .buffer_bytes = 0,
+    };
+    rc = pd_cupti_source_create(&opt, &p->cupti, g_create_error, sizeof(g_create_error));
+    if (rc != 0) goto fail;
+  }
+  pd_ranges_set_record_shapes(cfg->record_shapes);
+  p->state = ST_CREATED;
+  p->action = PD_SCHED_NONE;
+  *out = p;
+  return 0;
+
+fail:
+  if (rc == PD_ENOMEM && g_create_error[0] == '\0')
+    snprintf(g_create_error, sizeof(g_create_error), "out of host memory");
+  if (p != NULL) {
+    pd_trace_destroy(p->cycle);
+    free(p->trace_dir);
+    free(p->worker_name);
+    free(p);
+  }
+  atomic_flag_clear(&g_one_profiler);
+  return rc;
+}
+
+/* ---- the four transition actions ---------------------------------------------------------- */
+
+static int prepare_trace(pd_prof_t *p) {
+  if (p->tracing) return 0;
+  pd_ranges_session_begin();
+  p->window_start_ns = pd_clock_now_ns();
+  p->tracing = true;
+  if (p->cupti != NULL) {
+    int rc = pd_cupti_source_enable(p->cupti, p->last_error, sizeof(p->last_error));
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+static int start_trace(pd_prof_t *p) {
+  /* Everything traced so far was warmup: a new range session orphans warmup ranges,
+   * queued CUPTI buffers are dropped, and records still inside CUPTI are filtered out at
+   * collection because they start before the window. */
+  pd_ranges_session_begin();
+  pd_trace_reset(p->cycle);
+  if (p->cupti != NULL) {
+    int64_t rc = pd_cupti_source_collect(p->cupti, NULL, 0);
+    if (rc < 0) return (int)rc;
+  }
+  p->window_start_ns = pd_clock_now_ns();
+  return 0;
+}
+
+/* Ends tracing and moves what was recorded into p->cycle. */
+static int stop_trace(pd_prof_t *p, bool forced) {
+  int rc = 0;
+  if (!p->tracing) return 0;
+  int64_t n = pd_ranges_collect(p->cycle);
+  if (n < 0) {
+    set_error(p, "collecting host ranges", (int)n);
+    rc = (int)n;
+  }
+  pd_ranges_session_end();
+  if (p->cupti != NULL) {
+    /* Disable first so the flush hands over a closed set of records. */
+    int r = pd_cupti_source_disable(p->cupti, p->last_error, sizeof(p->last_error));
+    rc = first_err(rc, r);
+    r = pd_cupti_source_flush(p->cupti, forced, p->last_error, sizeof(p->last_error));
+    rc = first_err(rc, r);
+    int64_t got = pd_cupti_source_collect(p->cupti, p->cycle, p->window_start_ns);
+    if (got < 0) {
+      set_error(p, "parsing CUPTI buffers", (int)got);
+      rc = first_err(rc, (int)got);
+    }
+  }
+  p->tracing = false;
+  return rc;
+}
+
+static int trace_ready(pd_prof_t *p) {
+  int rc = 0;
+  if (p->cupti != NULL) {
+    rc = pd_trace_add_device(p->cycle, pd_cupti_source_device(p->cupti));
+    uint64_t total = pd_cupti_source_dropped(p->cupti);
+    uint64_t cycle_dropped = total - p->dropped_seen;
+    p->dropped_seen = total;
+    pd_trace_set_dropped(p->cycle, cycle_dropped);
+    if (cycle_dropped > 0)
+      fprintf(stderr,
+              "pd_prof: warning: CUPTI dropped %llu activity records in the cycle ending at step "
+              "%lld; the trace is incomplete\n",
+              (unsigned long long)cycle_dropped, (long long)p->step);
+  }
+  pd_trace_sort(p->cycle);
+  if (rc == 0 && p->cfg.on_trace_ready != NULL) {
+    rc = p->cfg.on_trace_ready(p, p->cycle, p->cfg.user);
+    if (rc != 0) {
+      snprintf(p->last_error, sizeof(p->last_error), "on_trace_ready returned %d (%s)", rc,
+               pd_strerror(rc));
+      if (rc > 0) rc = PD_EINVAL; /* callbacks must return 0 or a negative code */
+    }
+  }
+  pd_trace_reset(p->cycle);
+  return rc;
+}
+
+/* torch.profiler's action map, (prev, cur) -> actions; cur == ACTION_STOP at stop(). */
+static int transit(pd_prof_t *p, pd_sched_action_t prev, int cur) {
+  int rc = 0;
+  bool stopping = cur == ACTION_STOP;
+  bool cur_records = cur == PD_SCHED_RECORD || cur == PD_SCHED_RECORD_AND_SAVE;
+  switch (prev) {
+    case PD_SCHED_NONE:
+      if (cur == PD_SCHED_WARMUP) rc = prepare_trace(p);
+      if (cur_records) {
+        rc = prepare_trace(p);
+        rc = first_err(rc, start_trace(p));
+      }
+      break;
+    case PD_SCHED_WARMUP:
+      if (cur == PD_SCHED_NONE || stopping) {
+        /* Warmup that never reaches a recorded step: torch starts and stops, hands nothing. */
+        rc = stop_trace(p, stopping);
+        pd_trace_reset(p->cycle);
+      } else if (cur_records) {
+        rc = start_trace(p);
+      }
+      break;
+    case PD_SCHED_RECORD:
+      if (stopping) {
+        rc = stop_trace(p, true);
+        rc = first_err(rc, trace_ready(p));
+      } else if (cur == PD_SCHED_NONE || cur == PD_SCHED_WARMUP) {
+        /* Only an invalid schedule gets here (torch warns); the partial cycle is dropped. */
+        rc = stop_trace(p, false);
+        pd_trace_reset(p->cycle);
+        if (cur == PD_SCHED_WARMUP) rc = first_err(rc, prepare_trace(p));
+      }
+      break;
+    case PD_SCHED_RECORD_AND_SAVE:
+      rc = stop_trace(p, stopping);
+      rc = first_err(rc, trace_ready(p));
+      if (cur == PD_SCHED_WARMUP) rc = first_err(rc, prepare_trace(p));
+      if (cur_records) {
+        rc = first_err(rc, prepare_trace(p));
+        rc = first_err(rc, start_trace(p));
+      }
+      break;
+  }
+  return rc;
+}
+
+/* ---- step ranges ------------------------------------------------------------------------------- */
+
+static void open_step(pd_prof_t *p) {
+  char name[48];
+  snprintf(name, sizeof(name), "ProfilerStep#%lld", (long long)p->step);
+  /* The NVTX range is emitted for every step so Nsight Systems shows all of them. */
+  p->step_depth = pd_ranges_step_begin(name, &p->step_nvtx);
+  p->step_tid = (uint32_t)syscall(SYS_gettid);
+  p->step_start_ns = pd_clock_now_ns();
+  p->step_open = true;
+}
+
+static int close_step(pd_prof_t *p) {
+  if (!p->step_open) return 0;
+  int64_t end = pd_clock_now_ns();
+  pd_ranges_step_end(p->step_nvtx);
+  p->step_open = false;
+  if (p->action != PD_SCHED_RECORD && p->action != PD_SCHED_RECORD_AND_SAVE) return 0;
+  char name[48];
+  snprintf(name, sizeof(name), "ProfilerStep#%lld", (long long)p->step);
+  pd_event_t ev;
+  memset(&ev, 0, sizeof(ev));
+  ev.kind = PD_EVENT_RANGE;
+  ev.start_ns = p->step_start_ns;
+  ev.end_ns = end;
+  ev.name = name;
+  ev.pid = (uint32_t)getpid();
+  ev.tid = p->step_tid;
+  ev.u.range.step = p->step;
+  ev.u.range.depth = p->step_depth;
+  int rc = pd_trace_add(p->cycle, &ev);
+  if (rc != 0) set_error(p, "recording the step range", rc);
+  return rc;
+}
+
+/* ---- public state machine ------------------------------------------------------------------------ */
+
+int pd_prof_start(pd_prof_t *p) {
+  if (p == NULL) return PD_EINVAL;
+  if (p->state != ST_CREATED) {
+    snprintf(p->last_error, sizeof(p->last_error), "pd_prof_start: profiler already %s",
+             p->state == ST_RUNNING ? "started" : "stopped");
+    return PD_ESTATE;
+  }
+  p->last_error[0] = '\0';
+  p->state = ST_RUNNING;
+  p->step = 0;
+  p->action = pd_schedule_action(&p->cfg.schedule, 0);
+  int rc = transit(p, PD_SCHED_NONE, (int)p->action);
+  open_step(p);
+  return rc;
+}
+
+int pd_prof_step(pd_prof_t *p) {
+  if (p == NULL) return PD_EINVAL;
+  if (p->state != ST_RUNNING) {
+    snprintf(p->last_error, sizeof(p->last_error), "pd_prof_step: profiler not started");
+    return PD_ESTATE;
+  }
+  int rc = close_step(p);
+  pd_sched_action_t prev = p->action;
+  p->step++;
+  p->action = pd_schedule_action(&p->cfg.schedule, p->step);
+  rc = first_err(rc, transit(p, prev, (int)p->action));
+  open_step(p);
+  return rc;
+}
+
+int pd_prof_stop(pd_prof_t *p) {
+  if (p == NULL) return PD_EINVAL;
+  if (p->state != ST_RUNNING) {
+    snprintf(p->last_error, sizeof(p->last_error), "pd_prof_stop: profiler not running");
+    return PD_ESTATE;
+  }
+  int rc = close_step(p);
+  rc = first_err(rc, transit(p, p->action, ACTION_STOP));
+  p->action = PD_SCHED_NONE;
+  p->state = ST_STOPPED;
+  return rc;
+}
+
+void pd_prof_destroy(pd_prof_t *p) {
+  if (p == NULL) return;
+  if (p->state == ST_RUNNING) (void)pd_prof_stop(p); /* errors have nowhere to go */
+  pd_cupti_source_destroy(p->cupti);
+  pd_ranges_release();
+  pd_trace_destroy(p->cycle);
+  free(p->trace_dir);
+  free(p->worker_name);
+  free(p);
+  atomic_flag_clear(&g_one_profiler);
+}
+
+uint64_t pd_prof_dropped_records(const pd_prof_t *p) {
+  if (p == NULL || p->cupti == NULL) return 0;
+  return pd_cupti_source_dropped(p->cupti);
+}
+
+int64_t pd_prof_current_step(const pd_prof_t *p) { return p != NULL ? p->step : -1; }
+
+const char *pd_prof_last_error(const pd_prof_t *p) {
+  return p != NULL ? p->last_error : g_create_error;
+}
+
+int pd_prof_trace_file_path(const pd_prof_t *p, char *buf, size_t buflen) {
+  if (p == NULL || buf == NULL || buflen == 0 || p->trace_dir == NULL || p->trace_dir[0] == '\0')
+    return PD_EINVAL;
+  char worker[300];
+  if (p->worker_name != NULL) {
+    snprintf(worker, sizeof(worker), "%s", p->worker_name);
+  } else {
+    char host[256];
+    if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "localhost");
+    host[sizeof(host) - 1] = '\0';
+    snprintf(worker, sizeof(worker), "%s_%d", host, (int)getpid());
+  }
+  long long unix_ns = (long long)(pd_clock_now_ns() + pd_clock_unix_offset_ns());
+  size_t dl = strlen(p->trace_dir);
+  const char *sep = (dl > 0 && p->trace_dir[dl - 1] == '/') ? "" : "/";
+  int n = snprintf(buf, buflen, "%s%s%s.%lld.pt.trace.json", p->trace_dir, sep, worker, unix_ns);
+  if (n < 0 || (size_t)n >= buflen) {
+    buf[0] = '\0';
+    return PD_EINVAL;
+  }
+  return 0;
+}

@@ -1,0 +1,342 @@
+/* ranges.c: host ranges (pd_range_push/pop) recorded per thread, mirrored to NVTX.
+ *
+ * Each thread has a private stack of open ranges (no lock) and a completed-range buffer
+ * that the profiler's thread drains at the end of a cycle. The buffer has its own mutex,
+ * taken by its thread once per recorded pop and by the collector once per cycle, so
+ * threads never contend with each other; no global lock sits on the hot path. Arrays
+ * grow by doubling and keep their capacity across cycles, so steady-state push/pop does
+ * no malloc. While no profiler is tracing (g_session == 0) a push is a frame store and
+ * an NVTX push: no clock read, no copy, no lock.
+ *
+ * A completed range is kept only if it was pushed and popped in the same recording
+ * session (see prof_internal.h). Buffers of exited threads stay on the global list until
+ * drained, then are freed.
+ */
+#include <nvtx3/nvToolsExt.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "pd/pd_prof.h"
+#include "prof_internal.h"
+
+#define NO_SHAPE UINT32_MAX
+
+typedef struct {
+  uint32_t session; /* 0: pushed while not recording */
+  uint32_t depth;
+  uint32_t name_off;  /* into the thread's name stack */
+  uint32_t shape_off; /* idem, NO_SHAPE when none */
+  int64_t start_ns;
+} frame_t;
+
+typedef struct {
+  uint32_t session;
+  uint32_t depth;
+  uint32_t name_off; /* into thread_buf_t.chars */
+  uint32_t shape_off;
+  int64_t start_ns;
+  int64_t end_ns;
+} done_t;
+
+/* Completed ranges of one thread. `lock` guards everything below it; `next` and `exited`
+ * are guarded by g_list_lock. */
+typedef struct thread_buf {
+  struct thread_buf *next;
+  bool exited;
+  uint32_t tid;
+  pthread_mutex_t lock;
+  done_t *done;
+  size_t ndone, cap_done;
+  char *chars;
+  size_t nchars, cap_chars;
+} thread_buf_t;
+
+/* Per-thread state, heap-allocated so the pthread key destructor can reach it. */
+typedef struct {
+  frame_t *frames;
+  size_t nframes, cap_frames;
+  char *names; /* name stack: recorded frames' names and shapes, LIFO */
+  size_t nnames, cap_names;
+  long step_level; /* stack size when this thread's ProfilerStep range opened, -1 none */
+  thread_buf_t *buf;
+} thread_state_t;
+
+static __thread thread_state_t *t_state;
+static pthread_key_t g_key;
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+static bool g_key_ok;
+
+static pthread_mutex_t g_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static thread_buf_t *g_bufs; /* every thread that ever recorded a range */
+
+static atomic_uint g_session;      /* current session id, 0 = not recording */
+static uint32_t g_session_counter; /* profiler thread only */
+static atomic_bool g_record_shapes;
+static atomic_uint_fast64_t g_lost;
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+/* Grows *arr (element size `elem`) to hold at least `need` elements. Returns 0 or -1. */
+static int grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first) {
+  if (need <= *cap) return 0;
+  size_t ncap = *cap ? *cap : first;
+  while (ncap < need) ncap *= 2;
+  void *p = realloc(*arr, ncap * elem);
+  if (p == NULL) return -1;
+  *arr = p;
+  *cap = ncap;
+  return 0;
+}
+
+/* Runs at thread exit: frees the stack, hands the buffer to the collector (or frees it
+ * when it holds nothing). */
+static void thread_state_destroy(void *arg) {
+  thread_state_t *t = arg;
+  if (t == NULL) return;
+  thread_buf_t *b = t->buf;
+  free(t->frames);
+  free(t->names);
+  free(t);
+  t_state = NULL;
+  if (b == NULL) return;
+  pthread_mutex_lock(&g_list_lock);
+  pthread_mutex_lock(&b->lock);
+  bool empty = b->ndone == 0;
+  pthread_mutex_unlock(&b->lock);
+  if (empty) {
+    for (thread_buf_t **pp = &g_bufs; *pp; pp = &(*pp)->next) {
+      if (*pp == b) {
+        *pp = b->next;
+        break;
+      }
+    }
+  } else {
+    b->exited = true;
+  }
+  pthread_mutex_unlock(&g_list_lock);
+  if (empty) {
+    pthread_mutex_destroy(&b->lock);
+    free(b->done);
+    free(b->chars);
+    free(b);
+  }
+}
+
+static void key_init(void) { g_key_ok = pthread_key_create(&g_key, thread_state_destroy) == 0; }
+
+static thread_state_t *state_get(void) {
+  if (t_state != NULL) return t_state;
+  pthread_once(&g_key_once, key_init);
+  thread_state_t *t = calloc(1, sizeof(*t));
+  if (t == NULL) return NULL;
+  t->step_level = -1;
+  if (g_key_ok) (void)pthread_setspecific(g_key, t); /* without it: leaks at thread exit */
+  t_state = t;
+  return t;
+}
+
+/* Returns the calling thread's completed-range buffer, registering it on first use. */
+static thread_buf_t *buf_get(thread_state_t *t) {
+  if (t->buf != NULL) return t->buf;
+  thread_buf_t *b = calloc(1, sizeof(*b));
+  if (b == NULL) return NULL;
+  if (pthread_mutex_init(&b->lock, NULL) != 0) {
+    free(b);
+    return NULL;
+  }
+  b->tid = (uint32_t)syscall(SYS_gettid);
+  pthread_mutex_lock(&g_list_lock);
+  b->next = g_bufs;
+  g_bufs = b;
+  pthread_mutex_unlock(&g_list_lock);
+  t->buf = b;
+  return b;
+}
+
+/* Copies s (with its NUL) onto the thread's name stack. Returns its offset or NO_SHAPE. */
+static uint32_t names_push(thread_state_t *t, const char *s) {
+  size_t len = strlen(s) + 1;
+  if (t->nnames + len >= NO_SHAPE) return NO_SHAPE;
+  if (grow((void **)&t->names, &t->cap_names, t->nnames + len, 1, 1024) != 0) return NO_SHAPE;
+  memcpy(t->names + t->nnames, s, len);
+  uint32_t off = (uint32_t)t->nnames;
+  t->nnames += len;
+  return off;
+}
+
+/* ---- public API ------------------------------------------------------------------------- */
+
+int pd_range_push_shape(const char *name, const char *shape) {
+  if (name == NULL) return PD_EINVAL;
+  thread_state_t *t = state_get();
+  if (t == NULL) return PD_ENOMEM;
+  if (grow((void **)&t->frames, &t->cap_frames, t->nframes + 1, sizeof(frame_t), 32) != 0)
+    return PD_ENOMEM;
+  size_t level = t->nframes;
+  frame_t *f = &t->frames[level];
+  f->depth = (uint32_t)level + (t->step_level >= 0 && (size_t)t->step_level <= level ? 1u : 0u);
+  f->session = atomic_load_explicit(&g_session, memory_order_acquire);
+  if (f->session != 0) {
+    f->name_off = names_push(t, name);
+    f->shape_off = NO_SHAPE;
+    if (f->name_off == NO_SHAPE) {
+      /* Out of memory for the name: keep the stack balanced, count the loss. */
+      f->session = 0;
+      atomic_fetch_add(&g_lost, 1);
+    } else if (shape != NULL && atomic_load_explicit(&g_record_shapes, memory_order_relaxed)) {
+      f->shape_off = names_push(t, shape);
+    }
+    f->start_ns = pd_clock_now_ns();
+  }
+  t->nframes++;
+  nvtxRangePushA(name);
+  return 0;
+}
+
+int pd_range_push(const char *name) { return pd_range_push_shape(name, NULL); }
+
+int pd_range_pop(void) {
+  thread_state_t *t = t_state;
+  if (t == NULL || t->nframes == 0) return PD_ESTATE;
+  frame_t *f = &t->frames[--t->nframes];
+  nvtxRangePop();
+  if (f->session == 0) return 0;
+  int64_t end = pd_clock_now_ns();
+  t->nnames = f->name_off; /* LIFO: drop this frame's name (and shape) from the stack */
+  if (atomic_load_explicit(&g_session, memory_order_acquire) != f->session) return 0;
+
+  thread_buf_t *b = buf_get(t);
+  if (b == NULL) {
+    atomic_fetch_add(&g_lost, 1);
+    return 0;
+  }
+  const char *name = t->names + f->name_off; /* still intact: truncation only moved nnames */
+  size_t nlen = strlen(name) + 1;
+  const char *shape = f->shape_off != NO_SHAPE ? t->names + f->shape_off : NULL;
+  size_t slen = shape != NULL ? strlen(shape) + 1 : 0;
+
+  pthread_mutex_lock(&b->lock);
+  if (grow((void **)&b->done, &b->cap_done, b->ndone + 1, sizeof(done_t), 256) != 0 ||
+      grow((void **)&b->chars, &b->cap_chars, b->nchars + nlen + slen, 1, 8192) != 0 ||
+      b->nchars + nlen + slen >= NO_SHAPE) {
+    pthread_mutex_unlock(&b->lock);
+    atomic_fetch_add(&g_lost, 1);
+    return 0;
+  }
+  done_t *d = &b->done[b->ndone++];
+  d->session = f->session;
+  d->depth = f->depth;
+  d->start_ns = f->start_ns;
+  d->end_ns = end;
+  d->name_off = (uint32_t)b->nchars;
+  memcpy(b->chars + b->nchars, name, nlen);
+  b->nchars += nlen;
+  d->shape_off = NO_SHAPE;
+  if (shape != NULL) {
+    d->shape_off = (uint32_t)b->nchars;
+    memcpy(b->chars + b->nchars, shape, slen);
+    b->nchars += slen;
+  }
+  pthread_mutex_unlock(&b->lock);
+  return 0;
+}
+
+/* ---- profiler side ------------------------------------------------------------------------ */
+
+void pd_ranges_set_record_shapes(bool on) { atomic_store(&g_record_shapes, on); }
+
+void pd_ranges_session_begin(void) {
+  if (++g_session_counter == 0) g_session_counter = 1; /* 0 means "not recording" */
+  atomic_store_explicit(&g_session, g_session_counter, memory_order_release);
+}
+
+void pd_ranges_session_end(void) { atomic_store_explicit(&g_session, 0, memory_order_release); }
+
+uint64_t pd_ranges_lost(void) { return (uint64_t)atomic_load(&g_lost); }
+
+int64_t pd_ranges_collect(pd_trace_t *out) {
+  uint32_t session = atomic_load(&g_session);
+  uint32_t pid = (uint32_t)getpid();
+  int64_t added = 0;
+  int rc = 0;
+  pthread_mutex_lock(&g_list_lock);
+  thread_buf_t **pp = &g_bufs;
+  while (*pp != NULL) {
+    thread_buf_t *b = *pp;
+    /* Lock order: g_list_lock, then a buffer's lock (as in thread_state_destroy). */
+    pthread_mutex_lock(&b->lock);
+    for (size_t i = 0; i < b->ndone && rc == 0 && out != NULL; i++) {
+      const done_t *d = &b->done[i];
+      if (session == 0 || d->session != session) continue; /* stale: another session */
+      pd_event_t ev;
+      memset(&ev, 0, sizeof(ev));
+      ev.kind = PD_EVENT_RANGE;
+      ev.start_ns = d->start_ns;
+      ev.end_ns = d->end_ns;
+      ev.name = b->chars + d->name_off;
+      ev.pid = pid;
+      ev.tid = b->tid;
+      ev.u.range.step = -1;
+      ev.u.range.depth = d->depth;
+      ev.u.range.shape = d->shape_off != NO_SHAPE ? b->chars + d->shape_off : NULL;
+      rc = pd_trace_add(out, &ev);
+      if (rc == 0) added++;
+    }
+    b->ndone = 0;
+    b->nchars = 0;
+    pthread_mutex_unlock(&b->lock);
+    if (b->exited) {
+      *pp = b->next;
+      pthread_mutex_destroy(&b->lock);
+      free(b->done);
+      free(b->chars);
+      free(b);
+    } else {
+      pp = &b->next;
+    }
+  }
+  pthread_mutex_unlock(&g_list_lock);
+  return rc < 0 ? rc : added;
+}
+
+void pd_ranges_release(void) {
+  pd_ranges_session_end();
+  pthread_mutex_lock(&g_list_lock);
+  thread_buf_t **pp = &g_bufs;
+  while (*pp != NULL) {
+    thread_buf_t *b = *pp;
+    pthread_mutex_lock(&b->lock);
+    free(b->done);
+    free(b->chars);
+    b->done = NULL;
+    b->chars = NULL;
+    b->ndone = b->cap_done = b->nchars = b->cap_chars = 0;
+    pthread_mutex_unlock(&b->lock);
+    if (b->exited) {
+      *pp = b->next;
+      pthread_mutex_destroy(&b->lock);
+      free(b);
+    } else {
+      pp = &b->next;
+    }
+  }
+  pthread_mutex_unlock(&g_list_lock);
+}
+
+uint32_t pd_ranges_step_begin(const char *name, uint64_t *nvtx_id) {
+  thread_state_t *t = state_get();
+  nvtxRangeId_t id = nvtxRangeStartA(name);
+  if (nvtx_id != NULL) *nvtx_id = (uint64_t)id;
+  if (t == NULL) return 0;
+  t->step_level = (long)t->nframes;
+  return (uint32_t)t->nframes;
+}
+
+void pd_ranges_step_end(uint64_t nvtx_id) {
+  nvtxRangeEnd((nvtxRangeId_t)nvtx_id);
+  if (t_state != NULL) t_state->step_level = -1;
+}

@@ -1,0 +1,319 @@
+/* test_cupti_convert.c: CUPTI activity records built by hand, fed through cupti_source.c's
+ * conversion switch (kineto's mock-record idea), without a GPU.
+ *
+ * This test includes <cupti.h> because it tests the one file that does; nothing else in
+ * the project may.
+ */
+#include <criterion/criterion.h>
+#include <cupti.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cupti_source.h"
+#include "pd/pd_event.h"
+
+static pd_event_t convert(const void *rec, char *namebuf, size_t len) {
+  pd_event_t ev;
+  int rc = pd_cupti_record_to_event(rec, &ev, namebuf, len);
+  cr_assert_eq(rc, 1, "record kind %d not converted (rc %d)", ((const CUpti_Activity *)rec)->kind, rc);
+  return ev;
+}
+
+Test(cupti_convert, kernel_record) {
+  CUpti_ActivityKernel10 k;
+  memset(&k, 0, sizeof(k));
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.start = 1000;
+  k.end = 51000;
+  k.deviceId = 1;
+  k.contextId = 7;
+  k.streamId = 13;
+  k.gridX = 128;
+  k.gridY = 2;
+  k.gridZ = 1;
+  k.blockX = 256;
+  k.blockY = 1;
+  k.blockZ = 1;
+  k.registersPerThread = 32;
+  k.staticSharedMemory = 4096;
+  k.dynamicSharedMemory = 1024;
+  k.correlationId = 4242;
+  k.name = "pd_busy_kernel";
+  char nb[256];
+  pd_event_t ev = convert(&k, nb, sizeof(nb));
+  cr_expect_eq(ev.kind, PD_EVENT_KERNEL);
+  cr_expect_eq(ev.start_ns, 1000);
+  cr_expect_eq(ev.end_ns, 51000);
+  cr_expect_eq(ev.correlation_id, 4242u);
+  cr_expect_str_eq(ev.name, "pd_busy_kernel");
+  cr_expect_eq(ev.device, 1u);
+  cr_expect_eq(ev.context, 7u);
+  cr_expect_eq(ev.stream, 13u);
+  cr_expect_eq(ev.u.kernel.grid[0], 128);
+  cr_expect_eq(ev.u.kernel.grid[1], 2);
+  cr_expect_eq(ev.u.kernel.grid[2], 1);
+  cr_expect_eq(ev.u.kernel.block[0], 256);
+  cr_expect_eq(ev.u.kernel.registers_per_thread, 32);
+  cr_expect_eq(ev.u.kernel.static_smem_bytes, 4096);
+  cr_expect_eq(ev.u.kernel.dynamic_smem_bytes, 1024);
+  k.name = NULL;
+  ev = convert(&k, nb, sizeof(nb));
+  cr_expect_not_null(ev.name, "a nameless kernel still gets a name");
+}
+
+Test(cupti_convert, memcpy_and_memset_records) {
+  CUpti_ActivityMemcpy6 m;
+  memset(&m, 0, sizeof(m));
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+  m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.bytes = 1 << 20;
+  m.start = 10;
+  m.end = 20;
+  m.streamId = 3;
+  m.correlationId = 9;
+  char nb[256];
+  pd_event_t ev = convert(&m, nb, sizeof(nb));
+  cr_expect_eq(ev.kind, PD_EVENT_MEMCPY);
+  cr_expect_eq(ev.u.memcpy.bytes, 1u << 20);
+  cr_expect_eq(ev.u.memcpy.copy_kind, PD_MEMCPY_HTOD);
+  cr_expect_eq(ev.u.memcpy.src_kind, PD_MEM_PINNED);
+  cr_expect_eq(ev.u.memcpy.dst_kind, PD_MEM_DEVICE);
+  cr_expect_str_eq(ev.name, "Memcpy HtoD (Pinned -> Device)");
+  cr_expect_eq(ev.correlation_id, 9u);
+  cr_expect_eq(ev.stream, 3u);
+
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+  m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+  ev = convert(&m, nb, sizeof(nb));
+  cr_expect_eq(ev.u.memcpy.copy_kind, PD_MEMCPY_DTOH);
+  cr_expect_str_eq(ev.name, "Memcpy DtoH (Device -> Pageable)");
+
+  CUpti_ActivityMemset4 s;
+  memset(&s, 0, sizeof(s));
+  s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  s.bytes = 4096;
+  s.start = 5;
+  s.end = 6;
+  s.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  s.correlationId = 11;
+  ev = convert(&s, nb, sizeof(nb));
+  cr_expect_eq(ev.kind, PD_EVENT_MEMSET);
+  cr_expect_eq(ev.u.memset.bytes, 4096u);
+  cr_expect_eq(ev.u.memset.dst_kind, PD_MEM_DEVICE);
+  cr_expect_str_eq(ev.name, "Memset (Device)");
+}
+
+Test(cupti_convert, runtime_and_driver_api_records) {
+  CUpti_ActivityAPI a;
+  memset(&a, 0, sizeof(a));
+  a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  a.start = 100;
+  a.end = 103;
+  a.processId = 77;
+  a.threadId = 78;
+  a.correlationId = 4242;
+  a.returnValue = 0;
+  char nb[256];
+  pd_event_t ev = convert(&a, nb, sizeof(nb));
+  cr_expect_eq(ev.kind, PD_EVENT_RUNTIME);
+  cr_expect_str_eq(ev.name, "cudaLaunchKernel", "version suffix stripped");
+  cr_expect_eq(ev.pid, 77u);
+  cr_expect_eq(ev.tid, 78u);
+  cr_expect_eq(ev.correlation_id, 4242u);
+  cr_expect_eq(ev.u.api.cbid, (uint32_t)CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+
+  a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020;
+  a.returnValue = 2;
+  ev = convert(&a, nb, sizeof(nb));
+  cr_expect_str_eq(ev.name, "cudaMemcpy");
+  cr_expect_eq(ev.u.api.status, 2);
+
+  a.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  a.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+  ev = convert(&a, nb, sizeof(nb));
+  cr_expect_eq(ev.kind, PD_EVENT_DRIVER);
+  cr_expect_str_eq(ev.name, "cuLaunchKernel");
+}
+
+Test(cupti_convert, strip_version_suffix) {
+  char a[] = "cudaLaunchKernel_v7000", b[] = "cudaLaunchKernel_ptsz_v7000", c[] = "my_var",
+       d[] = "x_v", e[] = "plain";
+  pd_cupti_strip_version_suffix(a);
+  pd_cupti_strip_version_suffix(b);
+  pd_cupti_strip_version_suffix(c);
+  pd_cupti_strip_version_suffix(d);
+  pd_cupti_strip_version_suffix(e);
+  cr_expect_str_eq(a, "cudaLaunchKernel");
+  cr_expect_str_eq(b, "cudaLaunchKernel_ptsz");
+  cr_expect_str_eq(c, "my_var");
+  cr_expect_str_eq(d, "x_v");
+  cr_expect_str_eq(e, "plain");
+}
+
+Test(cupti_convert, sync_records_get_their_thread_from_the_runtime_call) {
+  pd_trace_t *t = pd_trace_create();
+  cr_assert_not_null(t);
+  CUpti_ActivityAPI a;
+  memset(&a, 0, sizeof(a));
+  a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  a.processId = 10;
+  a.threadId = 11;
+  a.correlationId = 500;
+  a.start = 1;
+  a.end = 2;
+  cr_assert_eq(pd_cupti_convert_record(&a, t), 1);
+  CUpti_ActivitySynchronization2 s;
+  memset(&s, 0, sizeof(s));
+  s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  s.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  s.start = 3;
+  s.end = 9;
+  s.correlationId = 500;
+  s.streamId = 4;
+  s.contextId = 1;
+  cr_assert_eq(pd_cupti_convert_record(&s, t), 1);
+  s.correlationId = 999; /* no runtime call in this trace */
+  cr_assert_eq(pd_cupti_convert_record(&s, t), 1);
+  cr_assert_eq(pd_cupti_link_sync(t), 0);
+  const pd_event_t *ev = pd_trace_events(t);
+  cr_assert_eq(pd_trace_count(t), 3u);
+  cr_expect_eq(ev[1].kind, PD_EVENT_SYNC);
+  cr_expect_eq(ev[1].u.sync.sync_kind, PD_SYNC_STREAM);
+  cr_expect_str_eq(ev[1].name, "Stream Sync");
+  cr_expect_eq(ev[1].stream, 4u);
+  cr_expect_eq(ev[1].pid, 10u);
+  cr_expect_eq(ev[1].tid, 11u);
+  cr_expect_eq(ev[2].tid, 0u, "unlinked sync keeps tid 0");
+  pd_trace_destroy(t);
+}
+
+static CUpti_ActivityMemory4 mem_rec(bool alloc, uint64_t addr, uint64_t bytes, uint64_t ts) {
+  CUpti_ActivityMemory4 m;
+  memset(&m, 0, sizeof(m));
+  m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+  m.memoryOperationType =
+      alloc ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+  m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.address = addr;
+  m.bytes = bytes;
+  m.timestamp = ts;
+  m.deviceId = 0;
+  m.correlationId = (uint32_t)ts;
+  return m;
+}
+
+Test(cupti_convert, memory_records_track_live_bytes) {
+  pd_cupti_convert_reset();
+  char nb[64];
+  CUpti_ActivityMemory4 m = mem_rec(true, 0x7f0000000000ULL, 1000, 10);
+  pd_event_t ev = convert(&m, nb, sizeof(nb));
+  cr_expect_eq(ev.kind, PD_EVENT_MEMORY);
+  cr_expect_eq(ev.start_ns, 10);
+  cr_expect_eq(ev.end_ns, 10);
+  cr_expect_eq(ev.u.memory.address, 0x7f0000000000ULL);
+  cr_expect_eq(ev.u.memory.bytes, 1000);
+  cr_expect_eq(ev.u.memory.total_allocated, 1000);
+  cr_expect_eq(ev.u.memory.mem_kind, PD_MEM_DEVICE);
+  m = mem_rec(true, 0x7f0000100000ULL, 500, 11);
+  ev = convert(&m, nb, sizeof(nb));
+  cr_expect_eq(ev.u.memory.total_allocated, 1500);
+  m = mem_rec(false, 0x7f0000000000ULL, 1000, 12);
+  ev = convert(&m, nb, sizeof(nb));
+  cr_expect_eq(ev.u.memory.bytes, -1000);
+  cr_expect_eq(ev.u.memory.total_allocated, 500);
+  /* Released, but allocated before tracing began: the tally cannot go below what it saw. */
+  m = mem_rec(false, 0x7e0000000000ULL, 4096, 13);
+  ev = convert(&m, nb, sizeof(nb));
+  cr_expect_eq(ev.u.memory.bytes, -4096);
+  cr_expect_eq(ev.u.memory.total_allocated, 500);
+
+  /* Many allocations and releases in mixed order (exercises growth and deletion). */
+  int64_t expect = 500;
+  for (uint64_t i = 0; i < 5000; i++) {
+    m = mem_rec(true, 0x100000000ULL + i * 0x200, 100 + i, 100 + i);
+    ev = convert(&m, nb, sizeof(nb));
+    expect += (int64_t)(100 + i);
+    cr_assert_eq(ev.u.memory.total_allocated, expect, "after alloc %llu", (unsigned long long)i);
+  }
+  for (uint64_t i = 0; i < 5000; i += 2) {
+    m = mem_rec(false, 0x100000000ULL + i * 0x200, 100 + i, 9000 + i);
+    ev = convert(&m, nb, sizeof(nb));
+    expect -= (int64_t)(100 + i);
+    cr_assert_eq(ev.u.memory.total_allocated, expect, "after free %llu", (unsigned long long)i);
+  }
+  for (uint64_t i = 1; i < 5000; i += 2) {
+    m = mem_rec(false, 0x100000000ULL + i * 0x200, 100 + i, 20000 + i);
+    ev = convert(&m, nb, sizeof(nb));
+    expect -= (int64_t)(100 + i);
+  }
+  cr_expect_eq(ev.u.memory.total_allocated, 500);
+  cr_expect_eq(expect, 500);
+  pd_cupti_convert_reset();
+}
+
+Test(cupti_convert, overhead_and_unknown_kinds) {
+  CUpti_ActivityOverhead3 o;
+  memset(&o, 0, sizeof(o));
+  o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+  o.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+  o.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  o.objectId.pt.processId = 5;
+  o.objectId.pt.threadId = 6;
+  o.start = 1;
+  o.end = 4;
+  char nb[64];
+  pd_event_t ev = convert(&o, nb, sizeof(nb));
+  cr_expect_eq(ev.kind, PD_EVENT_OVERHEAD);
+  cr_expect_str_eq(ev.name, "CUPTI Buffer Flush");
+  cr_expect_eq(ev.tid, 6u);
+
+  CUpti_ActivityName n;
+  memset(&n, 0, sizeof(n));
+  n.kind = CUPTI_ACTIVITY_KIND_NAME;
+  cr_expect_eq(pd_cupti_record_to_event(&n, &ev, nb, sizeof(nb)), 0, "kinds we do not keep are skipped");
+  cr_expect_eq(pd_cupti_record_to_event(NULL, &ev, nb, sizeof(nb)), PD_EINVAL);
+  pd_trace_t *t = pd_trace_create();
+  cr_assert_not_null(t);
+  cr_expect_eq(pd_cupti_convert_record(&n, t), 0);
+  cr_expect_eq(pd_trace_count(t), 0u);
+  pd_trace_destroy(t);
+}
+
+Test(cupti_convert, kernel_and_runtime_pair_share_a_correlation_in_a_trace) {
+  /* The path the profiler takes: records -> trace -> sorted, links intact. */
+  pd_trace_t *t = pd_trace_create();
+  cr_assert_not_null(t);
+  for (uint32_t i = 0; i < 100; i++) {
+    CUpti_ActivityKernel10 k;
+    memset(&k, 0, sizeof(k));
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.start = 1000 + 100 * i + 50;
+    k.end = k.start + 40;
+    k.correlationId = 1 + i;
+    k.name = i % 2 ? "odd_kernel" : "even_kernel";
+    CUpti_ActivityAPI a;
+    memset(&a, 0, sizeof(a));
+    a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+    a.start = 1000 + 100 * i;
+    a.end = a.start + 5;
+    a.correlationId = 1 + i;
+    cr_assert_eq(pd_cupti_convert_record(&k, t), 1);
+    cr_assert_eq(pd_cupti_convert_record(&a, t), 1);
+  }
+  pd_trace_sort(t);
+  const pd_event_t *ev = pd_trace_events(t);
+  cr_assert_eq(pd_trace_count(t), 200u);
+  for (size_t i = 0; i < 200; i += 2) {
+    cr_expect_eq(ev[i].kind, PD_EVENT_RUNTIME);
+    cr_expect_eq(ev[i + 1].kind, PD_EVENT_KERNEL);
+    cr_expect_eq(ev[i].correlation_id, ev[i + 1].correlation_id);
+    cr_expect_str_eq(ev[i].name, "cudaLaunchKernel");
+  }
+  pd_trace_destroy(t);
+}
