@@ -1,0 +1,538 @@
+/* compare.c: loading metrics JSONs and baselines, the GPU slug, and the comparison that
+ * decides each metric's verdict (the rules are listed in pd_compare.h and docs/gate.md).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pd/pd_common.h"
+#include "pd/pd_compare.h"
+
+/* Writes one line into why; a NULL or empty buffer is allowed. */
+static void cmp_why(char *why, size_t whylen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void cmp_why(char *why, size_t whylen, const char *fmt, ...) {
+  if (why == NULL || whylen == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, whylen, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- documents ------------------------------------------------------------------------ */
+
+/* Reads a whole file. Returns 0 and *text (caller frees), or PD_EIO / PD_ENOMEM. */
+static int cmp_read_file(const char *path, char **text, size_t *len, char *why, size_t whylen) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    cmp_why(why, whylen, "%s: cannot open: %s", path, strerror(errno));
+    return PD_EIO;
+  }
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  while (buf != NULL) {
+    size_t got = fread(buf + n, 1, cap - n - 1, f);
+    n += got;
+    if (got == 0) break;
+    if (n + 1 == cap) {
+      char *bigger = realloc(buf, cap * 2);
+      if (bigger == NULL) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = bigger;
+      cap *= 2;
+    }
+  }
+  int failed = ferror(f);
+  fclose(f);
+  if (buf == NULL) {
+    cmp_why(why, whylen, "%s: out of memory reading the file", path);
+    return PD_ENOMEM;
+  }
+  if (failed) {
+    free(buf);
+    cmp_why(why, whylen, "%s: read error", path);
+    return PD_EIO;
+  }
+  buf[n] = '\0';
+  *text = buf;
+  *len = n;
+  return 0;
+}
+
+int pd_cmp_doc_load(const char *path, cJSON **out, char *why, size_t whylen) {
+  *out = NULL;
+  char *text = NULL;
+  size_t len = 0;
+  int rc = cmp_read_file(path, &text, &len, why, whylen);
+  if (rc != 0) return rc;
+  size_t blank = strspn(text, " \t\r\n");
+  if (blank == len) {
+    free(text);
+    cmp_why(why, whylen, "%s: file is empty, expected a metrics JSON", path);
+    return PD_EPARSE;
+  }
+  const char *end = NULL;
+  /* len + 1: the terminating NUL is part of what cJSON checks for trailing garbage. */
+  cJSON *doc = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
+  if (doc == NULL) {
+    size_t at = end != NULL && end >= text ? (size_t)(end - text) : 0;
+    free(text);
+    cmp_why(why, whylen, "%s: not valid JSON (parse error at byte %zu)", path, at);
+    return PD_EPARSE;
+  }
+  free(text);
+  const char *fault = NULL;
+  rc = PD_EPARSE;
+  const cJSON *sv = cJSON_GetObjectItemCaseSensitive(doc, "schema_version");
+  const cJSON *metrics = cJSON_GetObjectItemCaseSensitive(doc, "metrics");
+  const cJSON *device = cJSON_GetObjectItemCaseSensitive(doc, "device");
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(device, "name");
+  if (!cJSON_IsObject(doc)) {
+    fault = "top level is not a JSON object";
+  } else if (!cJSON_IsNumber(sv)) {
+    fault = "no numeric \"schema_version\"; not a profiler_demo metrics JSON";
+  } else if (sv->valuedouble != 1.0) {
+    cmp_why(why, whylen, "%s: schema_version %g is not supported (this build reads 1)", path,
+            sv->valuedouble);
+    cJSON_Delete(doc);
+    return PD_ESCHEMA;
+  } else if (!cJSON_IsObject(metrics)) {
+    fault = "\"metrics\" is missing or not an object";
+  } else if (!cJSON_IsString(name) || name->valuestring[0] == '\0') {
+    fault = "\"device.name\" is missing; cannot tell which GPU the numbers are from";
+  } else {
+    rc = 0;
+  }
+  if (rc != 0) {
+    cmp_why(why, whylen, "%s: %s", path, fault);
+    cJSON_Delete(doc);
+    return rc;
+  }
+  *out = doc;
+  return 0;
+}
+
+int pd_gpu_slug(const char *device_name, char *out, size_t outlen) {
+  if (device_name == NULL || out == NULL || outlen == 0) return PD_EINVAL;
+  size_t n = 0;
+  bool dash = false;
+  for (const unsigned char *p = (const unsigned char *)device_name; *p != '\0'; p++) {
+    if (isalnum(*p)) {
+      if (dash && n > 0) {
+        if (n + 1 >= outlen) return PD_EINVAL;
+        out[n++] = '-';
+      }
+      dash = false;
+      if (n + 1 >= outlen) return PD_EINVAL;
+      out[n++] = (char)tolower(*p);
+    } else {
+      dash = true;
+    }
+  }
+  out[n] = '\0';
+  return n > 0 ? 0 : PD_EINVAL;
+}
+
+/* ---- comparison ------------------------------------------------------------------------ */
+
+typedef struct {
+  double *v;
+  size_t n;
+  bool present;
+} cmp_samples_t;
+
+static const char *cmp_string_at(const cJSON *obj, const char *a, const char *b) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, a);
+  if (b != NULL) it = cJSON_GetObjectItemCaseSensitive(it, b);
+  return cJSON_IsString(it) ? it->valuestring : NULL;
+}
+
+/* Reads a per-step array of numbers. An absent key is no samples; null or non-numbers
+ * inside are an error (a NaN step time means the profiler is broken). */
+static int cmp_samples_read(const cJSON *doc, const char *key, const char *who,
+                            cmp_samples_t *s, char *why, size_t whylen) {
+  memset(s, 0, sizeof(*s));
+  const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, key);
+  if (arr == NULL) return 0;
+  if (!cJSON_IsArray(arr)) {
+    cmp_why(why, whylen, "%s: \"%s\" is not an array", who, key);
+    return PD_EPARSE;
+  }
+  int n = cJSON_GetArraySize(arr);
+  s->present = true;
+  if (n == 0) return 0;
+  s->v = malloc((size_t)n * sizeof(double));
+  if (s->v == NULL) return PD_ENOMEM;
+  const cJSON *it = NULL;
+  cJSON_ArrayForEach(it, arr) {
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble)) {
+      cmp_why(why, whylen, "%s: \"%s\"[%zu] is %s, expected a finite number of seconds", who,
+              key, s->n, cJSON_IsNull(it) ? "null (NaN)" : "not a number");
+      free(s->v);
+      s->v = NULL;
+      return PD_EPARSE;
+    }
+    s->v[s->n++] = it->valuedouble;
+  }
+  return 0;
+}
+
+/* Reads a metric value: a number, or null (NaN). Other types are an error. */
+static int cmp_metric_value(const cJSON *it, const char *who, double *v, char *why,
+                            size_t whylen) {
+  if (cJSON_IsNumber(it)) {
+    *v = it->valuedouble;
+    return 0;
+  }
+  if (cJSON_IsNull(it)) {
+    *v = NAN;
+    return 0;
+  }
+  cmp_why(why, whylen, "%s: metrics.%s is not a number or null", who, it->string);
+  return PD_EPARSE;
+}
+
+static int cmp_enum_parse(const char *text, const char *(*name_of)(int), int count, int *out) {
+  for (int i = 0; i < count; i++)
+    if (strcmp(name_of(i), text) == 0) {
+      *out = i;
+      return 0;
+    }
+  return PD_EINVAL;
+}
+#define CMP_PLUS_ONE(...) +1
+enum {
+  CMP_NDIRECTIONS = 0 PD_CMP_DIRECTION_MAP(CMP_PLUS_ONE),
+  CMP_NMODES = 0 PD_CMP_MODE_MAP(CMP_PLUS_ONE)
+};
+static const char *cmp_dir_name_i(int i) { return pd_cmp_direction_name((pd_cmp_direction_t)i); }
+static const char *cmp_mode_name_i(int i) { return pd_cmp_mode_name((pd_cmp_mode_t)i); }
+
+/* Reads one metric's stored policy over the defaults in *p. */
+static int cmp_policy_read(const cJSON *obj, const char *metric, pd_cmp_policy_t *p, char *why,
+                           size_t whylen) {
+  if (!cJSON_IsObject(obj)) {
+    cmp_why(why, whylen, "baseline: policy.%s is not an object", metric);
+    return PD_EPARSE;
+  }
+  const cJSON *dir = cJSON_GetObjectItemCaseSensitive(obj, "direction");
+  const cJSON *mode = cJSON_GetObjectItemCaseSensitive(obj, "mode");
+  int val = 0;
+  if (dir != NULL) {
+    if (!cJSON_IsString(dir) || cmp_enum_parse(dir->valuestring, cmp_dir_name_i, CMP_NDIRECTIONS, &val) != 0) {
+      cmp_why(why, whylen,
+              "baseline: policy.%s.direction must be lower_is_better, higher_is_better or none",
+              metric);
+      return PD_EPARSE;
+    }
+    p->direction = (pd_cmp_direction_t)val;
+  }
+  if (mode != NULL) {
+    if (!cJSON_IsString(mode) || cmp_enum_parse(mode->valuestring, cmp_mode_name_i, CMP_NMODES, &val) != 0) {
+      cmp_why(why, whylen, "baseline: policy.%s.mode must be significance, exact or band",
+              metric);
+      return PD_EPARSE;
+    }
+    p->mode = (pd_cmp_mode_t)val;
+  }
+  static const char *const nums[] = {"tolerance", "band", "min_abs"};
+  double *dst[] = {&p->tolerance, &p->band, &p->min_abs};
+  for (size_t i = 0; i < 3; i++) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, nums[i]);
+    if (it == NULL) continue;
+    if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0.0)) {
+      cmp_why(why, whylen, "baseline: policy.%s.%s must be a number >= 0", metric, nums[i]);
+      return PD_EPARSE;
+    }
+    *dst[i] = it->valuedouble;
+  }
+  return 0;
+}
+
+static const char *cmp_side(double change) { return change > 0 ? "higher" : "lower"; }
+
+/* Decides a numeric row. Samples are NULL when the metric has none. */
+static void cmp_eval(pd_cmp_row_t *r, const cmp_samples_t *sb, const cmp_samples_t *sn,
+                     double alpha) {
+  double base = r->base, now = r->now, diff = now - base;
+  const pd_cmp_policy_t *p = &r->policy;
+  r->p_value = NAN;
+  if (isnan(base) || isnan(now)) {
+    r->change_pct = NAN;
+    if (isnan(now) && isnan(base)) {
+      r->verdict = PD_CMP_SKIPPED;
+      snprintf(r->note, sizeof(r->note), "null (NaN) in baseline and now: not compared");
+    } else if (isnan(now)) {
+      r->verdict = PD_CMP_REGRESSED;
+      snprintf(r->note, sizeof(r->note), "now null (NaN): the metric could not be computed");
+    } else {
+      r->verdict = PD_CMP_SKIPPED;
+      snprintf(r->note, sizeof(r->note), "baseline is null (NaN): not compared; re-promote it");
+    }
+    return;
+  }
+  r->change_pct = base != 0.0 ? diff / fabs(base) * 100.0
+                              : (diff == 0.0 ? 0.0 : copysign(INFINITY, diff));
+  bool bad = (p->direction == PD_CMP_DIR_LOWER_IS_BETTER && diff > 0) ||
+             (p->direction == PD_CMP_DIR_HIGHER_IS_BETTER && diff < 0);
+  pd_cmp_verdict_t beyond = bad ? PD_CMP_REGRESSED : PD_CMP_IMPROVED;
+  bool report_only = p->direction == PD_CMP_DIR_NONE;
+
+  if (p->mode != PD_CMP_MODE_SIGNIFICANCE) {
+    /* exact: any difference (beyond float noise in the JSON text) counts */
+    double allowed = p->mode == PD_CMP_MODE_BAND ? fmax(p->band * fabs(base), p->min_abs)
+                                                 : fmax(p->min_abs, 1e-9 * fabs(base));
+    bool outside = fabs(diff) > allowed;
+    if (report_only) {
+      r->verdict = PD_CMP_OK;
+      snprintf(r->note, sizeof(r->note), "report only%s", outside ? " (changed)" : "");
+    } else if (!outside) {
+      r->verdict = PD_CMP_OK;
+      if (p->mode == PD_CMP_MODE_EXACT)
+        snprintf(r->note, sizeof(r->note), "exact match");
+      else
+        snprintf(r->note, sizeof(r->note), "within band +-%.3g%%", p->band * 100.0);
+    } else {
+      r->verdict = beyond;
+      if (p->mode == PD_CMP_MODE_EXACT)
+        snprintf(r->note, sizeof(r->note), "count is %s than the baseline (compared exactly)",
+                 cmp_side(diff));
+      else
+        snprintf(r->note, sizeof(r->note), "%s than the baseline beyond its band +-%.3g%%",
+                 cmp_side(diff), p->band * 100.0);
+    }
+    return;
+  }
+
+  /* significance: large (beyond tolerance) AND significant against the samples */
+  double allowed = fmax(p->tolerance * fabs(base), p->min_abs);
+  bool large = fabs(diff) > allowed;
+  if (sb == NULL || sn == NULL || sb->n == 0 || sn->n == 0) {
+    r->verdict = report_only ? PD_CMP_OK : PD_CMP_SKIPPED;
+    snprintf(r->note, sizeof(r->note),
+             "%sinsufficient samples: no per-step samples on %s side; cannot test (%s)",
+             report_only ? "report only; " : "", (sb == NULL || sb->n == 0) ? "the baseline" : "the current",
+             large ? "change is beyond tolerance" : "change is within tolerance");
+    return;
+  }
+  r->n_base = sb->n;
+  r->n_now = sn->n;
+  double min_p = pd_mwu_min_p(sn->n, sb->n);
+  if (min_p > alpha) {
+    r->verdict = report_only ? PD_CMP_OK : PD_CMP_SKIPPED;
+    snprintf(r->note, sizeof(r->note),
+             "insufficient samples: %zu now vs %zu baseline can never reach p < %g (best p %.3g); "
+             "not tested, not failed",
+             sn->n, sb->n, alpha, min_p);
+    return;
+  }
+  pd_mwu_t t;
+  if (pd_mwu_test(sn->v, sn->n, sb->v, sb->n, &t) != 0) {
+    r->verdict = PD_CMP_SKIPPED;
+    snprintf(r->note, sizeof(r->note), "rank test failed (out of memory)");
+    return;
+  }
+  r->p_value = diff >= 0 ? t.p_greater : t.p_less;
+  bool significant = r->p_value < alpha;
+  if (report_only) {
+    r->verdict = PD_CMP_OK;
+    snprintf(r->note, sizeof(r->note), "report only");
+  } else if (!large) {
+    r->verdict = PD_CMP_OK;
+    snprintf(r->note, sizeof(r->note), "within tolerance +-%.3g%%%s", p->tolerance * 100.0,
+             p->min_abs > 0 && p->min_abs > p->tolerance * fabs(base) ? " (absolute floor)" : "");
+  } else if (!significant) {
+    r->verdict = PD_CMP_OK;
+    snprintf(r->note, sizeof(r->note), "beyond tolerance but not significant (p >= %g)", alpha);
+  } else {
+    r->verdict = beyond;
+    snprintf(r->note, sizeof(r->note), "%s beyond tolerance +-%.3g%% and significant (%s U test)",
+             cmp_side(diff), p->tolerance * 100.0, t.exact ? "exact" : "normal-approx.");
+  }
+}
+
+static pd_cmp_row_t *cmp_row_add(pd_cmp_report_t *rep, size_t *cap, const char *metric) {
+  if (rep->nrows == *cap) {
+    size_t ncap = *cap ? *cap * 2 : 32;
+    pd_cmp_row_t *rows = realloc(rep->rows, ncap * sizeof(*rows));
+    if (rows == NULL) return NULL;
+    rep->rows = rows;
+    *cap = ncap;
+  }
+  pd_cmp_row_t *r = &rep->rows[rep->nrows++];
+  memset(r, 0, sizeof(*r));
+  snprintf(r->metric, sizeof(r->metric), "%s", metric);
+  r->base = r->now = r->change_pct = r->p_value = NAN;
+  return r;
+}
+
+/* Notes config keys whose values differ (paths excluded): reported, never failed, since
+ * a knob such as --inject_slowdown is exactly what the gate must judge by the numbers. */
+static void cmp_config_note(const cJSON *cur, const cJSON *base, char *out, size_t outlen) {
+  const cJSON *cc = cJSON_GetObjectItemCaseSensitive(cur, "config");
+  const cJSON *bc = cJSON_GetObjectItemCaseSensitive(base, "config");
+  out[0] = '\0';
+  if (!cJSON_IsObject(cc) || !cJSON_IsObject(bc)) return;
+  size_t used = 0;
+  const cJSON *it = NULL;
+  cJSON_ArrayForEach(it, cc) {
+    if (strcmp(it->string, "trace_dir") == 0 || strcmp(it->string, "output_json") == 0) continue;
+    const cJSON *other = cJSON_GetObjectItemCaseSensitive(bc, it->string);
+    if (other != NULL && cJSON_Compare(it, other, 1)) continue;
+    char *a = cJSON_PrintUnformatted(it);
+    char *b = other != NULL ? cJSON_PrintUnformatted(other) : NULL;
+    int w = snprintf(out + used, outlen - used, "%s%s=%s (baseline %s)", used ? ", " : "",
+                     it->string, a ? a : "?", b ? b : "absent");
+    free(a);
+    free(b);
+    if (w < 0 || (size_t)w >= outlen - used) break;
+    used += (size_t)w;
+  }
+}
+
+int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_options_t *opt,
+                   pd_cmp_report_t *rep, char *why, size_t whylen) {
+  memset(rep, 0, sizeof(*rep));
+  rep->alpha = opt != NULL && opt->alpha > 0.0 ? opt->alpha : 0.01;
+  const char *cur_dev = cmp_string_at(current, "device", "name");
+  const char *base_dev = cmp_string_at(baseline, "device", "name");
+  if (cur_dev == NULL || base_dev == NULL) {
+    cmp_why(why, whylen, "device.name missing; load the files with pd_cmp_doc_load()");
+    return PD_EPARSE;
+  }
+  if (strcmp(cur_dev, base_dev) != 0) {
+    cmp_why(why, whylen,
+            "different GPU: the current run is from '%s', the baseline from '%s'; baselines "
+            "belong to one GPU model, so nothing was compared (make a baseline for this GPU "
+            "with scripts/update_baselines.sh)",
+            cur_dev, base_dev);
+    return PD_EMISMATCH;
+  }
+  const char *cur_scen = cmp_string_at(current, "config", "scenario");
+  const char *base_scen = cmp_string_at(baseline, "config", "scenario");
+  if (cur_scen != NULL && base_scen != NULL && strcmp(cur_scen, base_scen) != 0) {
+    cmp_why(why, whylen,
+            "different scenario: the current run is '%s', the baseline '%s'; nothing compared",
+            cur_scen, base_scen);
+    return PD_EMISMATCH;
+  }
+  snprintf(rep->device, sizeof(rep->device), "%s", cur_dev);
+  snprintf(rep->scenario, sizeof(rep->scenario), "%s",
+           cur_scen ? cur_scen : base_scen ? base_scen : "?");
+  const cJSON *runs = cJSON_GetObjectItemCaseSensitive(baseline, "runs");
+  rep->baseline_runs = cJSON_IsArray(runs) && cJSON_GetArraySize(runs) > 0
+                           ? (size_t)cJSON_GetArraySize(runs) : 1;
+  cmp_config_note(current, baseline, rep->config_note, sizeof(rep->config_note));
+
+  const cJSON *bm = cJSON_GetObjectItemCaseSensitive(baseline, "metrics");
+  const cJSON *cm = cJSON_GetObjectItemCaseSensitive(current, "metrics");
+  const cJSON *policy = cJSON_GetObjectItemCaseSensitive(baseline, "policy");
+  if (policy != NULL && !cJSON_IsObject(policy)) {
+    cmp_why(why, whylen, "baseline: \"policy\" is not an object");
+    return PD_EPARSE;
+  }
+
+  /* The per-step arrays, read once. */
+  static const char *const keys[] = {"step_times_s", "dataloader_wait_s"};
+  cmp_samples_t sb[2], sn[2];
+  memset(sb, 0, sizeof(sb));
+  memset(sn, 0, sizeof(sn));
+  int rc = 0;
+  for (size_t k = 0; k < 2 && rc == 0; k++) {
+    rc = cmp_samples_read(baseline, keys[k], "baseline", &sb[k], why, whylen);
+    if (rc == 0) rc = cmp_samples_read(current, keys[k], "current", &sn[k], why, whylen);
+  }
+  const cJSON *bst = cJSON_GetObjectItemCaseSensitive(bm, "avg_step_time_s");
+  double base_step = cJSON_IsNumber(bst) ? bst->valuedouble : NAN;
+
+  size_t cap = 0;
+  const cJSON *it = NULL;
+  cJSON_ArrayForEach(it, bm) {
+    if (rc != 0) break;
+    pd_cmp_row_t *r = cmp_row_add(rep, &cap, it->string);
+    if (r == NULL) {
+      rc = PD_ENOMEM;
+      break;
+    }
+    if ((rc = cmp_metric_value(it, "baseline", &r->base, why, whylen)) != 0) break;
+    pd_cmp_policy_derive(it->string, &r->base, 1, base_step, &r->policy);
+    const cJSON *pol = cJSON_GetObjectItemCaseSensitive(policy, it->string);
+    if (pol != NULL && (rc = cmp_policy_read(pol, it->string, &r->policy, why, whylen)) != 0)
+      break;
+    const cJSON *now = cJSON_GetObjectItemCaseSensitive(cm, it->string);
+    if (now == NULL) {
+      r->verdict = PD_CMP_MISSING;
+      snprintf(r->note, sizeof(r->note), "in the baseline but not in the current run");
+      continue;
+    }
+    if ((rc = cmp_metric_value(now, "current", &r->now, why, whylen)) != 0) break;
+    const char *skey = pd_cmp_metric_samples_key(it->string);
+    size_t k = skey != NULL && strcmp(skey, keys[1]) == 0 ? 1 : 0;
+    cmp_eval(r, skey ? &sb[k] : NULL, skey ? &sn[k] : NULL, rep->alpha);
+  }
+  cJSON_ArrayForEach(it, cm) {
+    if (rc != 0) break;
+    if (cJSON_GetObjectItemCaseSensitive(bm, it->string) != NULL) continue;
+    pd_cmp_row_t *r = cmp_row_add(rep, &cap, it->string);
+    if (r == NULL) {
+      rc = PD_ENOMEM;
+      break;
+    }
+    if ((rc = cmp_metric_value(it, "current", &r->now, why, whylen)) != 0) break;
+    pd_cmp_policy_default(it->string, &r->policy);
+    r->verdict = PD_CMP_NEW;
+    snprintf(r->note, sizeof(r->note), "not in the baseline: reported, not compared");
+  }
+  for (size_t k = 0; k < 2; k++) {
+    free(sb[k].v);
+    free(sn[k].v);
+  }
+
+  /* The verdict's bottleneck must match. */
+  if (rc == 0) {
+    pd_cmp_row_t *r = cmp_row_add(rep, &cap, "verdict.bottleneck");
+    if (r == NULL) {
+      rc = PD_ENOMEM;
+    } else {
+      const char *b = cmp_string_at(baseline, "verdict", "bottleneck");
+      const char *n = cmp_string_at(current, "verdict", "bottleneck");
+      r->text = true;
+      r->policy.mode = PD_CMP_MODE_EXACT;
+      snprintf(r->base_text, sizeof(r->base_text), "%s", b ? b : "-");
+      snprintf(r->now_text, sizeof(r->now_text), "%s", n ? n : "-");
+      if (b == NULL) {
+        r->verdict = PD_CMP_SKIPPED;
+        snprintf(r->note, sizeof(r->note), "the baseline has no verdict");
+      } else if (n == NULL) {
+        r->verdict = PD_CMP_MISSING;
+        snprintf(r->note, sizeof(r->note), "the current run has no verdict");
+      } else if (strcmp(b, n) != 0) {
+        r->verdict = PD_CMP_REGRESSED;
+        snprintf(r->note, sizeof(r->note), "bottleneck changed from %s to %s", b, n);
+      } else {
+        r->verdict = PD_CMP_OK;
+        snprintf(r->note, sizeof(r->note), "same bottleneck");
+      }
+    }
+  }
+  if (rc != 0) return rc;
+  for (size_t i = 0; i < rep->nrows; i++) {
+    rep->counts[rep->rows[i].verdict]++;
+    if (pd_cmp_verdict_fails(rep->rows[i].verdict)) rep->failed = true;
+  }
+  return 0;
+}
+
+void pd_cmp_report_free(pd_cmp_report_t *rep) {
+  if (rep == NULL) return;
+  free(rep->rows);
+  rep->rows = NULL;
+  rep->nrows = 0;
+}

@@ -1,0 +1,203 @@
+/* compare_policy.c: the gate's per-metric policies: which way is better, how a metric is
+ * compared, and how wide its tolerance is.
+ *
+ * The metric kinds (TIME, COUNT, RATIO, INFO) come from the core's table in pd_stats.h;
+ * this file adds the direction of each metric and turns the run-to-run spread measured
+ * in a baseline's runs into tolerances. The numbers below and the measurements that
+ * chose them are in docs/gate.md.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "pd/pd_compare.h"
+#include "pd/pd_stats.h"
+
+/* Relative tolerance of a sampled TIME metric, when the runs show less spread. */
+#define GATE_TIME_TOL_FLOOR 0.03
+/* Tolerance (or band) = this many times the between-run relative range (max-min)/mean. */
+#define GATE_SPREAD_FACTOR 2.0
+/* TIME metrics without per-step samples have no test against noise: a wide band. */
+#define GATE_TIME_BAND_FLOOR 0.5
+/* RATIO metrics: a relative band and an absolute floor (fractions near zero wobble by
+ * large relative amounts). */
+#define GATE_RATIO_BAND_FLOOR 0.25
+#define GATE_RATIO_MIN_ABS 0.05
+/* COUNT metrics that vary between runs at all get at least this band. */
+#define GATE_COUNT_BAND_FLOOR 0.02
+/* Data wait and sample-less times: changes below this fraction of a step are ignored. */
+#define GATE_STEP_FRACTION_MIN_ABS 0.05
+
+static const char *const k_direction_names[] = {
+#define PD_CMP_DIR_STR(name, text) text,
+    PD_CMP_DIRECTION_MAP(PD_CMP_DIR_STR)
+#undef PD_CMP_DIR_STR
+};
+static const char *const k_mode_names[] = {
+#define PD_CMP_MODE_STR(name, text) text,
+    PD_CMP_MODE_MAP(PD_CMP_MODE_STR)
+#undef PD_CMP_MODE_STR
+};
+static const struct {
+  const char *name;
+  bool fails;
+} k_verdicts[] = {
+#define PD_CMP_VERDICT_STR(name, text, fails) {text, fails},
+    PD_CMP_VERDICT_MAP(PD_CMP_VERDICT_STR)
+#undef PD_CMP_VERDICT_STR
+};
+
+#define GATE_COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+const char *pd_cmp_direction_name(pd_cmp_direction_t d) {
+  return (size_t)d < GATE_COUNT_OF(k_direction_names) ? k_direction_names[d] : "?";
+}
+const char *pd_cmp_mode_name(pd_cmp_mode_t m) {
+  return (size_t)m < GATE_COUNT_OF(k_mode_names) ? k_mode_names[m] : "?";
+}
+const char *pd_cmp_verdict_name(pd_cmp_verdict_t v) {
+  return (size_t)v < GATE_COUNT_OF(k_verdicts) ? k_verdicts[v].name : "?";
+}
+bool pd_cmp_verdict_fails(pd_cmp_verdict_t v) {
+  return (size_t)v < GATE_COUNT_OF(k_verdicts) && k_verdicts[v].fails;
+}
+
+/* Which way is better, per metric of PD_METRICS_MAP. Metrics not listed are reported
+ * only: avg_kernel_time_us rises when kernels are fused (fewer, longer kernels), which is
+ * an improvement, so its direction says nothing; the losses depend on the seed. */
+static const struct {
+  const char *name;
+  pd_cmp_direction_t direction;
+} k_directions[] = {
+    {"avg_step_time_s", PD_CMP_DIR_LOWER_IS_BETTER},
+    {"avg_dataloader_wait_s", PD_CMP_DIR_LOWER_IS_BETTER},
+    {"p50_step_time_s", PD_CMP_DIR_LOWER_IS_BETTER},
+    {"p95_step_time_s", PD_CMP_DIR_LOWER_IS_BETTER},
+    {"dataloader_wait_fraction", PD_CMP_DIR_LOWER_IS_BETTER},
+    {"gpu_busy_fraction", PD_CMP_DIR_HIGHER_IS_BETTER},
+    {"kernels_per_step", PD_CMP_DIR_LOWER_IS_BETTER},
+    {"gpu_kernel_time_per_step_us", PD_CMP_DIR_LOWER_IS_BETTER},
+    {"runtime_calls_per_step", PD_CMP_DIR_LOWER_IS_BETTER},
+    {"sync_calls_per_step", PD_CMP_DIR_LOWER_IS_BETTER},
+    {"sync_time_per_step_us", PD_CMP_DIR_LOWER_IS_BETTER},
+    {"device_alloc_calls_per_step", PD_CMP_DIR_LOWER_IS_BETTER},
+    {"device_alloc_time_per_step_us", PD_CMP_DIR_LOWER_IS_BETTER},
+    {"h2d_bytes_per_step", PD_CMP_DIR_LOWER_IS_BETTER},
+    {"peak_device_memory_bytes", PD_CMP_DIR_LOWER_IS_BETTER},
+    {"dropped_records", PD_CMP_DIR_LOWER_IS_BETTER},
+};
+
+/* Per-step sample arrays of the metrics JSON and the metrics computed from them. */
+static const struct {
+  const char *metric;
+  const char *samples;
+} k_sampled[] = {
+    {"avg_step_time_s", "step_times_s"},
+    {"p50_step_time_s", "step_times_s"},
+    {"p95_step_time_s", "step_times_s"},
+    {"avg_dataloader_wait_s", "dataloader_wait_s"},
+};
+
+const char *pd_cmp_metric_samples_key(const char *metric) {
+  for (size_t i = 0; metric != NULL && i < GATE_COUNT_OF(k_sampled); i++)
+    if (strcmp(k_sampled[i].metric, metric) == 0) return k_sampled[i].samples;
+  return NULL;
+}
+
+static pd_cmp_direction_t gate_direction(const char *metric) {
+  for (size_t i = 0; i < GATE_COUNT_OF(k_directions); i++)
+    if (strcmp(k_directions[i].name, metric) == 0) return k_directions[i].direction;
+  return PD_CMP_DIR_NONE;
+}
+
+/* Seconds to the metric's own unit, read from its name's suffix. */
+static double gate_unit_per_second(const char *metric) {
+  size_t len = strlen(metric);
+  if (len > 3 && strcmp(metric + len - 3, "_us") == 0) return 1e6;
+  if (len > 3 && strcmp(metric + len - 3, "_ms") == 0) return 1e3;
+  return 1.0;
+}
+
+void pd_cmp_policy_default(const char *metric, pd_cmp_policy_t *p) {
+  memset(p, 0, sizeof(*p));
+  const pd_metric_desc_t *desc = metric != NULL ? pd_metric_find(metric) : NULL;
+  p->direction = metric != NULL ? gate_direction(metric) : PD_CMP_DIR_NONE;
+  p->mode = PD_CMP_MODE_BAND;
+  if (desc == NULL) {
+    p->direction = PD_CMP_DIR_NONE; /* a metric this build does not know: report only */
+    p->band = GATE_TIME_BAND_FLOOR;
+    return;
+  }
+  switch (desc->kind) {
+    case PD_METRIC_TIME:
+      if (pd_cmp_metric_samples_key(metric) != NULL) {
+        p->mode = PD_CMP_MODE_SIGNIFICANCE;
+        p->tolerance = GATE_TIME_TOL_FLOOR;
+      } else {
+        p->band = GATE_TIME_BAND_FLOOR;
+      }
+      break;
+    case PD_METRIC_COUNT:
+      p->mode = PD_CMP_MODE_EXACT;
+      break;
+    case PD_METRIC_RATIO:
+      p->band = GATE_RATIO_BAND_FLOOR;
+      p->min_abs = GATE_RATIO_MIN_ABS;
+      break;
+    case PD_METRIC_INFO:
+      p->direction = PD_CMP_DIR_NONE;
+      p->band = GATE_TIME_BAND_FLOOR;
+      break;
+  }
+}
+
+void pd_cmp_policy_derive(const char *metric, const double *run_values, size_t n,
+                          double step_time_s, pd_cmp_policy_t *p) {
+  pd_cmp_policy_default(metric, p);
+  /* Between-run spread: relative range of the finite run values. */
+  double lo = INFINITY, hi = -INFINITY, sum = 0.0;
+  size_t finite = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!isfinite(run_values[i])) continue;
+    lo = fmin(lo, run_values[i]);
+    hi = fmax(hi, run_values[i]);
+    sum += run_values[i];
+    finite++;
+  }
+  double spread = 0.0;
+  if (finite >= 2) {
+    double mean = sum / (double)finite;
+    spread = mean != 0.0 ? (hi - lo) / fabs(mean) : (hi > lo ? INFINITY : 0.0);
+  }
+  double widened = GATE_SPREAD_FACTOR * spread;
+  const pd_metric_desc_t *desc = pd_metric_find(metric);
+  bool sampled = pd_cmp_metric_samples_key(metric) != NULL;
+  double step_floor = isfinite(step_time_s) && step_time_s > 0.0
+                          ? GATE_STEP_FRACTION_MIN_ABS * step_time_s * gate_unit_per_second(metric)
+                          : 0.0;
+  if (desc == NULL) return;
+  switch (desc->kind) {
+    case PD_METRIC_TIME:
+      if (sampled) {
+        p->tolerance = fmax(p->tolerance, widened);
+        /* Data wait sits near zero when the pipeline keeps up; a change worth less than
+         * a small part of a step is not what the gate hunts. */
+        if (strcmp(pd_cmp_metric_samples_key(metric), "dataloader_wait_s") == 0)
+          p->min_abs = step_floor;
+      } else {
+        p->band = fmax(p->band, widened);
+        p->min_abs = step_floor;
+      }
+      break;
+    case PD_METRIC_COUNT:
+      if (spread > 0.0) {
+        p->mode = PD_CMP_MODE_BAND;
+        p->band = fmax(GATE_COUNT_BAND_FLOOR, widened);
+      }
+      break;
+    case PD_METRIC_RATIO:
+      p->band = fmax(p->band, widened);
+      break;
+    case PD_METRIC_INFO:
+      break;
+  }
+}

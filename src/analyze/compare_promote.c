@@ -1,0 +1,286 @@
+/* compare_promote.c: turns metrics JSONs of repeated runs into a baseline.
+ *
+ * A baseline is a metrics JSON (schema v1) of its own: the per-step samples of every run
+ * concatenated (so a rank test sees the run-to-run noise, not only step-to-step noise),
+ * "runs" with each run's metrics, metrics as the mean over runs (the expected value of
+ * one run), the most frequent verdict, a "policy" per metric whose tolerances come from
+ * the spread between the runs, and "provenance" saying where the numbers come from.
+ * An earlier baseline can be an input too: its runs are taken over one by one.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pd/pd_common.h"
+#include "pd/pd_compare.h"
+
+static void pro_why(char *why, size_t whylen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void pro_why(char *why, size_t whylen, const char *fmt, ...) {
+  if (why == NULL || whylen == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, whylen, fmt, ap);
+  va_end(ap);
+}
+
+static const char *pro_str(const cJSON *obj, const char *a, const char *b) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, a);
+  if (b != NULL) it = cJSON_GetObjectItemCaseSensitive(it, b);
+  return cJSON_IsString(it) ? it->valuestring : NULL;
+}
+
+/* Appends every element of doc[key] (an array) to dst. */
+static int pro_concat(cJSON *dst, const cJSON *doc, const char *key) {
+  const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, key), *it = NULL;
+  cJSON_ArrayForEach(it, arr) {
+    cJSON *copy = cJSON_Duplicate(it, 1);
+    if (copy == NULL) return PD_ENOMEM;
+    cJSON_AddItemToArray(dst, copy);
+  }
+  return 0;
+}
+
+/* Appends the runs one input stands for: an earlier baseline's "runs", or the input
+ * itself as one run {source, steps, bottleneck, metrics}. */
+static int pro_add_runs(cJSON *runs, const cJSON *doc, const char *name) {
+  const cJSON *prior = cJSON_GetObjectItemCaseSensitive(doc, "runs");
+  if (cJSON_IsArray(prior) && cJSON_GetArraySize(prior) > 0) return pro_concat(runs, doc, "runs");
+  cJSON *run = cJSON_CreateObject();
+  if (run == NULL) return PD_ENOMEM;
+  cJSON_AddItemToArray(runs, run);
+  cJSON_AddStringToObject(run, "source", name != NULL ? name : "?");
+  const cJSON *st = cJSON_GetObjectItemCaseSensitive(doc, "step_times_s");
+  cJSON_AddNumberToObject(run, "steps", cJSON_IsArray(st) ? cJSON_GetArraySize(st) : 0);
+  const char *bn = pro_str(doc, "verdict", "bottleneck");
+  if (bn != NULL)
+    cJSON_AddStringToObject(run, "bottleneck", bn);
+  else
+    cJSON_AddNullToObject(run, "bottleneck");
+  cJSON *m = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(doc, "metrics"), 1);
+  if (m == NULL) return PD_ENOMEM;
+  cJSON_AddItemToObject(run, "metrics", m);
+  return 0;
+}
+
+/* Fills vals[] with a metric's value in every run (NaN where absent or null); returns
+ * the mean of the finite ones, NaN when there are none. */
+static double pro_run_values(const cJSON *runs, const char *metric, double *vals, size_t *n) {
+  const cJSON *run = NULL;
+  double sum = 0.0;
+  size_t finite = 0;
+  *n = 0;
+  cJSON_ArrayForEach(run, runs) {
+    const cJSON *v =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "metrics"), metric);
+    double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+    vals[(*n)++] = x;
+    if (isfinite(x)) {
+      sum += x;
+      finite++;
+    }
+  }
+  return finite > 0 ? sum / (double)finite : NAN;
+}
+
+static void pro_now_utc(char *buf, size_t len) {
+  time_t t = time(NULL);
+  struct tm tmv;
+  if (gmtime_r(&t, &tmv) == NULL || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tmv) == 0)
+    snprintf(buf, len, "unknown");
+}
+
+static void pro_add_num_or_null(cJSON *obj, const char *key, double v) {
+  if (isfinite(v))
+    cJSON_AddNumberToObject(obj, key, v);
+  else
+    cJSON_AddNullToObject(obj, key);
+}
+
+/* Builds the baseline into out; returns 0 or a PD_E code. */
+static int pro_build(const cJSON *const *docs, const char *const *names, size_t n,
+                     const pd_promote_info_t *info, cJSON *out) {
+  const cJSON *first = docs[0];
+  cJSON_AddNumberToObject(out, "schema_version", 1);
+  cJSON *config = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(first, "config"), 1);
+  if (config == NULL) config = cJSON_CreateObject();
+  if (config == NULL) return PD_ENOMEM;
+  /* Paths of the machine the runs were made on mean nothing in a stored baseline. */
+  cJSON_DeleteItemFromObjectCaseSensitive(config, "trace_dir");
+  cJSON_DeleteItemFromObjectCaseSensitive(config, "output_json");
+  cJSON_AddItemToObject(out, "config", config);
+  cJSON *device = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(first, "device"), 1);
+  if (device == NULL) return PD_ENOMEM;
+  cJSON_AddItemToObject(out, "device", device);
+
+  cJSON *runs = cJSON_CreateArray();
+  cJSON *steps = cJSON_CreateArray();
+  cJSON *waits = cJSON_CreateArray();
+  if (runs == NULL || steps == NULL || waits == NULL) {
+    cJSON_Delete(runs);
+    cJSON_Delete(steps);
+    cJSON_Delete(waits);
+    return PD_ENOMEM;
+  }
+  cJSON *metrics = cJSON_AddObjectToObject(out, "metrics");
+  cJSON_AddItemToObject(out, "step_times_s", steps);
+  cJSON_AddItemToObject(out, "dataloader_wait_s", waits);
+  cJSON_AddItemToObject(out, "runs", runs);
+  if (metrics == NULL) return PD_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    int rc = pro_add_runs(runs, docs[i], names != NULL ? names[i] : NULL);
+    if (rc == 0) rc = pro_concat(steps, docs[i], "step_times_s");
+    if (rc == 0) rc = pro_concat(waits, docs[i], "dataloader_wait_s");
+    if (rc != 0) return rc;
+  }
+  size_t nruns = (size_t)cJSON_GetArraySize(runs);
+  cJSON_AddNumberToObject(out, "steps", cJSON_GetArraySize(steps));
+
+  /* Metrics: mean over runs, for every metric any input has, in first-seen order. */
+  double *vals = malloc((nruns + 1) * sizeof(double));
+  if (vals == NULL) return PD_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    const cJSON *it = NULL;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(docs[i], "metrics")) {
+      if (cJSON_GetObjectItemCaseSensitive(metrics, it->string) != NULL) continue;
+      size_t k = 0;
+      pro_add_num_or_null(metrics, it->string, pro_run_values(runs, it->string, vals, &k));
+    }
+  }
+
+  /* Policy from the between-run spread. */
+  cJSON *policy = cJSON_AddObjectToObject(out, "policy");
+  const cJSON *st = cJSON_GetObjectItemCaseSensitive(metrics, "avg_step_time_s");
+  double step = cJSON_IsNumber(st) ? st->valuedouble : NAN;
+  const cJSON *it = NULL;
+  cJSON_ArrayForEach(it, metrics) {
+    if (policy == NULL) break;
+    size_t k = 0;
+    pro_run_values(runs, it->string, vals, &k);
+    pd_cmp_policy_t p;
+    pd_cmp_policy_derive(it->string, vals, k, step, &p);
+    cJSON *o = cJSON_AddObjectToObject(policy, it->string);
+    if (o == NULL) break;
+    cJSON_AddStringToObject(o, "direction", pd_cmp_direction_name(p.direction));
+    cJSON_AddStringToObject(o, "mode", pd_cmp_mode_name(p.mode));
+    cJSON_AddNumberToObject(o, "tolerance", p.tolerance);
+    cJSON_AddNumberToObject(o, "band", p.band);
+    cJSON_AddNumberToObject(o, "min_abs", p.min_abs);
+  }
+  free(vals);
+  if (policy == NULL) return PD_ENOMEM;
+
+  /* Verdict: the bottleneck most runs named (ties: the earliest), with that run's rule
+   * and evidence; a split is written into provenance so a reviewer sees it. */
+  const cJSON *run = NULL;
+  const char *best = NULL;
+  int best_count = 0, named = 0;
+  cJSON_ArrayForEach(run, runs) {
+    const char *b = pro_str(run, "bottleneck", NULL);
+    if (b == NULL) continue;
+    named++;
+    int c = 0;
+    const cJSON *other = NULL;
+    cJSON_ArrayForEach(other, runs) {
+      const char *o = pro_str(other, "bottleneck", NULL);
+      if (o != NULL && strcmp(o, b) == 0) c++;
+    }
+    if (c > best_count) {
+      best = b;
+      best_count = c;
+    }
+  }
+  if (best != NULL) {
+    const cJSON *src = NULL;
+    for (size_t i = 0; i < n && src == NULL; i++) {
+      const char *b = pro_str(docs[i], "verdict", "bottleneck");
+      if (b != NULL && strcmp(b, best) == 0)
+        src = cJSON_GetObjectItemCaseSensitive(docs[i], "verdict");
+    }
+    cJSON *v = src != NULL ? cJSON_Duplicate(src, 1) : cJSON_CreateObject();
+    if (v == NULL) return PD_ENOMEM;
+    if (src == NULL) cJSON_AddStringToObject(v, "bottleneck", best);
+    cJSON_AddItemToObject(out, "verdict", v);
+  }
+  const cJSON *top = cJSON_GetObjectItemCaseSensitive(first, "top_ops");
+  if (top != NULL) cJSON_AddItemToObject(out, "top_ops", cJSON_Duplicate(top, 1));
+  cJSON_AddArrayToObject(out, "trace_files");
+  const cJSON *tool = cJSON_GetObjectItemCaseSensitive(first, "tool");
+  if (tool != NULL) cJSON_AddItemToObject(out, "tool", cJSON_Duplicate(tool, 1));
+
+  cJSON *prov = cJSON_AddObjectToObject(out, "provenance");
+  if (prov == NULL) return PD_ENOMEM;
+  cJSON_AddStringToObject(prov, "device", pro_str(first, "device", "name"));
+  static const char *const versions[] = {"driver", "runtime", "cupti"};
+  for (size_t i = 0; i < 3; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(first, "device"), versions[i]);
+    if (v != NULL)
+      cJSON_AddItemToObject(prov, versions[i], cJSON_Duplicate(v, 1));
+    else
+      cJSON_AddNullToObject(prov, versions[i]);
+  }
+  const char *tv = pro_str(first, "tool", "version");
+  cJSON_AddStringToObject(prov, "tool_version", tv != NULL ? tv : "unknown");
+  char date[40];
+  if (info != NULL && info->date != NULL)
+    snprintf(date, sizeof(date), "%s", info->date);
+  else
+    pro_now_utc(date, sizeof(date));
+  cJSON_AddStringToObject(prov, "git_commit",
+                          info != NULL && info->git_commit ? info->git_commit : "unknown");
+  cJSON_AddStringToObject(prov, "date", date);
+  cJSON_AddStringToObject(prov, "command",
+                          info != NULL && info->command ? info->command : "unknown");
+  cJSON_AddNumberToObject(prov, "runs", (double)nruns);
+  if (named > best_count) {
+    char note[160];
+    snprintf(note, sizeof(note), "runs disagree on the bottleneck: %d of %d named %s", best_count,
+             named, best);
+    cJSON_AddStringToObject(prov, "warning", note);
+  }
+  return 0;
+}
+
+int pd_baseline_promote(const cJSON *const *runs, const char *const *names, size_t n,
+                        const pd_promote_info_t *info, cJSON **out, char *why, size_t whylen) {
+  *out = NULL;
+  if (runs == NULL || n == 0) {
+    pro_why(why, whylen, "promote needs at least one metrics JSON");
+    return PD_EINVAL;
+  }
+  const char *dev0 = pro_str(runs[0], "device", "name");
+  const char *scen0 = pro_str(runs[0], "config", "scenario");
+  for (size_t i = 0; i < n; i++) {
+    const char *name = names != NULL && names[i] != NULL ? names[i] : "input";
+    const char *dev = pro_str(runs[i], "device", "name");
+    const char *scen = pro_str(runs[i], "config", "scenario");
+    if (dev == NULL || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(runs[i], "metrics"))) {
+      pro_why(why, whylen, "%s: not a metrics JSON (device.name or metrics missing)", name);
+      return PD_EPARSE;
+    }
+    if (strcmp(dev, dev0) != 0) {
+      pro_why(why, whylen, "%s is from '%s' but %s from '%s': a baseline holds one GPU model",
+              name, dev, names != NULL && names[0] ? names[0] : "the first input", dev0);
+      return PD_EMISMATCH;
+    }
+    if ((scen == NULL) != (scen0 == NULL) || (scen != NULL && strcmp(scen, scen0) != 0)) {
+      pro_why(why, whylen, "%s is scenario '%s' but the first input is '%s': one scenario per "
+              "baseline", name, scen ? scen : "?", scen0 ? scen0 : "?");
+      return PD_EMISMATCH;
+    }
+  }
+  cJSON *doc = cJSON_CreateObject();
+  if (doc == NULL) return PD_ENOMEM;
+  int rc = pro_build(runs, names, n, info, doc);
+  if (rc != 0) {
+    cJSON_Delete(doc);
+    if (rc == PD_ENOMEM) pro_why(why, whylen, "out of memory building the baseline");
+    return rc;
+  }
+  *out = doc;
+  return 0;
+}

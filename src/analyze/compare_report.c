@@ -1,0 +1,194 @@
+/* compare_report.c: the comparison report as a console table, as JSON and as Markdown
+ * (for $GITHUB_STEP_SUMMARY). All three show the same rows: metric, baseline, now,
+ * change %, p-value, verdict and a note saying why.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pd/pd_common.h"
+#include "pd/pd_compare.h"
+
+/* Formats a value cell: "-" when the side has no value, "null" for NaN. */
+static const char *rep_value(const pd_cmp_row_t *r, bool base_side, char *buf, size_t len) {
+  if (r->text) {
+    snprintf(buf, len, "%s", base_side ? r->base_text : r->now_text);
+    return buf;
+  }
+  double v = base_side ? r->base : r->now;
+  bool absent = base_side ? r->verdict == PD_CMP_NEW : r->verdict == PD_CMP_MISSING;
+  if (absent)
+    snprintf(buf, len, "-");
+  else if (isnan(v))
+    snprintf(buf, len, "null");
+  else
+    snprintf(buf, len, "%.6g", v);
+  return buf;
+}
+
+static const char *rep_change(const pd_cmp_row_t *r, char *buf, size_t len) {
+  if (isnan(r->change_pct))
+    snprintf(buf, len, "-");
+  else if (isinf(r->change_pct))
+    snprintf(buf, len, "%sinf", r->change_pct > 0 ? "+" : "-");
+  else
+    snprintf(buf, len, "%+.2f", r->change_pct);
+  return buf;
+}
+
+static const char *rep_p(const pd_cmp_row_t *r, char *buf, size_t len) {
+  if (isnan(r->p_value))
+    snprintf(buf, len, "-");
+  else
+    snprintf(buf, len, "%.2g", r->p_value);
+  return buf;
+}
+
+/* "PASS" or "FAIL: 2 regressed, 1 missing". */
+static void rep_result(const pd_cmp_report_t *rep, char *buf, size_t len) {
+  if (!rep->failed) {
+    snprintf(buf, len, "PASS");
+    return;
+  }
+  snprintf(buf, len, "FAIL: %zu regressed, %zu missing", rep->counts[PD_CMP_REGRESSED],
+           rep->counts[PD_CMP_MISSING]);
+}
+
+static void rep_summary(FILE *out, const pd_cmp_report_t *rep) {
+  fprintf(out, "%zu metrics:", rep->nrows);
+  for (int v = 0; v < PD_CMP_VERDICT_COUNT; v++)
+    if (rep->counts[v] > 0)
+      fprintf(out, " %zu %s", rep->counts[v], pd_cmp_verdict_name((pd_cmp_verdict_t)v));
+  fprintf(out, "; alpha %g, baseline pooled from %zu run%s", rep->alpha, rep->baseline_runs,
+          rep->baseline_runs == 1 ? "" : "s");
+}
+
+void pd_cmp_report_print(FILE *out, const pd_cmp_report_t *rep) {
+  char res[96];
+  rep_result(rep, res, sizeof(res));
+  fprintf(out, "profile_compare: scenario %s on %s\n", rep->scenario, rep->device);
+  if (rep->current_path[0] != '\0')
+    fprintf(out, "  current  %s\n  baseline %s\n", rep->current_path, rep->baseline_path);
+  if (rep->config_note[0] != '\0') fprintf(out, "  config differs: %s\n", rep->config_note);
+  fprintf(out, "%-30s %14s %14s %10s %8s %-9s  %s\n", "metric", "baseline", "now", "change %",
+          "p-value", "verdict", "note");
+  char b[72], n[72], c[32], p[32];
+  for (size_t i = 0; i < rep->nrows; i++) {
+    const pd_cmp_row_t *r = &rep->rows[i];
+    fprintf(out, "%-30s %14s %14s %10s %8s %-9s  %s\n", r->metric,
+            rep_value(r, true, b, sizeof(b)), rep_value(r, false, n, sizeof(n)),
+            rep_change(r, c, sizeof(c)), rep_p(r, p, sizeof(p)),
+            pd_cmp_verdict_name(r->verdict), r->note);
+  }
+  rep_summary(out, rep);
+  fprintf(out, "\nresult: %s\n", res);
+}
+
+/* Adds a number, or null for NaN/Inf (cJSON prints both as null). */
+static void rep_json_num(cJSON *obj, const char *key, double v) {
+  if (isfinite(v))
+    cJSON_AddNumberToObject(obj, key, v);
+  else
+    cJSON_AddNullToObject(obj, key);
+}
+
+cJSON *pd_cmp_report_to_json(const pd_cmp_report_t *rep) {
+  cJSON *root = cJSON_CreateObject();
+  if (root == NULL) return NULL;
+  char res[96];
+  rep_result(rep, res, sizeof(res));
+  cJSON_AddStringToObject(root, "tool", "profile_compare");
+  cJSON_AddStringToObject(root, "version", PD_VERSION_STRING);
+  cJSON_AddStringToObject(root, "scenario", rep->scenario);
+  cJSON_AddStringToObject(root, "device", rep->device);
+  cJSON_AddStringToObject(root, "current", rep->current_path);
+  cJSON_AddStringToObject(root, "baseline", rep->baseline_path);
+  cJSON_AddNumberToObject(root, "alpha", rep->alpha);
+  cJSON_AddNumberToObject(root, "baseline_runs", (double)rep->baseline_runs);
+  cJSON_AddStringToObject(root, "result", rep->failed ? "fail" : "pass");
+  cJSON_AddStringToObject(root, "summary", res);
+  cJSON_AddStringToObject(root, "config_differences", rep->config_note);
+  cJSON *counts = cJSON_AddObjectToObject(root, "counts");
+  for (int v = 0; counts != NULL && v < PD_CMP_VERDICT_COUNT; v++)
+    cJSON_AddNumberToObject(counts, pd_cmp_verdict_name((pd_cmp_verdict_t)v),
+                            (double)rep->counts[v]);
+  cJSON *rows = cJSON_AddArrayToObject(root, "rows");
+  for (size_t i = 0; rows != NULL && i < rep->nrows; i++) {
+    const pd_cmp_row_t *r = &rep->rows[i];
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL) break;
+    cJSON_AddItemToArray(rows, o);
+    cJSON_AddStringToObject(o, "metric", r->metric);
+    if (r->text) {
+      cJSON_AddStringToObject(o, "baseline", r->base_text);
+      cJSON_AddStringToObject(o, "now", r->now_text);
+    } else {
+      rep_json_num(o, "baseline", r->base);
+      rep_json_num(o, "now", r->now);
+    }
+    /* change_pct: +-Inf from a zero baseline is written as a string so it is not lost. */
+    if (isinf(r->change_pct))
+      cJSON_AddStringToObject(o, "change_pct", r->change_pct > 0 ? "+inf" : "-inf");
+    else
+      rep_json_num(o, "change_pct", r->change_pct);
+    rep_json_num(o, "p_value", r->p_value);
+    cJSON_AddNumberToObject(o, "n_baseline", (double)r->n_base);
+    cJSON_AddNumberToObject(o, "n_now", (double)r->n_now);
+    cJSON_AddStringToObject(o, "verdict", pd_cmp_verdict_name(r->verdict));
+    cJSON *pol = cJSON_AddObjectToObject(o, "policy");
+    if (pol != NULL) {
+      cJSON_AddStringToObject(pol, "direction", pd_cmp_direction_name(r->policy.direction));
+      cJSON_AddStringToObject(pol, "mode", pd_cmp_mode_name(r->policy.mode));
+      cJSON_AddNumberToObject(pol, "tolerance", r->policy.tolerance);
+      cJSON_AddNumberToObject(pol, "band", r->policy.band);
+      cJSON_AddNumberToObject(pol, "min_abs", r->policy.min_abs);
+    }
+    cJSON_AddStringToObject(o, "note", r->note);
+  }
+  return root;
+}
+
+/* Writes text for a Markdown table cell: '|' escaped, newlines as spaces. */
+static void rep_md_cell(FILE *out, const char *s) {
+  for (; *s != '\0'; s++) {
+    if (*s == '|')
+      fputs("\\|", out);
+    else if (*s == '\n' || *s == '\r')
+      fputc(' ', out);
+    else
+      fputc(*s, out);
+  }
+}
+
+void pd_cmp_report_write_markdown(FILE *out, const pd_cmp_report_t *rep) {
+  char res[96];
+  rep_result(rep, res, sizeof(res));
+  fprintf(out, "### profile_compare: `");
+  rep_md_cell(out, rep->scenario);
+  fprintf(out, "` on ");
+  rep_md_cell(out, rep->device);
+  fprintf(out, ": **%s**\n\n", res);
+  if (rep->config_note[0] != '\0') {
+    fprintf(out, "Config differs from the baseline: ");
+    rep_md_cell(out, rep->config_note);
+    fprintf(out, "\n\n");
+  }
+  fprintf(out, "| metric | baseline | now | change %% | p-value | verdict | note |\n");
+  fprintf(out, "|---|---:|---:|---:|---:|---|---|\n");
+  char b[72], n[72], c[32], p[32];
+  for (size_t i = 0; i < rep->nrows; i++) {
+    const pd_cmp_row_t *r = &rep->rows[i];
+    fprintf(out, "| `%s` | ", r->metric);
+    rep_md_cell(out, rep_value(r, true, b, sizeof(b)));
+    fprintf(out, " | ");
+    rep_md_cell(out, rep_value(r, false, n, sizeof(n)));
+    fprintf(out, " | %s | %s | %s%s%s | ", rep_change(r, c, sizeof(c)), rep_p(r, p, sizeof(p)),
+            pd_cmp_verdict_fails(r->verdict) ? "**" : "", pd_cmp_verdict_name(r->verdict),
+            pd_cmp_verdict_fails(r->verdict) ? "**" : "");
+    rep_md_cell(out, r->note);
+    fprintf(out, " |\n");
+  }
+  fprintf(out, "\n");
+  rep_summary(out, rep);
+  fprintf(out, ".\n");
+}

@@ -1,0 +1,255 @@
+/* profile_compare: the regression gate's program.
+ *
+ *   profile_compare CURRENT.json BASELINE.json [--json OUT] [--markdown OUT] [--alpha A]
+ *   profile_compare --promote RUN.json... -o BASELINE.json [--commit SHA] [--command TEXT]
+ *   profile_compare --slug METRICS.json
+ *
+ * Exit status: 0 within policy, 1 regression, 2 bad input (missing file, not JSON, wrong
+ * schema, different GPU or scenario: explained, nothing compared, nothing written).
+ * Output files are written to a temporary name and renamed, so a failure leaves nothing.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pd/pd_common.h"
+#include "pd/pd_compare.h"
+
+#define EXIT_PASS 0
+#define EXIT_REGRESSED 1
+#define EXIT_BAD_INPUT 2
+
+static const char k_usage[] =
+    "usage:\n"
+    "  profile_compare CURRENT.json BASELINE.json [--json OUT] [--markdown OUT] [--alpha A]\n"
+    "                  [--quiet]\n"
+    "      compare a run's metrics JSON with a baseline of the same GPU model and scenario\n"
+    "      --json OUT      also write the table as JSON\n"
+    "      --markdown OUT  also write it as Markdown (append to $GITHUB_STEP_SUMMARY)\n"
+    "      --alpha A       significance level of the rank tests, 0 < A <= 0.5 (default 0.01)\n"
+    "      --quiet         no table on stdout\n"
+    "  profile_compare --promote RUN.json [RUN.json...] -o BASELINE.json\n"
+    "                  [--commit SHA] [--command TEXT] [--date ISO8601]\n"
+    "      merge runs (or earlier baselines) into a baseline with policy and provenance\n"
+    "  profile_compare --slug METRICS.json\n"
+    "      print the GPU slug of the file's device (the baselines/<slug>/ folder)\n"
+    "  profile_compare --help | --version\n"
+    "exit status: 0 within policy, 1 regression, 2 bad input\n";
+
+/* Prints one line naming the fault, then the usage; returns the bad-input status. */
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "profile_compare: ");
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n%s", k_usage);
+  return EXIT_BAD_INPUT;
+}
+
+/* Writes text to path through "<path>.tmp.<pid>" and a rename. Returns 0 or PD_EIO. */
+typedef void (*write_fn)(FILE *out, const void *ctx);
+static int write_atomic(const char *path, write_fn fn, const void *ctx) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp)) {
+    fprintf(stderr, "profile_compare: output path too long: %s\n", path);
+    return PD_EIO;
+  }
+  FILE *f = fopen(tmp, "w");
+  if (f == NULL) {
+    fprintf(stderr, "profile_compare: cannot write %s: %s\n", path, strerror(errno));
+    return PD_EIO;
+  }
+  fn(f, ctx);
+  int bad = ferror(f);
+  if (fclose(f) != 0) bad = 1;
+  if (bad || rename(tmp, path) != 0) {
+    fprintf(stderr, "profile_compare: cannot write %s: %s\n", path, strerror(errno));
+    remove(tmp);
+    return PD_EIO;
+  }
+  return 0;
+}
+
+static void put_text(FILE *out, const void *ctx) {
+  fputs((const char *)ctx, out);
+  fputc('\n', out);
+}
+static void put_markdown(FILE *out, const void *ctx) {
+  pd_cmp_report_write_markdown(out, (const pd_cmp_report_t *)ctx);
+}
+
+static int cmd_slug(int argc, char **argv) {
+  if (argc != 3) return usage_error("--slug takes exactly one metrics JSON");
+  char why[1024], slug[256];
+  cJSON *doc = NULL;
+  if (pd_cmp_doc_load(argv[2], &doc, why, sizeof(why)) != 0) {
+    fprintf(stderr, "profile_compare: %s\n", why);
+    return EXIT_BAD_INPUT;
+  }
+  const char *name = cJSON_GetObjectItemCaseSensitive(
+                         cJSON_GetObjectItemCaseSensitive(doc, "device"), "name")->valuestring;
+  int rc = pd_gpu_slug(name, slug, sizeof(slug));
+  if (rc != 0) fprintf(stderr, "profile_compare: %s: device name '%s' gives no slug\n", argv[2], name);
+  else printf("%s\n", slug);
+  cJSON_Delete(doc);
+  return rc != 0 ? EXIT_BAD_INPUT : EXIT_PASS;
+}
+
+static int cmd_promote(int argc, char **argv) {
+  const char *out = NULL;
+  pd_promote_info_t info = {0};
+  const char **paths = calloc((size_t)argc, sizeof(*paths));
+  cJSON **docs = calloc((size_t)argc, sizeof(*docs));
+  size_t n = 0;
+  int status = EXIT_BAD_INPUT;
+  if (paths == NULL || docs == NULL) {
+    fprintf(stderr, "profile_compare: out of memory\n");
+    goto done;
+  }
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    const char **dst = strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 ? &out
+                       : strcmp(a, "--commit") == 0                        ? &info.git_commit
+                       : strcmp(a, "--command") == 0                       ? &info.command
+                       : strcmp(a, "--date") == 0                          ? &info.date
+                                                                           : NULL;
+    if (dst != NULL) {
+      if (i + 1 >= argc) {
+        usage_error("%s needs a value", a);
+        goto done;
+      }
+      *dst = argv[++i];
+    } else if (a[0] == '-' && a[1] != '\0') {
+      usage_error("unknown option for --promote: %s", a);
+      goto done;
+    } else {
+      paths[n++] = a;
+    }
+  }
+  if (n == 0 || out == NULL) {
+    usage_error("--promote needs at least one metrics JSON and -o BASELINE.json");
+    goto done;
+  }
+  char why[1024];
+  for (size_t i = 0; i < n; i++) {
+    if (pd_cmp_doc_load(paths[i], &docs[i], why, sizeof(why)) != 0) {
+      fprintf(stderr, "profile_compare: %s\n", why);
+      goto done;
+    }
+  }
+  cJSON *base = NULL;
+  int rc = pd_baseline_promote((const cJSON *const *)docs, paths, n, &info, &base, why,
+                               sizeof(why));
+  if (rc != 0) {
+    fprintf(stderr, "profile_compare: cannot promote: %s\n", why);
+    goto done;
+  }
+  char *text = cJSON_Print(base);
+  cJSON_Delete(base);
+  if (text == NULL) {
+    fprintf(stderr, "profile_compare: out of memory printing the baseline\n");
+    goto done;
+  }
+  rc = write_atomic(out, put_text, text);
+  free(text);
+  if (rc == 0) {
+    printf("profile_compare: promoted %zu file%s into %s\n", n, n == 1 ? "" : "s", out);
+    status = EXIT_PASS;
+  }
+done:
+  for (size_t i = 0; docs != NULL && i < n; i++) cJSON_Delete(docs[i]);
+  free(docs);
+  free(paths);
+  return status;
+}
+
+static int cmd_compare(int argc, char **argv) {
+  const char *files[2] = {NULL, NULL}, *json_out = NULL, *md_out = NULL;
+  size_t nfiles = 0;
+  bool quiet = false;
+  pd_cmp_options_t opt = {.alpha = 0.01};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--json") == 0 || strcmp(a, "--markdown") == 0 || strcmp(a, "--alpha") == 0) {
+      if (i + 1 >= argc) return usage_error("%s needs a value", a);
+      const char *v = argv[++i];
+      if (a[2] == 'j') {
+        json_out = v;
+      } else if (a[2] == 'm') {
+        md_out = v;
+      } else {
+        char *end = NULL;
+        errno = 0;
+        opt.alpha = strtod(v, &end);
+        if (errno != 0 || end == v || *end != '\0' || !(opt.alpha > 0.0 && opt.alpha <= 0.5))
+          return usage_error("--alpha must be a number with 0 < alpha <= 0.5, got '%s'", v);
+      }
+    } else if (strcmp(a, "--quiet") == 0) {
+      quiet = true;
+    } else if (a[0] == '-' && a[1] != '\0') {
+      return usage_error("unknown option: %s", a);
+    } else if (nfiles < 2) {
+      files[nfiles++] = a;
+    } else {
+      return usage_error("one CURRENT and one BASELINE file, got a third: %s", a);
+    }
+  }
+  if (nfiles != 2) return usage_error("need CURRENT.json and BASELINE.json");
+
+  char why[1024];
+  cJSON *docs[2] = {NULL, NULL};
+  for (size_t i = 0; i < 2; i++) {
+    if (pd_cmp_doc_load(files[i], &docs[i], why, sizeof(why)) != 0) {
+      fprintf(stderr, "profile_compare: %s\n", why);
+      cJSON_Delete(docs[0]);
+      return EXIT_BAD_INPUT;
+    }
+  }
+  pd_cmp_report_t rep;
+  int rc = pd_cmp_compare(docs[0], docs[1], &opt, &rep, why, sizeof(why));
+  cJSON_Delete(docs[0]);
+  cJSON_Delete(docs[1]);
+  if (rc != 0) {
+    fprintf(stderr, "profile_compare: %s\n", rc == PD_ENOMEM ? "out of memory" : why);
+    pd_cmp_report_free(&rep);
+    return EXIT_BAD_INPUT;
+  }
+  snprintf(rep.current_path, sizeof(rep.current_path), "%s", files[0]);
+  snprintf(rep.baseline_path, sizeof(rep.baseline_path), "%s", files[1]);
+  int status = rep.failed ? EXIT_REGRESSED : EXIT_PASS;
+  if (!quiet) pd_cmp_report_print(stdout, &rep);
+  if (json_out != NULL) {
+    cJSON *j = pd_cmp_report_to_json(&rep);
+    char *text = j != NULL ? cJSON_Print(j) : NULL;
+    cJSON_Delete(j);
+    if (text == NULL) {
+      fprintf(stderr, "profile_compare: out of memory writing %s\n", json_out);
+      status = EXIT_BAD_INPUT;
+    } else if (write_atomic(json_out, put_text, text) != 0) {
+      status = EXIT_BAD_INPUT;
+    }
+    free(text);
+  }
+  if (md_out != NULL && write_atomic(md_out, put_markdown, &rep) != 0) status = EXIT_BAD_INPUT;
+  pd_cmp_report_free(&rep);
+  return status;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    fputs(k_usage, stdout);
+    return EXIT_PASS;
+  }
+  if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+    printf("profile_compare %s\n", PD_VERSION_STRING);
+    return EXIT_PASS;
+  }
+  if (argc >= 2 && strcmp(argv[1], "--slug") == 0) return cmd_slug(argc, argv);
+  if (argc >= 2 && strcmp(argv[1], "--promote") == 0) return cmd_promote(argc, argv);
+  return cmd_compare(argc, argv);
+}

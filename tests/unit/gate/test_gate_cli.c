@@ -1,0 +1,566 @@
+/* test_gate_cli.c: the real profile_compare program on fixtures, without a GPU.
+ *
+ * Runs are built in the test (a 10 ms step with 1% step-to-step noise from a fixed-seed
+ * generator, scaled per run) and written as metrics JSONs into a fresh temporary folder;
+ * malformed inputs are the small files in data/. Each case checks the exit status (0 pass,
+ * 1 regression, 2 bad input) and what the table, JSON or Markdown says.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#define H100 "NVIDIA H100 80GB HBM3"
+#define NSTEPS 16
+
+static char g_dir[256];
+static char g_out[1 << 16]; /* stdout + stderr of the last run */
+
+static void gate_setup(void) {
+  snprintf(g_dir, sizeof(g_dir), "/tmp/pd_gate_test.XXXXXX");
+  cr_assert_not_null(mkdtemp(g_dir), "mkdtemp: %s", strerror(errno));
+}
+
+static void gate_teardown(void) {
+  char cmd[512];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+}
+
+TestSuite(cli, .init = gate_setup, .fini = gate_teardown);
+
+/* Returns "<tmp dir>/<name>" in one of 64 buffers: a test keeps fewer paths than that. */
+static const char *path_in(const char *name) {
+  static char bufs[64][512];
+  static int next;
+  char *b = bufs[next++ % 64];
+  snprintf(b, 512, "%s/%s", g_dir, name);
+  return b;
+}
+
+static const char *data_file(const char *name) {
+  static char bufs[4][512];
+  static int next;
+  const char *src = getenv("PD_SOURCE_DIR");
+  cr_assert_not_null(src, "PD_SOURCE_DIR is not set (run through ctest)");
+  char *b = bufs[next++ % 4];
+  snprintf(b, 512, "%s/tests/unit/gate/data/%s", src, name);
+  return b;
+}
+
+/* Runs profile_compare with a NULL-terminated argument list; returns its exit status and
+ * leaves its output in g_out. */
+static int pc_run(const char *first, ...) {
+  const char *bin = getenv("PD_BINARY_DIR");
+  cr_assert_not_null(bin, "PD_BINARY_DIR is not set (run through ctest)");
+  char exe[512];
+  snprintf(exe, sizeof(exe), "%s/src/cli/profile_compare/profile_compare", bin);
+  const char *argv[32] = {exe};
+  int argc = 1;
+  va_list ap;
+  va_start(ap, first);
+  for (const char *a = first; a != NULL && argc < 31; a = va_arg(ap, const char *)) argv[argc++] = a;
+  va_end(ap);
+  argv[argc] = NULL;
+  const char *log = path_in("pc.log");
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) _exit(126);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execv(exe, (char *const *)argv);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  FILE *f = fopen(log, "r");
+  size_t n = f ? fread(g_out, 1, sizeof(g_out) - 1, f) : 0;
+  if (f) fclose(f);
+  g_out[n] = '\0';
+  cr_assert(WIFEXITED(status), "profile_compare crashed:\n%s", g_out);
+  cr_assert_neq(WEXITSTATUS(status), 127, "cannot run %s", exe);
+  return WEXITSTATUS(status);
+}
+
+/* ---- fixtures ---------------------------------------------------------------------------- */
+
+static unsigned long long g_rng = 88172645463325252ull;
+static double rng_normal(void) {
+  double u[2];
+  for (int i = 0; i < 2; i++) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    u[i] = ((double)(g_rng >> 11) + 0.5) / 9007199254740992.0;
+  }
+  return sqrt(-2.0 * log(u[0])) * cos(2.0 * M_PI * u[1]);
+}
+
+static int dbl_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* A run of the clean scenario whose step time is scale x 10 ms (1% step noise). */
+static cJSON *fx_run(double scale, int nsteps) {
+  double st[64], dw[64], sorted[64], sum = 0, wsum = 0;
+  for (int i = 0; i < nsteps; i++) {
+    st[i] = 0.010 * scale * (1.0 + 0.01 * rng_normal());
+    dw[i] = 0.0002 * (1.0 + 0.1 * rng_normal());
+    sum += st[i];
+    wsum += dw[i];
+    sorted[i] = st[i];
+  }
+  qsort(sorted, (size_t)nsteps, sizeof(double), dbl_cmp);
+  cJSON *d = cJSON_CreateObject();
+  cJSON_AddNumberToObject(d, "schema_version", 1);
+  cJSON *cfg = cJSON_AddObjectToObject(d, "config");
+  cJSON_AddStringToObject(cfg, "scenario", "clean");
+  cJSON_AddNumberToObject(cfg, "batch_size", 64);
+  cJSON *dev = cJSON_AddObjectToObject(d, "device");
+  cJSON_AddStringToObject(dev, "name", H100);
+  cJSON_AddStringToObject(dev, "compute_capability", "9.0");
+  cJSON_AddNumberToObject(dev, "sm_count", 132);
+  cJSON_AddNumberToObject(dev, "driver", 13000);
+  cJSON_AddNumberToObject(dev, "runtime", 13000);
+  cJSON_AddNumberToObject(dev, "cupti", 130001);
+  cJSON *m = cJSON_AddObjectToObject(d, "metrics");
+  cJSON_AddNumberToObject(m, "avg_step_time_s", sum / nsteps);
+  cJSON_AddNumberToObject(m, "avg_dataloader_wait_s", wsum / nsteps);
+  cJSON_AddNumberToObject(m, "p50_step_time_s", sorted[nsteps / 2]);
+  cJSON_AddNumberToObject(m, "p95_step_time_s", sorted[nsteps - 1]);
+  cJSON_AddNumberToObject(m, "dataloader_wait_fraction", wsum / (sum + wsum));
+  cJSON_AddNumberToObject(m, "gpu_busy_fraction", 0.92);
+  cJSON_AddNumberToObject(m, "kernels_per_step", 120);
+  cJSON_AddNumberToObject(m, "avg_kernel_time_us", 75.0 * scale);
+  cJSON_AddNumberToObject(m, "gpu_kernel_time_per_step_us", 9000.0 * scale);
+  cJSON_AddNumberToObject(m, "runtime_calls_per_step", 260);
+  cJSON_AddNumberToObject(m, "sync_calls_per_step", 0);
+  cJSON_AddNumberToObject(m, "sync_time_per_step_us", 0);
+  cJSON_AddNumberToObject(m, "device_alloc_calls_per_step", 0);
+  cJSON_AddNumberToObject(m, "device_alloc_time_per_step_us", 0);
+  cJSON_AddNumberToObject(m, "h2d_bytes_per_step", 786432);
+  cJSON_AddNumberToObject(m, "peak_device_memory_bytes", 52428800);
+  cJSON_AddNumberToObject(m, "loss_first", 2.31);
+  cJSON_AddNumberToObject(m, "loss_last", 1.87);
+  cJSON_AddNumberToObject(m, "dropped_records", 0);
+  cJSON_AddNumberToObject(d, "steps", nsteps);
+  cJSON_AddItemToObject(d, "step_times_s", cJSON_CreateDoubleArray(st, nsteps));
+  cJSON_AddItemToObject(d, "dataloader_wait_s", cJSON_CreateDoubleArray(dw, nsteps));
+  cJSON *v = cJSON_AddObjectToObject(d, "verdict");
+  cJSON_AddStringToObject(v, "bottleneck", "compute");
+  cJSON_AddStringToObject(v, "rule", "none");
+  cJSON_AddStringToObject(v, "evidence", "GPU busy 92% of the step");
+  cJSON_AddArrayToObject(d, "top_ops");
+  cJSON_AddArrayToObject(d, "trace_files");
+  cJSON *tool = cJSON_AddObjectToObject(d, "tool");
+  cJSON_AddStringToObject(tool, "name", "profiler_demo");
+  cJSON_AddStringToObject(tool, "version", "0.1.0");
+  return d;
+}
+
+static const char *fx_write(cJSON *doc, const char *name) {
+  const char *p = path_in(name);
+  char *text = cJSON_Print(doc);
+  FILE *f = fopen(p, "w");
+  cr_assert_not_null(f);
+  fputs(text, f);
+  fclose(f);
+  free(text);
+  cJSON_Delete(doc);
+  return p;
+}
+
+static cJSON *fx_load(const char *path) {
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "%s was not written", path);
+  static char buf[1 << 20];
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  cJSON *d = cJSON_Parse(buf);
+  cr_assert_not_null(d, "%s is not JSON", path);
+  return d;
+}
+
+static void fx_set_metric(cJSON *doc, const char *metric, cJSON *value) {
+  cJSON *m = cJSON_GetObjectItem(doc, "metrics");
+  if (cJSON_GetObjectItem(m, metric) != NULL)
+    cJSON_ReplaceItemInObject(m, metric, value);
+  else
+    cJSON_AddItemToObject(m, metric, value);
+}
+
+/* A baseline promoted from three runs at 1.000, 1.008 and 0.996 of the step time. */
+static const char *fx_baseline(void) {
+  const char *r0 = fx_write(fx_run(1.000, NSTEPS), "run0.json");
+  const char *r1 = fx_write(fx_run(1.008, NSTEPS), "run1.json");
+  const char *r2 = fx_write(fx_run(0.996, NSTEPS), "run2.json");
+  const char *base = path_in("baseline.json");
+  cr_assert_eq(pc_run("--promote", r0, r1, r2, "-o", base, "--commit", "abc123", "--command",
+                      "profiler_demo --scenario clean", NULL),
+               0, "%s", g_out);
+  return base;
+}
+
+/* Returns the verdict text of a metric's row in the JSON report at path. */
+static const char *row_verdict(cJSON *report, const char *metric) {
+  const cJSON *row = NULL;
+  cJSON_ArrayForEach(row, cJSON_GetObjectItem(report, "rows")) {
+    if (strcmp(cJSON_GetObjectItem(row, "metric")->valuestring, metric) == 0)
+      return cJSON_GetObjectItem(row, "verdict")->valuestring;
+  }
+  return "(no row)";
+}
+
+/* Compares current with base writing a JSON report; returns exit status and the report. */
+static int compare_json(const char *current, const char *base, cJSON **report) {
+  const char *out = path_in("report.json");
+  remove(out);
+  int rc = pc_run(current, base, "--json", out, NULL);
+  *report = rc <= 1 ? fx_load(out) : NULL;
+  return rc;
+}
+
+/* ---- cases ---------------------------------------------------------------------------------- */
+
+Test(cli, promote_merges_runs) {
+  const char *base = fx_baseline();
+  cJSON *b = fx_load(base);
+  cr_assert_eq(cJSON_GetObjectItem(b, "schema_version")->valueint, 1);
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(b, "runs")), 3);
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(b, "step_times_s")), 3 * NSTEPS);
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(b, "dataloader_wait_s")), 3 * NSTEPS);
+  /* metrics: the mean of the runs' values */
+  double sum = 0;
+  const cJSON *run = NULL;
+  cJSON_ArrayForEach(run, cJSON_GetObjectItem(b, "runs")) {
+    sum += cJSON_GetObjectItem(cJSON_GetObjectItem(run, "metrics"), "avg_step_time_s")->valuedouble;
+  }
+  double mean = cJSON_GetObjectItem(cJSON_GetObjectItem(b, "metrics"), "avg_step_time_s")->valuedouble;
+  cr_assert_float_eq(mean, sum / 3, 1e-15);
+  const cJSON *pol = cJSON_GetObjectItem(cJSON_GetObjectItem(b, "policy"), "avg_step_time_s");
+  cr_assert_str_eq(cJSON_GetObjectItem(pol, "direction")->valuestring, "lower_is_better");
+  cr_assert_str_eq(cJSON_GetObjectItem(pol, "mode")->valuestring, "significance");
+  cr_assert_gt(cJSON_GetObjectItem(pol, "tolerance")->valuedouble, 0.0);
+  pol = cJSON_GetObjectItem(cJSON_GetObjectItem(b, "policy"), "kernels_per_step");
+  cr_assert_str_eq(cJSON_GetObjectItem(pol, "mode")->valuestring, "exact");
+  const cJSON *prov = cJSON_GetObjectItem(b, "provenance");
+  cr_assert_str_eq(cJSON_GetObjectItem(prov, "device")->valuestring, H100);
+  cr_assert_str_eq(cJSON_GetObjectItem(prov, "git_commit")->valuestring, "abc123");
+  cr_assert_str_eq(cJSON_GetObjectItem(prov, "command")->valuestring,
+                   "profiler_demo --scenario clean");
+  cr_assert_str_eq(cJSON_GetObjectItem(prov, "tool_version")->valuestring, "0.1.0");
+  cr_assert_eq(cJSON_GetObjectItem(prov, "driver")->valueint, 13000);
+  cr_assert_eq(cJSON_GetObjectItem(prov, "runs")->valueint, 3);
+  cr_assert(cJSON_IsString(cJSON_GetObjectItem(prov, "date")));
+  cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "verdict"), "bottleneck")->valuestring,
+                   "compute");
+  cJSON_Delete(b);
+
+  /* A baseline can be merged again: its runs are taken over. */
+  const char *r3 = fx_write(fx_run(1.002, NSTEPS), "run3.json");
+  const char *more = path_in("baseline4.json");
+  cr_assert_eq(pc_run("--promote", base, r3, "-o", more, NULL), 0, "%s", g_out);
+  b = fx_load(more);
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(b, "runs")), 4);
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(b, "step_times_s")), 4 * NSTEPS);
+  cJSON_Delete(b);
+}
+
+Test(cli, promote_refuses_mixed_gpus_and_scenarios) {
+  const char *r0 = fx_write(fx_run(1.0, NSTEPS), "run0.json");
+  cJSON *other = fx_run(1.0, NSTEPS);
+  cJSON_ReplaceItemInObject(cJSON_GetObjectItem(other, "device"), "name",
+                            cJSON_CreateString("NVIDIA A100-SXM4-40GB"));
+  const char *r1 = fx_write(other, "run1.json");
+  const char *out = path_in("b.json");
+  cr_assert_eq(pc_run("--promote", r0, r1, "-o", out, NULL), 2, "%s", g_out);
+  cr_assert(strstr(g_out, "one GPU model") != NULL, "%s", g_out);
+  cr_assert_neq(access(out, F_OK), 0, "nothing may be written on bad input");
+  cJSON *scen = fx_run(1.0, NSTEPS);
+  cJSON_ReplaceItemInObject(cJSON_GetObjectItem(scen, "config"), "scenario",
+                            cJSON_CreateString("sync"));
+  r1 = fx_write(scen, "run1.json");
+  cr_assert_eq(pc_run("--promote", r0, r1, "-o", out, NULL), 2, "%s", g_out);
+  cr_assert_neq(access(out, F_OK), 0);
+}
+
+Test(cli, equal_run_passes) {
+  const char *base = fx_baseline();
+  /* run0 is one of the runs the baseline was made of */
+  cJSON *rep = NULL;
+  cr_assert_eq(compare_json(path_in("run0.json"), base, &rep), 0, "%s", g_out);
+  cr_assert_str_eq(cJSON_GetObjectItem(rep, "result")->valuestring, "pass");
+  cr_assert_str_eq(row_verdict(rep, "avg_step_time_s"), "ok");
+  cr_assert_str_eq(row_verdict(rep, "kernels_per_step"), "ok");
+  cr_assert_str_eq(row_verdict(rep, "verdict.bottleneck"), "ok");
+  cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "counts"), "regressed")->valueint, 0);
+  cJSON_Delete(rep);
+  /* A plain metrics JSON works as a baseline too: identical files pass. */
+  cr_assert_eq(pc_run(path_in("run1.json"), path_in("run1.json"), NULL), 0, "%s", g_out);
+}
+
+Test(cli, small_wobble_passes) {
+  const char *base = fx_baseline();
+  /* 1.5% slower: inside the time tolerance (3%), even though a rank test alone would
+   * call it significant; counts unchanged */
+  const char *cur = fx_write(fx_run(1.015, NSTEPS), "cur.json");
+  cJSON *rep = NULL;
+  cr_assert_eq(compare_json(cur, base, &rep), 0, "%s", g_out);
+  cr_assert_str_eq(row_verdict(rep, "avg_step_time_s"), "ok");
+  cJSON_Delete(rep);
+}
+
+Test(cli, clear_slowdown_fails) {
+  const char *base = fx_baseline();
+  const char *cur = fx_write(fx_run(1.10, NSTEPS), "cur.json");
+  cJSON *rep = NULL;
+  cr_assert_eq(compare_json(cur, base, &rep), 1, "%s", g_out);
+  cr_assert_str_eq(row_verdict(rep, "avg_step_time_s"), "regressed");
+  cr_assert_str_eq(cJSON_GetObjectItem(rep, "result")->valuestring, "fail");
+  const cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "rows"), 0);
+  cr_assert_str_eq(cJSON_GetObjectItem(row, "metric")->valuestring, "avg_step_time_s");
+  cr_assert_lt(cJSON_GetObjectItem(row, "p_value")->valuedouble, 0.01);
+  cr_assert_float_eq(cJSON_GetObjectItem(row, "change_pct")->valuedouble, 10.0, 2.0);
+  cJSON_Delete(rep);
+  cr_assert(strstr(g_out, "result: FAIL") != NULL, "%s", g_out);
+}
+
+Test(cli, clear_speedup_is_improved_not_failed) {
+  const char *base = fx_baseline();
+  const char *cur = fx_write(fx_run(0.90, NSTEPS), "cur.json");
+  cJSON *rep = NULL;
+  cr_assert_eq(compare_json(cur, base, &rep), 0, "%s", g_out);
+  cr_assert_str_eq(row_verdict(rep, "avg_step_time_s"), "improved");
+  cr_assert_str_eq(row_verdict(rep, "p50_step_time_s"), "improved");
+  cJSON_Delete(rep);
+}
+
+Test(cli, count_changes_compare_exactly) {
+  const char *base = fx_baseline();
+  cJSON *more = fx_run(1.0, NSTEPS);
+  fx_set_metric(more, "kernels_per_step", cJSON_CreateNumber(121));
+  cJSON *rep = NULL;
+  cr_assert_eq(compare_json(fx_write(more, "cur.json"), base, &rep), 1, "%s", g_out);
+  cr_assert_str_eq(row_verdict(rep, "kernels_per_step"), "regressed");
+  cJSON_Delete(rep);
+  cJSON *fewer = fx_run(1.0, NSTEPS);
+  fx_set_metric(fewer, "kernels_per_step", cJSON_CreateNumber(12));
+  cr_assert_eq(compare_json(fx_write(fewer, "cur.json"), base, &rep), 0, "%s", g_out);
+  cr_assert_str_eq(row_verdict(rep, "kernels_per_step"), "improved");
+  cJSON_Delete(rep);
+}
+
+Test(cli, changed_bottleneck_fails) {
+  const char *base = fx_baseline();
+  cJSON *cur = fx_run(1.0, NSTEPS);
+  cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cur, "verdict"), "bottleneck",
+                            cJSON_CreateString("sync"));
+  cJSON *rep = NULL;
+  cr_assert_eq(compare_json(fx_write(cur, "cur.json"), base, &rep), 1, "%s", g_out);
+  cr_assert_str_eq(row_verdict(rep, "verdict.bottleneck"), "regressed");
+  cJSON_Delete(rep);
+}
+
+Test(cli, missing_metric_fails) {
+  const char *base = fx_baseline();
+  cJSON *cur = fx_run(1.0, NSTEPS);
+  cJSON_DeleteItemFromObject(cJSON_GetObjectItem(cur, "metrics"), "sync_calls_per_step");
+  cJSON *rep = NULL;
+  cr_assert_eq(compare_json(fx_write(cur, "cur.json"), base, &rep), 1, "%s", g_out);
+  cr_assert_str_eq(row_verdict(rep, "sync_calls_per_step"), "missing");
+  cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "counts"), "missing")->valueint, 1);
+  cJSON_Delete(rep);
+}
+
+Test(cli, new_metric_is_reported) {
+  const char *base = fx_baseline();
+  cJSON *cur = fx_run(1.0, NSTEPS);
+  fx_set_metric(cur, "l2_hit_rate", cJSON_CreateNumber(0.5));
+  cJSON *rep = NULL;
+  cr_assert_eq(compare_json(fx_write(cur, "cur.json"), base, &rep), 0, "%s", g_out);
+  cr_assert_str_eq(row_verdict(rep, "l2_hit_rate"), "new");
+  cJSON_Delete(rep);
+  cr_assert(strstr(g_out, "l2_hit_rate") != NULL, "the table must show it:\n%s", g_out);
+}
+
+Test(cli, zero_values) {
+  /* sync calls 0 -> 0 is a match; 0 -> 2 a regression (change +inf%); dropped records
+   * 0 -> 0 fine */
+  const char *base = fx_baseline();
+  cJSON *rep = NULL;
+  cr_assert_eq(compare_json(path_in("run1.json"), base, &rep), 0, "%s", g_out);
+  cr_assert_str_eq(row_verdict(rep, "sync_calls_per_step"), "ok");
+  cr_assert_str_eq(row_verdict(rep, "dropped_records"), "ok");
+  cJSON_Delete(rep);
+  cJSON *cur = fx_run(1.0, NSTEPS);
+  fx_set_metric(cur, "sync_calls_per_step", cJSON_CreateNumber(2));
+  cr_assert_eq(compare_json(fx_write(cur, "cur.json"), base, &rep), 1, "%s", g_out);
+  cr_assert_str_eq(row_verdict(rep, "sync_calls_per_step"), "regressed");
+  const cJSON *row = NULL;
+  cJSON_ArrayForEach(row, cJSON_GetObjectItem(rep, "rows")) {
+    if (strcmp(cJSON_GetObjectItem(row, "metric")->valuestring, "sync_calls_per_step") == 0)
+      cr_assert_str_eq(cJSON_GetObjectItem(row, "change_pct")->valuestring, "+inf");
+  }
+  cJSON_Delete(rep);
+}
+
+Test(cli, nan_never_passes_silently) {
+  const char *base = fx_baseline();
+  /* a NaN (null) now where the baseline had a number fails */
+  cJSON *cur = fx_run(1.0, NSTEPS);
+  fx_set_metric(cur, "gpu_kernel_time_per_step_us", cJSON_CreateNull());
+  cJSON *rep = NULL;
+  cr_assert_eq(compare_json(fx_write(cur, "cur.json"), base, &rep), 1, "%s", g_out);
+  cr_assert_str_eq(row_verdict(rep, "gpu_kernel_time_per_step_us"), "regressed");
+  cJSON_Delete(rep);
+  cr_assert(strstr(g_out, "NaN") != NULL, "%s", g_out);
+
+  /* null in both: reported as skipped, with the reason, not as ok */
+  cJSON *b = fx_load(base);
+  fx_set_metric(b, "avg_kernel_time_us", cJSON_CreateNull());
+  const char *nan_base = fx_write(b, "nan_base.json");
+  cur = fx_run(1.0, NSTEPS);
+  fx_set_metric(cur, "avg_kernel_time_us", cJSON_CreateNull());
+  cr_assert_eq(compare_json(fx_write(cur, "cur.json"), nan_base, &rep), 0, "%s", g_out);
+  cr_assert_str_eq(row_verdict(rep, "avg_kernel_time_us"), "skipped");
+  cJSON_Delete(rep);
+
+  /* a null inside the per-step samples is bad input, not a silent pass */
+  cur = fx_run(1.0, NSTEPS);
+  cJSON_ReplaceItemInArray(cJSON_GetObjectItem(cur, "step_times_s"), 3, cJSON_CreateNull());
+  cr_assert_eq(pc_run(fx_write(cur, "cur.json"), base, NULL), 2, "%s", g_out);
+  cr_assert(strstr(g_out, "step_times_s") != NULL, "%s", g_out);
+}
+
+Test(cli, too_few_samples_is_reported_not_failed) {
+  /* 3 steps against 3 steps: the smallest one-sided p is 1/C(6,3) = 0.05 > alpha 0.01,
+   * so even a 40% slowdown cannot be shown significant: skipped, said so, exit 0 */
+  const char *base = fx_write(fx_run(1.0, 3), "tiny_base.json");
+  const char *cur = fx_write(fx_run(1.4, 3), "tiny_cur.json");
+  cJSON *rep = NULL;
+  cr_assert_eq(compare_json(cur, base, &rep), 0, "%s", g_out);
+  cr_assert_str_eq(row_verdict(rep, "avg_step_time_s"), "skipped");
+  cJSON_Delete(rep);
+  cr_assert(strstr(g_out, "insufficient samples") != NULL, "%s", g_out);
+}
+
+Test(cli, different_gpu_is_bad_input) {
+  const char *base = fx_baseline();
+  cJSON *cur = fx_run(1.0, NSTEPS);
+  cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cur, "device"), "name",
+                            cJSON_CreateString("NVIDIA H200"));
+  const char *out = path_in("never.json");
+  cr_assert_eq(pc_run(fx_write(cur, "cur.json"), base, "--json", out, NULL), 2, "%s", g_out);
+  cr_assert(strstr(g_out, "different GPU") != NULL, "%s", g_out);
+  cr_assert(strstr(g_out, "NVIDIA H200") != NULL, "%s", g_out);
+  cr_assert_neq(access(out, F_OK), 0, "nothing may be written when nothing was compared");
+}
+
+Test(cli, different_scenario_is_bad_input) {
+  const char *base = fx_baseline();
+  cJSON *cur = fx_run(1.0, NSTEPS);
+  cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cur, "config"), "scenario",
+                            cJSON_CreateString("tiny_ops"));
+  cr_assert_eq(pc_run(fx_write(cur, "cur.json"), base, NULL), 2, "%s", g_out);
+  cr_assert(strstr(g_out, "different scenario") != NULL, "%s", g_out);
+}
+
+/* Each malformed input: exit 2, exactly one line naming the file and the fault, and no
+ * report written. */
+static void expect_bad_file(const char *file, const char *reason) {
+  const char *good = fx_write(fx_run(1.0, NSTEPS), "good.json");
+  const char *out = path_in("never.json");
+  for (int side = 0; side < 2; side++) {
+    int rc = side == 0 ? pc_run(file, good, "--json", out, NULL)
+                       : pc_run(good, file, "--json", out, NULL);
+    cr_assert_eq(rc, 2, "%s as %s: exit %d\n%s", file, side ? "baseline" : "current", rc, g_out);
+    cr_assert(strstr(g_out, file) != NULL, "the message must name %s:\n%s", file, g_out);
+    cr_assert(strstr(g_out, reason) != NULL, "expected '%s' in:\n%s", reason, g_out);
+    char *nl = strchr(g_out, '\n');
+    cr_assert(nl != NULL && nl[1] == '\0', "one line expected:\n%s", g_out);
+    cr_assert_neq(access(out, F_OK), 0, "nothing may be written on bad input");
+  }
+}
+
+Test(cli, malformed_inputs_are_bad_input) {
+  expect_bad_file(path_in("does_not_exist.json"), "cannot open");
+  expect_bad_file(data_file("empty.json"), "empty");
+  expect_bad_file(data_file("not_json.json"), "not valid JSON");
+  expect_bad_file(data_file("not_object.json"), "not a JSON object");
+  expect_bad_file(data_file("schema_v2.json"), "schema_version 2");
+  expect_bad_file(data_file("no_schema.json"), "schema_version");
+  expect_bad_file(data_file("metrics_not_object.json"), "\"metrics\"");
+  expect_bad_file(data_file("no_device.json"), "device.name");
+}
+
+Test(cli, bad_arguments_are_bad_input) {
+  const char *good = fx_write(fx_run(1.0, NSTEPS), "good.json");
+  cr_assert_eq(pc_run(good, NULL), 2);
+  cr_assert(strstr(g_out, "usage") != NULL, "%s", g_out);
+  cr_assert_eq(pc_run(good, good, "--alpha", "0", NULL), 2);
+  cr_assert(strstr(g_out, "--alpha") != NULL, "%s", g_out);
+  cr_assert_eq(pc_run(good, good, "--alpha", "abc", NULL), 2);
+  cr_assert_eq(pc_run(good, good, "--frobnicate", NULL), 2);
+  cr_assert(strstr(g_out, "--frobnicate") != NULL, "%s", g_out);
+  cr_assert_eq(pc_run("--promote", good, NULL), 2);
+  cr_assert_eq(pc_run("--help", NULL), 0);
+}
+
+Test(cli, json_and_markdown_outputs_hold_the_table) {
+  const char *base = fx_baseline();
+  const char *cur = fx_write(fx_run(1.10, NSTEPS), "cur.json");
+  const char *js = path_in("out.json"), *md = path_in("out.md");
+  cr_assert_eq(pc_run(cur, base, "--json", js, "--markdown", md, NULL), 1, "%s", g_out);
+  /* the console table */
+  cr_assert(strstr(g_out, "metric") && strstr(g_out, "baseline") && strstr(g_out, "change %") &&
+                strstr(g_out, "p-value") && strstr(g_out, "verdict"),
+            "%s", g_out);
+  /* JSON: every row has the table's columns */
+  cJSON *rep = fx_load(js);
+  cr_assert_str_eq(cJSON_GetObjectItem(rep, "scenario")->valuestring, "clean");
+  cr_assert_str_eq(cJSON_GetObjectItem(rep, "device")->valuestring, H100);
+  cr_assert_eq(cJSON_GetObjectItem(rep, "baseline_runs")->valueint, 3);
+  int rows = 0;
+  const cJSON *row = NULL;
+  cJSON_ArrayForEach(row, cJSON_GetObjectItem(rep, "rows")) {
+    static const char *const cols[] = {"metric", "baseline", "now", "change_pct", "p_value",
+                                       "verdict", "note", "policy"};
+    for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++)
+      cr_assert_not_null(cJSON_GetObjectItem(row, cols[c]), "row %d lacks %s", rows, cols[c]);
+    rows++;
+  }
+  cr_assert_geq(rows, 20, "19 metrics and the verdict, got %d rows", rows);
+  cJSON_Delete(rep);
+  /* Markdown: a header, a separator and a row per metric */
+  FILE *f = fopen(md, "r");
+  cr_assert_not_null(f);
+  char text[1 << 14];
+  size_t n = fread(text, 1, sizeof(text) - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  cr_assert(strstr(text, "| metric | baseline | now | change % | p-value | verdict | note |"),
+            "%s", text);
+  cr_assert(strstr(text, "|---|"), "%s", text);
+  cr_assert(strstr(text, "| `avg_step_time_s` |"), "%s", text);
+  cr_assert(strstr(text, "**regressed**"), "%s", text);
+  cr_assert(strstr(text, "**FAIL"), "%s", text);
+}
+
+Test(cli, slug_of_a_metrics_file) {
+  const char *good = fx_write(fx_run(1.0, NSTEPS), "good.json");
+  cr_assert_eq(pc_run("--slug", good, NULL), 0, "%s", g_out);
+  cr_assert_str_eq(g_out, "nvidia-h100-80gb-hbm3\n");
+}
