@@ -70,7 +70,12 @@ typedef enum {
 } pd_sync_kind_t;
 
 /* One event. Strings (name, shape) point into the owning pd_trace_t's string pool.
- * Host events use pid/tid; device events use device/stream. */
+ * Host events (RUNTIME, DRIVER, RANGE, CPU_OP, MEMORY, OVERHEAD) use pid/tid; device
+ * events (KERNEL, MEMCPY, MEMSET, GPU_RANGE) and SYNC records use device/stream (the
+ * stream waited on, 0 for a device/context synchronization), as Kineto draws them.
+ * Union member by kind: KERNEL -> kernel, MEMCPY -> memcpy, MEMSET -> memset,
+ * RUNTIME/DRIVER -> api, SYNC -> sync, RANGE/CPU_OP/GPU_RANGE -> range, MEMORY -> memory.
+ * MEMCPY/MEMSET names may be NULL: consumers name them with pd_event_display_name(). */
 typedef struct {
   pd_event_kind_t kind;
   int64_t start_ns;        /* pd_clock timeline */
@@ -137,6 +142,7 @@ typedef struct {
   int max_shared_mem_per_sm;
   int warp_size;
   int max_blocks_per_sm;
+  int max_shared_mem_per_block_optin; /* cudaDevAttrMaxSharedMemoryPerBlockOptin; 0 unknown */
 } pd_device_props_t;
 
 /* A set of events with the strings they point into: one profiling cycle, or a whole
@@ -160,6 +166,15 @@ const pd_event_t *pd_trace_events(const pd_trace_t *trace);
 pd_event_t *pd_trace_events_mut(pd_trace_t *trace);
 /* Sorts events by start time (stable: equal starts keep their insertion order). */
 void pd_trace_sort(pd_trace_t *trace);
+/* Returns the name to show for ev. MEMCPY records with a known copy kind and MEMSET
+ * records with a known memory kind get Kineto's name ("Memcpy HtoD (Pinned -> Device)",
+ * "Memset (Device)") written into buf; otherwise ev->name, or for a nameless copy/set
+ * Kineto's name with "Unknown" kinds; "" when nothing applies. The result is ev->name,
+ * buf or a static string; nothing to free. */
+const char *pd_event_display_name(const pd_event_t *ev, char *buf, size_t buflen);
+/* Returns Kineto's text for a copy kind ("HtoD") / memory kind ("Pinned"); never NULL. */
+const char *pd_memcpy_kind_name(pd_memcpy_kind_t k);
+const char *pd_mem_kind_name(pd_mem_kind_t k);
 /* Device properties carried with the trace. */
 int pd_trace_add_device(pd_trace_t *trace, const pd_device_props_t *props);
 size_t pd_trace_device_count(const pd_trace_t *trace);

@@ -66,8 +66,11 @@ int pd_op_table_add_trace(pd_op_table_t *table, const pd_trace_t *trace);
 void pd_op_table_sort(pd_op_table_t *table, pd_sort_key_t key);
 size_t pd_op_table_count(const pd_op_table_t *table);
 const pd_op_stat_t *pd_op_table_rows(const pd_op_table_t *table);
-/* Prints the table like torch's key_averages().table(): Name, Self CPU, CPU total,
- * Self CUDA, Self CUDA %, CUDA total, CUDA time avg, # of Calls. row_limit <= 0: all. */
+/* Prints the table like torch's key_averages().table(): Name, Self CPU %, Self CPU,
+ * CPU total %, CPU total, CPU time avg, Self CUDA, Self CUDA %, CUDA total, CUDA time
+ * avg, # of Calls (and Input Shapes when grouped by shape), then "Self CPU time total"
+ * and "Self CUDA time total" over all rows. Rows print in the table's current order
+ * (pd_op_table_sort() first). row_limit <= 0: all. */
 void pd_op_table_print(FILE *out, const pd_op_table_t *table, int row_limit);
 
 /* ---- step metrics ------------------------------------------------------------------ */
@@ -120,16 +123,31 @@ typedef struct {
 const pd_metric_desc_t *pd_metric_descs(size_t *count);
 /* Returns the descriptor for a JSON key, or NULL when unknown. */
 const pd_metric_desc_t *pd_metric_find(const char *name);
+/* Sets every metric to NaN ("not measured", null in the metrics JSON) and steps to 0. */
+void pd_metrics_init(pd_metrics_t *m);
+
+/* Returns true when an API name (CUPTI's "cudaMemcpy_v3020", "cuMemAlloc_v2" and
+ * "_ptds" forms included) is a host-blocking synchronizing call (cudaDeviceSynchronize,
+ * cudaStreamSynchronize, cudaEventSynchronize, cudaMemcpy, ...; not
+ * cudaStreamWaitEvent, not the *Async copies). One table in metrics.c. */
+bool pd_api_is_sync(const char *name);
+/* Returns true for plain device allocation calls (cudaMalloc, cudaFree, cudaMallocPitch,
+ * cudaMalloc3D, cuMemAlloc, cuMemFree, ...; not cudaMallocAsync/cudaFreeAsync, not host
+ * or managed allocations). One table in metrics.c. */
+bool pd_api_is_device_alloc(const char *name);
 
 /* Fills the GPU-side metrics of *m (kernels_per_step, avg_kernel_time_us,
  * gpu_busy_fraction, sync/alloc calls, h2d bytes, peak memory, dropped_records,
- * steps, ...) from a cycle's events, per ProfilerStep#N range. Host-timed fields
- * (step times, data wait, loss) are left as they are. Returns 0, or PD_EINVAL when the
- * trace holds no step range. */
+ * steps, ...) from a cycle's events, per ProfilerStep#N range (docs/formats.md says how
+ * each is counted). Host-timed fields (step times, data wait, loss) are left as they
+ * are. Values that cannot be measured (avg kernel time with no kernel, peak memory
+ * with no memory record) are NaN. Returns 0, PD_EINVAL when the trace holds no step
+ * range, or PD_ENOMEM. */
 int pd_metrics_from_trace(const pd_trace_t *trace, pd_metrics_t *m);
 
-/* Fills avg/p50/p95 step time, avg data wait and dataloader_wait_fraction from per-step
- * samples (seconds). */
+/* Fills avg/p50/p95 step time, avg data wait and dataloader_wait_fraction (total wait /
+ * (total wait + total step time)) from per-step samples (seconds). Either array may be
+ * NULL; fields that cannot be computed (n == 0, a NULL array) become NaN. */
 void pd_metrics_from_samples(pd_metrics_t *m, const double *step_times_s,
                              const double *data_wait_s, size_t n);
 
@@ -168,8 +186,8 @@ void pd_diagnose_print_rules(FILE *out);
 
 /* ---- small statistics helpers ---------------------------------------------------------- */
 
-/* Returns the q-quantile (0..1, linear interpolation) of n samples; NaN when n == 0.
- * Does not modify xs. */
+/* Returns the q-quantile (0..1, linear interpolation between closest ranks, as numpy)
+ * of n samples, NaN samples ignored; NaN when no sample is left. Does not modify xs. */
 double pd_quantile(const double *xs, size_t n, double q);
 
 #ifdef __cplusplus

@@ -26,24 +26,67 @@ typedef struct {
   int64_t unix_offset_ns;     /* pd_clock_unix_offset_ns(): added to event times */
   uint32_t pid;               /* host process id for host events */
   bool profile_memory;        /* write [memory] instant events */
+  const char *process_name;   /* label of the host process row; NULL: the program's name */
 } pd_trace_meta_t;
 
 typedef struct pd_trace_writer pd_trace_writer_t;
 
 /* Opens "<path>.tmp.<pid>" and writes the header (schemaVersion, deviceProperties, ...).
- * On success *out owns the writer; finish with pd_trace_writer_close() or _abort(). */
+ * baseTimeNanoseconds is meta->unix_offset_ns rounded down to a second; every ts is
+ * microseconds after it. meta may be NULL (pid = getpid(), offset 0, no memory events).
+ * On success *out owns the writer; finish with pd_trace_writer_close() or _abort().
+ * Returns 0, PD_EINVAL, PD_ENOMEM, or PD_EIO when the file cannot be created. */
 int pd_trace_writer_open(const char *path, const pd_trace_meta_t *meta,
                          const pd_device_props_t *devices, size_t ndevices,
                          pd_trace_writer_t **out);
-/* Appends one event (and its ac2g flow end when it has a correlation id). */
+/* Appends one event: GPU rows (kernel, memcpy, memset, gpu_user_annotation, cuda_sync)
+ * use pid = device, tid = stream; host rows pid/tid. A RUNTIME/DRIVER call with a
+ * correlation id also gets its ac2g flow start ("s"), a kernel/memcpy/memset its flow
+ * end ("f"); pd_trace_write_file() keeps only the pairs whose both halves exist.
+ * MEMORY events are skipped unless meta->profile_memory. Returns 0, PD_EINVAL or the
+ * writer's first error (PD_EIO, PD_ENOMEM). */
 int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev);
 /* Writes the footer, flushes, renames the temporary file to its final path, frees w.
  * On failure the temporary file is removed and nothing is left at the final path. */
 int pd_trace_writer_close(pd_trace_writer_t *w);
 /* Removes the temporary file and frees w. NULL is a no-op. */
 void pd_trace_writer_abort(pd_trace_writer_t *w);
-/* Convenience: writes a whole trace to path (open, every event, close). */
+/* Convenience: writes a whole trace (its events in their current order, its devices)
+ * to path (open, every event, close). Returns 0 or the first error; on error nothing
+ * is left at path. */
 int pd_trace_write_file(const char *path, const pd_trace_t *trace, const pd_trace_meta_t *meta);
+
+/* Theoretical occupancy of a kernel launch from the device limits (threads and warps,
+ * blocks, registers in 256-register warp units, shared memory with its 128-byte
+ * granularity and sm_80+'s 1 KiB per-block reserve): an estimate in the spirit of the
+ * CUDA occupancy calculator, without its sub-partition details. */
+typedef struct {
+  int blocks_per_sm;      /* resident blocks per SM at full load; 0: cannot launch */
+  int warps_per_sm;       /* resident warps per SM */
+  int max_warps_per_sm;
+  double occupancy;       /* warps_per_sm / max_warps_per_sm, 0..1 */
+  const char *limiter;    /* "warps", "blocks", "registers", "shared memory", "threads" */
+} pd_occupancy_t;
+
+/* Fills *out; returns 0, or PD_EINVAL on bad arguments or props without warp size or
+ * threads per SM. */
+int pd_occupancy_estimate(const pd_device_props_t *dev, int threads_per_block, int regs_per_thread,
+                          int smem_per_block, pd_occupancy_t *out);
+
+/* The kernel args Kineto derives from a launch: blocks per SM = grid blocks / SMs,
+ * warps per SM = blocks per SM x threads per block / 32, and est. achieved occupancy %
+ * = min(blocks per SM, resident blocks) x threads per block / max threads per SM, in
+ * percent rounded to an integer. */
+typedef struct {
+  double blocks_per_sm;
+  double warps_per_sm;
+  int est_achieved_occupancy_pct;
+} pd_kernel_launch_stats_t;
+
+/* Fills *out for a KERNEL event. Returns 0, or PD_EINVAL (not a kernel, empty grid or
+ * block, props without SM count). */
+int pd_kernel_launch_stats(const pd_device_props_t *dev, const pd_event_t *kernel,
+                           pd_kernel_launch_stats_t *out);
 
 /* ---- metrics JSON --------------------------------------------------------------------- */
 
@@ -86,8 +129,10 @@ typedef struct {
   size_t ntrace_files;
 } pd_run_report_t;
 
-/* Writes the metrics JSON to "<path>.tmp.<pid>" and renames it to path. Returns 0, or
- * PD_EIO with nothing left at path. */
+/* Writes the metrics JSON (schema v1, docs/formats.md) to "<path>.tmp.<pid>", fsyncs it
+ * and renames it to path. NaN/Inf metrics (not measured) are written as null. Returns
+ * 0; PD_EINVAL (NULL path/report, or no metrics); PD_ENOMEM; or PD_EIO with nothing
+ * left at path (an existing file at path is then untouched). */
 int pd_metrics_json_write(const char *path, const pd_run_report_t *report);
 
 /* ---- JSON text helpers ------------------------------------------------------------------ */
@@ -98,6 +143,9 @@ void pd_json_write_string(FILE *out, const char *s);
 /* Writes a number with '.' as decimal point whatever the locale, shortest form that
  * round-trips a double; NaN and Inf as null. */
 void pd_json_write_double(FILE *out, double v);
+/* Formats v as pd_json_write_double() writes it into buf (always terminated, cut to
+ * buflen-1). Returns the length of the full text (snprintf-style); 32 bytes suffice. */
+size_t pd_json_format_double(char *buf, size_t buflen, double v);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,479 @@
+/* aggregate.c: key averages, like torch.profiler's key_averages() and its table().
+ *
+ * The "ops" are host ranges (RANGE, plus CPU_OP records read back from torch traces)
+ * and the CUDA runtime/driver API calls themselves (torch shows cudaLaunchKernel rows).
+ * Per thread, ops nest by time: a stack sweep over the thread's ops sorted by start
+ * (longer first on ties) finds each op's parent. A GPU activity (kernel, memcpy,
+ * memset) is linked through its correlation id to the API call that launched it, and
+ * its GPU time counts as self CUDA time of the innermost range open on that call's
+ * thread when the call began. CUDA total = self CUDA + CUDA total of nested ops.
+ * Self CPU = duration - durations of direct children (nested ranges and API calls,
+ * each clipped to the parent), as torch subtracts its child events; CPU total = duration.
+ *
+ * Cost: one sort of the host ops, one linear sweep, one hash map from correlation id
+ * to launching call, so O(n log n) for a cycle of n events.
+ */
+#define _GNU_SOURCE /* qsort_r */
+#include "pd/pd_stats.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- sort keys ---------------------------------------------------------------------- */
+
+static const char *const sort_key_text[] = {
+#define PD_SORT_TEXT_GEN(name, text) text,
+    PD_SORT_KEY_MAP(PD_SORT_TEXT_GEN)
+#undef PD_SORT_TEXT_GEN
+};
+#define NSORT_KEYS (sizeof sort_key_text / sizeof sort_key_text[0])
+
+int pd_sort_key_parse(const char *text, pd_sort_key_t *key) {
+  if (text == NULL || key == NULL) return PD_EINVAL;
+  for (size_t i = 0; i < NSORT_KEYS; i++) {
+    if (strcmp(text, sort_key_text[i]) == 0) {
+      *key = (pd_sort_key_t)i;
+      return 0;
+    }
+  }
+  return PD_EINVAL;
+}
+
+/* ---- the table ------------------------------------------------------------------------ */
+
+struct pd_op_table {
+  pd_group_by_t group_by;
+  pd_trace_t *pool; /* owns the row names/shapes (a trace used as a string pool) */
+  pd_op_stat_t *rows;
+  size_t nrows, cap;
+  /* open addressing: slot -> row index + 1 (0 = empty), keyed by interned pointers */
+  uint32_t *slots;
+  size_t nslots;
+};
+
+pd_op_table_t *pd_op_table_create(pd_group_by_t group_by) {
+  if (group_by != PD_GROUP_BY_RANGE && group_by != PD_GROUP_BY_RANGE_AND_SHAPE &&
+      group_by != PD_GROUP_BY_KERNEL)
+    return NULL;
+  pd_op_table_t *t = calloc(1, sizeof(*t));
+  if (t == NULL) return NULL;
+  t->group_by = group_by;
+  t->pool = pd_trace_create();
+  if (t->pool == NULL) {
+    free(t);
+    return NULL;
+  }
+  return t;
+}
+
+void pd_op_table_destroy(pd_op_table_t *table) {
+  if (table == NULL) return;
+  pd_trace_destroy(table->pool);
+  free(table->rows);
+  free(table->slots);
+  free(table);
+}
+
+size_t pd_op_table_count(const pd_op_table_t *table) {
+  return table ? table->nrows : 0;
+}
+
+const pd_op_stat_t *pd_op_table_rows(const pd_op_table_t *table) {
+  return table ? table->rows : NULL;
+}
+
+static uint64_t ptr_hash(const void *a, const void *b) {
+  uint64_t h = (uint64_t)(uintptr_t)a * 0x9E3779B97F4A7C15ULL;
+  h ^= (uint64_t)(uintptr_t)b * 0xC2B2AE3D27D4EB4FULL;
+  return h ^ (h >> 29);
+}
+
+static int table_grow_slots(pd_op_table_t *t) {
+  size_t n = t->nslots ? t->nslots * 2 : 64;
+  uint32_t *slots = calloc(n, sizeof(*slots));
+  if (slots == NULL) return PD_ENOMEM;
+  for (size_t r = 0; r < t->nrows; r++) {
+    size_t j = ptr_hash(t->rows[r].name, t->rows[r].shape) & (n - 1);
+    while (slots[j] != 0) j = (j + 1) & (n - 1);
+    slots[j] = (uint32_t)(r + 1);
+  }
+  free(t->slots);
+  t->slots = slots;
+  t->nslots = n;
+  return 0;
+}
+
+/* torch's key_averages() folds the numbered step ranges into one row. */
+static const char *row_name(const char *name) {
+  if (name == NULL) return "";
+  if (strncmp(name, "ProfilerStep#", 13) == 0) return "ProfilerStep*";
+  return name;
+}
+
+/* Returns the row for (name, shape), creating it; NULL when out of memory. */
+static pd_op_stat_t *table_row(pd_op_table_t *t, const char *name, const char *shape) {
+  const char *iname = pd_trace_intern(t->pool, name);
+  if (iname == NULL) return NULL;
+  const char *ishape = NULL;
+  if (shape != NULL && (ishape = pd_trace_intern(t->pool, shape)) == NULL) return NULL;
+  if ((t->nrows + 1) * 2 > t->nslots && table_grow_slots(t) != 0) return NULL;
+  size_t mask = t->nslots - 1;
+  size_t j = ptr_hash(iname, ishape) & mask;
+  while (t->slots[j] != 0) {
+    pd_op_stat_t *r = &t->rows[t->slots[j] - 1];
+    if (r->name == iname && r->shape == ishape) return r;
+    j = (j + 1) & mask;
+  }
+  if (t->nrows == t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 64;
+    pd_op_stat_t *rows = realloc(t->rows, cap * sizeof(*rows));
+    if (rows == NULL) return NULL;
+    t->rows = rows;
+    t->cap = cap;
+  }
+  pd_op_stat_t *r = &t->rows[t->nrows];
+  memset(r, 0, sizeof(*r));
+  r->name = iname;
+  r->shape = ishape;
+  t->slots[j] = (uint32_t)(++t->nrows);
+  return r;
+}
+
+/* ---- correlation id -> launching call ---------------------------------------------------- */
+
+typedef struct {
+  uint64_t *keys; /* 0 = empty (correlation id 0 means "none" in the model) */
+  int32_t *vals;
+  size_t n; /* power of two */
+} corr_map_t;
+
+static int corr_map_init(corr_map_t *m, size_t expected) {
+  size_t n = 16;
+  while (n < expected * 2) n *= 2;
+  m->keys = calloc(n, sizeof(*m->keys));
+  m->vals = malloc(n * sizeof(*m->vals));
+  m->n = n;
+  if (m->keys == NULL || m->vals == NULL) {
+    free(m->keys);
+    free(m->vals);
+    return PD_ENOMEM;
+  }
+  return 0;
+}
+
+static void corr_map_free(corr_map_t *m) {
+  free(m->keys);
+  free(m->vals);
+}
+
+static uint64_t u64_hash(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return x;
+}
+
+/* First insert wins: a correlation id belongs to one launching call. */
+static void corr_map_put(corr_map_t *m, uint64_t key, int32_t val) {
+  size_t j = u64_hash(key) & (m->n - 1);
+  while (m->keys[j] != 0) {
+    if (m->keys[j] == key) return;
+    j = (j + 1) & (m->n - 1);
+  }
+  m->keys[j] = key;
+  m->vals[j] = val;
+}
+
+static int32_t corr_map_get(const corr_map_t *m, uint64_t key) {
+  size_t j = u64_hash(key) & (m->n - 1);
+  while (m->keys[j] != 0) {
+    if (m->keys[j] == key) return m->vals[j];
+    j = (j + 1) & (m->n - 1);
+  }
+  return -1;
+}
+
+/* ---- attribution ----------------------------------------------------------------------------- */
+
+typedef struct {
+  int64_t start, end;
+  uint32_t pid, tid;
+  uint32_t ev;     /* index in the trace */
+  uint8_t is_range; /* RANGE or CPU_OP; otherwise a RUNTIME/DRIVER call */
+} host_op_t;
+
+static int host_op_cmp(const void *pa, const void *pb) {
+  const host_op_t *a = pa, *b = pb;
+  if (a->pid != b->pid) return a->pid < b->pid ? -1 : 1;
+  if (a->tid != b->tid) return a->tid < b->tid ? -1 : 1;
+  if (a->start != b->start) return a->start < b->start ? -1 : 1;
+  /* same start: ranges open before API calls, and the longer (outer) op first */
+  if (a->is_range != b->is_range) return a->is_range ? -1 : 1;
+  if (a->end != b->end) return a->end > b->end ? -1 : 1;
+  return a->ev < b->ev ? -1 : (a->ev > b->ev);
+}
+
+static bool is_gpu_activity(pd_event_kind_t k) {
+  return k == PD_EVENT_KERNEL || k == PD_EVENT_MEMCPY || k == PD_EVENT_MEMSET;
+}
+
+static int64_t dur_of(const pd_event_t *e) {
+  return e->end_ns > e->start_ns ? e->end_ns - e->start_ns : 0;
+}
+
+static int add_kernel_view(pd_op_table_t *t, const pd_trace_t *trace) {
+  const pd_event_t *ev = pd_trace_events(trace);
+  size_t n = pd_trace_count(trace);
+  char buf[128];
+  for (size_t i = 0; i < n; i++) {
+    if (!is_gpu_activity(ev[i].kind)) continue;
+    pd_op_stat_t *r = table_row(t, pd_event_display_name(&ev[i], buf, sizeof buf), NULL);
+    if (r == NULL) return PD_ENOMEM;
+    int64_t d = dur_of(&ev[i]);
+    r->calls++;
+    r->kernel_count++;
+    r->self_cuda_ns += d;
+    r->cuda_total_ns += d;
+  }
+  return 0;
+}
+
+int pd_op_table_add_trace(pd_op_table_t *table, const pd_trace_t *trace) {
+  if (table == NULL || trace == NULL) return PD_EINVAL;
+  if (table->group_by == PD_GROUP_BY_KERNEL) return add_kernel_view(table, trace);
+
+  const pd_event_t *ev = pd_trace_events(trace);
+  size_t n = pd_trace_count(trace);
+  size_t nops = 0;
+  for (size_t i = 0; i < n; i++) {
+    pd_event_kind_t k = ev[i].kind;
+    if (k == PD_EVENT_RANGE || k == PD_EVENT_CPU_OP || k == PD_EVENT_RUNTIME || k == PD_EVENT_DRIVER)
+      nops++;
+  }
+  if (nops == 0) return 0;
+
+  int rc = PD_ENOMEM;
+  host_op_t *ops = malloc(nops * sizeof(*ops));
+  int32_t *parent = malloc(nops * sizeof(*parent));
+  int32_t *range_of = malloc(nops * sizeof(*range_of)); /* innermost range open, -1 none */
+  int64_t *child_cpu = calloc(nops, sizeof(*child_cpu));
+  int64_t *self_cuda = calloc(nops, sizeof(*self_cuda));
+  int64_t *cuda_total = calloc(nops, sizeof(*cuda_total));
+  int64_t *kcount = calloc(nops, sizeof(*kcount));
+  int32_t *stack = malloc(nops * sizeof(*stack));
+  corr_map_t corr = {0};
+  if (!ops || !parent || !range_of || !child_cpu || !self_cuda || !cuda_total || !kcount || !stack ||
+      corr_map_init(&corr, nops) != 0)
+    goto out;
+
+  size_t j = 0;
+  for (size_t i = 0; i < n; i++) {
+    pd_event_kind_t k = ev[i].kind;
+    if (k != PD_EVENT_RANGE && k != PD_EVENT_CPU_OP && k != PD_EVENT_RUNTIME && k != PD_EVENT_DRIVER)
+      continue;
+    ops[j].start = ev[i].start_ns;
+    ops[j].end = ev[i].end_ns > ev[i].start_ns ? ev[i].end_ns : ev[i].start_ns;
+    ops[j].pid = ev[i].pid;
+    ops[j].tid = ev[i].tid;
+    ops[j].ev = (uint32_t)i;
+    ops[j].is_range = (k == PD_EVENT_RANGE || k == PD_EVENT_CPU_OP);
+    j++;
+  }
+  qsort(ops, nops, sizeof(*ops), host_op_cmp);
+
+  /* Stack sweep per thread: pop ops that ended at or before this one starts; what is
+   * left on top is the parent. */
+  size_t depth = 0;
+  for (size_t i = 0; i < nops; i++) {
+    if (i > 0 && (ops[i].pid != ops[i - 1].pid || ops[i].tid != ops[i - 1].tid)) depth = 0;
+    while (depth > 0 && ops[stack[depth - 1]].end <= ops[i].start) depth--;
+    int32_t p = depth > 0 ? stack[depth - 1] : -1;
+    parent[i] = p;
+    range_of[i] = ops[i].is_range ? (int32_t)i : (p >= 0 ? range_of[p] : -1);
+    if (p >= 0) {
+      int64_t end = ops[i].end < ops[p].end ? ops[i].end : ops[p].end;
+      child_cpu[p] += end - ops[i].start;
+    }
+    stack[depth++] = (int32_t)i;
+    const pd_event_t *e = &ev[ops[i].ev];
+    if (!ops[i].is_range && e->correlation_id != 0) corr_map_put(&corr, e->correlation_id, (int32_t)i);
+  }
+
+  /* GPU activities: self CUDA time of the range their launching call ran in. */
+  for (size_t i = 0; i < n; i++) {
+    if (!is_gpu_activity(ev[i].kind) || ev[i].correlation_id == 0) continue;
+    int32_t call = corr_map_get(&corr, ev[i].correlation_id);
+    if (call < 0 || range_of[call] < 0) continue; /* launched outside every range */
+    self_cuda[range_of[call]] += dur_of(&ev[i]);
+    kcount[range_of[call]]++;
+  }
+
+  /* Children sort after their parent, so a reverse pass sees every child first. */
+  for (size_t i = nops; i-- > 0;) {
+    cuda_total[i] += self_cuda[i];
+    if (parent[i] >= 0) cuda_total[parent[i]] += cuda_total[i];
+  }
+
+  bool by_shape = table->group_by == PD_GROUP_BY_RANGE_AND_SHAPE;
+  for (size_t i = 0; i < nops; i++) {
+    const pd_event_t *e = &ev[ops[i].ev];
+    const char *shape = (by_shape && ops[i].is_range) ? e->u.range.shape : NULL;
+    pd_op_stat_t *r = table_row(table, row_name(e->name), shape);
+    if (r == NULL) goto out;
+    int64_t d = ops[i].end - ops[i].start;
+    r->calls++;
+    r->cpu_total_ns += d;
+    r->self_cpu_ns += d - child_cpu[i];
+    r->self_cuda_ns += self_cuda[i];
+    r->cuda_total_ns += cuda_total[i];
+    r->kernel_count += kcount[i];
+  }
+  rc = 0;
+out:
+  free(ops);
+  free(parent);
+  free(range_of);
+  free(child_cpu);
+  free(self_cuda);
+  free(cuda_total);
+  free(kcount);
+  free(stack);
+  if (corr.keys != NULL) corr_map_free(&corr);
+  return rc;
+}
+
+/* ---- sorting -------------------------------------------------------------------------------- */
+
+static int64_t sort_value(const pd_op_stat_t *r, pd_sort_key_t key) {
+  switch (key) {
+  case PD_SORT_SELF_CUDA_TIME_TOTAL: return r->self_cuda_ns;
+  case PD_SORT_CUDA_TIME_TOTAL: return r->cuda_total_ns;
+  case PD_SORT_SELF_CPU_TIME_TOTAL: return r->self_cpu_ns;
+  case PD_SORT_CPU_TIME_TOTAL: return r->cpu_total_ns;
+  case PD_SORT_COUNT: return r->calls;
+  }
+  return 0;
+}
+
+static int null_cmp(const char *a, const char *b) {
+  if (a == b) return 0;
+  if (a == NULL) return -1;
+  if (b == NULL) return 1;
+  return strcmp(a, b);
+}
+
+static int row_cmp(const void *pa, const void *pb, void *ctx) {
+  const pd_op_stat_t *a = pa, *b = pb;
+  pd_sort_key_t key = *(const pd_sort_key_t *)ctx;
+  int64_t va = sort_value(a, key), vb = sort_value(b, key);
+  if (va != vb) return va > vb ? -1 : 1; /* descending, like torch */
+  int c = strcmp(a->name, b->name);      /* then by name, so the order is reproducible */
+  return c != 0 ? c : null_cmp(a->shape, b->shape);
+}
+
+void pd_op_table_sort(pd_op_table_t *table, pd_sort_key_t key) {
+  if (table == NULL || table->nrows == 0 || (size_t)key >= NSORT_KEYS) return;
+  qsort_r(table->rows, table->nrows, sizeof(*table->rows), row_cmp, &key);
+  /* row indices moved: rebuild the lookup so later add_trace calls still find rows */
+  free(table->slots);
+  table->slots = NULL;
+  table->nslots = 0;
+  table_grow_slots(table); /* on failure the next table_row() retries the allocation */
+}
+
+/* ---- printing ------------------------------------------------------------------------------- */
+
+/* torch's _format_time: us below 1 ms, ms below 1 s, else s; three decimals. */
+static void format_time(char *buf, size_t len, int64_t ns) {
+  double us = (double)ns / 1000.0;
+  if (us >= 1e6) snprintf(buf, len, "%.3fs", us / 1e6);
+  else if (us >= 1e3) snprintf(buf, len, "%.3fms", us / 1e3);
+  else snprintf(buf, len, "%.3fus", us);
+}
+
+static void format_share(char *buf, size_t len, int64_t part, int64_t total) {
+  if (total == 0) snprintf(buf, len, "NaN");
+  else snprintf(buf, len, "%.2f%%", (double)part * 100.0 / (double)total);
+}
+
+#define COLUMN_WIDTH 13 /* torch uses 12, which "CUDA time avg" overflows */
+#define MAX_NAME_WIDTH 55
+#define MAX_SHAPE_WIDTH 80
+#define SPACING 2
+
+static void print_sep(FILE *out, int name_w, int ncols, int shape_w) {
+  for (int i = 0; i < name_w; i++) fputc('-', out);
+  for (int c = 0; c < ncols; c++) {
+    fprintf(out, "%*s", SPACING, "");
+    for (int i = 0; i < COLUMN_WIDTH; i++) fputc('-', out);
+  }
+  if (shape_w > 0) {
+    fprintf(out, "%*s", SPACING, "");
+    for (int i = 0; i < shape_w; i++) fputc('-', out);
+  }
+  fprintf(out, "%*s\n", SPACING, "");
+}
+
+void pd_op_table_print(FILE *out, const pd_op_table_t *table, int row_limit) {
+  if (out == NULL || table == NULL) return;
+  static const char *const headers[] = {"Self CPU %", "Self CPU",    "CPU total %",
+                                        "CPU total",  "CPU time avg", "Self CUDA",
+                                        "Self CUDA %", "CUDA total",  "CUDA time avg",
+                                        "# of Calls"};
+  const int ncols = (int)(sizeof headers / sizeof headers[0]);
+  bool shapes = table->group_by == PD_GROUP_BY_RANGE_AND_SHAPE;
+
+  int64_t sum_self_cpu = 0, sum_self_cuda = 0;
+  int name_w = 4 + 4; /* "Name" + padding */
+  int shape_w = shapes ? (int)strlen("Input Shapes") + 4 : 0;
+  for (size_t i = 0; i < table->nrows; i++) {
+    const pd_op_stat_t *r = &table->rows[i];
+    sum_self_cpu += r->self_cpu_ns;
+    sum_self_cuda += r->self_cuda_ns;
+    int w = (int)strlen(r->name) + 4;
+    if (w > name_w) name_w = w;
+    if (shapes && r->shape != NULL && (int)strlen(r->shape) + 4 > shape_w) shape_w = (int)strlen(r->shape) + 4;
+  }
+  if (name_w > MAX_NAME_WIDTH) name_w = MAX_NAME_WIDTH;
+  if (shape_w > MAX_SHAPE_WIDTH) shape_w = MAX_SHAPE_WIDTH;
+
+  print_sep(out, name_w, ncols, shape_w);
+  fprintf(out, "%*s", name_w, "Name");
+  for (int c = 0; c < ncols; c++) fprintf(out, "%*s%*s", SPACING, "", COLUMN_WIDTH, headers[c]);
+  if (shapes) fprintf(out, "%*s%*s", SPACING, "", shape_w, "Input Shapes");
+  fprintf(out, "%*s\n", SPACING, "");
+  print_sep(out, name_w, ncols, shape_w);
+
+  size_t limit = row_limit > 0 && (size_t)row_limit < table->nrows ? (size_t)row_limit : table->nrows;
+  for (size_t i = 0; i < limit; i++) {
+    const pd_op_stat_t *r = &table->rows[i];
+    char name[MAX_NAME_WIDTH + 1];
+    size_t nlen = strlen(r->name);
+    /* torch cuts long names to width-3 characters and adds "..." */
+    if (nlen >= (size_t)MAX_NAME_WIDTH - 3) snprintf(name, sizeof name, "%.*s...", MAX_NAME_WIDTH - 3, r->name);
+    else snprintf(name, sizeof name, "%s", r->name);
+    int64_t calls = r->calls > 0 ? r->calls : 1;
+    char cells[10][32];
+    format_share(cells[0], sizeof cells[0], r->self_cpu_ns, sum_self_cpu);
+    format_time(cells[1], sizeof cells[1], r->self_cpu_ns);
+    format_share(cells[2], sizeof cells[2], r->cpu_total_ns, sum_self_cpu);
+    format_time(cells[3], sizeof cells[3], r->cpu_total_ns);
+    format_time(cells[4], sizeof cells[4], r->cpu_total_ns / calls);
+    format_time(cells[5], sizeof cells[5], r->self_cuda_ns);
+    format_share(cells[6], sizeof cells[6], r->self_cuda_ns, sum_self_cuda);
+    format_time(cells[7], sizeof cells[7], r->cuda_total_ns);
+    format_time(cells[8], sizeof cells[8], r->cuda_total_ns / calls);
+    snprintf(cells[9], sizeof cells[9], "%" PRId64, r->calls);
+    fprintf(out, "%*s", name_w, name);
+    for (int c = 0; c < ncols; c++) fprintf(out, "%*s%*s", SPACING, "", COLUMN_WIDTH, cells[c]);
+    if (shapes) fprintf(out, "%*s%*.*s", SPACING, "", shape_w, shape_w, r->shape ? r->shape : "[]");
+    fprintf(out, "%*s\n", SPACING, "");
+  }
+  print_sep(out, name_w, ncols, shape_w);
+  char total[32];
+  format_time(total, sizeof total, sum_self_cpu);
+  fprintf(out, "Self CPU time total: %s\n", total);
+  format_time(total, sizeof total, sum_self_cuda);
+  fprintf(out, "Self CUDA time total: %s\n", total);
+}

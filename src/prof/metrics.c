@@ -1,0 +1,428 @@
+/* metrics.c: step metrics from a cycle's events and from host-timed samples.
+ *
+ * Steps are the RANGE events with u.range.step >= 0 (ProfilerStep#N). Work is given to
+ * the step whose [start, end) holds its time: host calls by their start, GPU activity
+ * by the start of the API call that launched it (its own start when that call is not in
+ * the trace), so a kernel that runs late still counts for the step that asked for it.
+ * Work outside every step is left out. Per-step values are totals over all steps
+ * divided by the number of steps. gpu_busy_fraction is total busy time over total step
+ * time (a duration-weighted mean, not the mean of per-step fractions), where busy time
+ * is the length of the union of all kernel/memcpy/memset intervals of all streams and
+ * devices, clipped to the step. Synchronizing and device-allocating API calls are told
+ * apart by name, from the two tables below.
+ */
+#include "pd/pd_stats.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- metric descriptors ----------------------------------------------------------------- */
+
+static const pd_metric_desc_t metric_descs[] = {
+#define PD_METRIC_DESC_GEN(field, kind) {#field, PD_METRIC_##kind, offsetof(pd_metrics_t, field)},
+    PD_METRICS_MAP(PD_METRIC_DESC_GEN)
+#undef PD_METRIC_DESC_GEN
+};
+#define NMETRICS (sizeof metric_descs / sizeof metric_descs[0])
+
+const pd_metric_desc_t *pd_metric_descs(size_t *count) {
+  if (count != NULL) *count = NMETRICS;
+  return metric_descs;
+}
+
+const pd_metric_desc_t *pd_metric_find(const char *name) {
+  if (name == NULL) return NULL;
+  for (size_t i = 0; i < NMETRICS; i++)
+    if (strcmp(metric_descs[i].name, name) == 0) return &metric_descs[i];
+  return NULL;
+}
+
+void pd_metrics_init(pd_metrics_t *m) {
+  if (m == NULL) return;
+  for (size_t i = 0; i < NMETRICS; i++) *(double *)((char *)m + metric_descs[i].offset) = NAN;
+  m->steps = 0;
+}
+
+/* ---- API call classification ------------------------------------------------------------------ */
+
+/* Calls that block the host until the device (or a stream, or an event) catches up.
+ * Not here: cudaStreamWaitEvent (the wait happens on the device, the host goes on),
+ * the *Async copies, and cudaFree (it may synchronize, but it is the allocator rule's). */
+static const char *const sync_api_names[] = {
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+    "cudaThreadSynchronize", "cudaMemcpy",            "cudaMemcpy2D",
+    "cudaMemcpy3D",          "cudaMemcpyFromSymbol",  "cudaMemcpyPeer",
+    "cuCtxSynchronize",      "cuStreamSynchronize",   "cuEventSynchronize",
+    "cuMemcpy",              "cuMemcpyDtoH",          "cuMemcpyHtoD",
+};
+
+/* Plain device allocations and releases. Not here: cudaMallocAsync/cudaFreeAsync (the
+ * stream-ordered pool is the fix for churn), host allocations (cudaMallocHost,
+ * cudaHostAlloc, cudaFreeHost) and managed memory. */
+static const char *const alloc_api_names[] = {
+    "cudaMalloc",   "cudaFree",      "cudaMallocPitch", "cudaMalloc3D",   "cudaMallocArray",
+    "cudaFreeArray", "cudaMalloc3DArray", "cuMemAlloc", "cuMemFree",      "cuMemAllocPitch",
+};
+
+/* Length of name without a CUPTI/driver version suffix ("_v3020", "_v2") and without a
+ * per-thread-default-stream suffix ("_ptds", "_ptsz"), which both name the same call. */
+static size_t api_base_len(const char *name) {
+  size_t len = strlen(name);
+  for (int pass = 0; pass < 2; pass++) {
+    if (len > 5 && (strncmp(name + len - 5, "_ptds", 5) == 0 || strncmp(name + len - 5, "_ptsz", 5) == 0))
+      len -= 5;
+    size_t d = len;
+    while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9') d--;
+    if (d < len && d >= 2 && name[d - 1] == 'v' && name[d - 2] == '_') len = d - 2;
+  }
+  return len;
+}
+
+static bool api_in(const char *name, const char *const *table, size_t n) {
+  if (name == NULL) return false;
+  size_t len = api_base_len(name);
+  for (size_t i = 0; i < n; i++)
+    if (strlen(table[i]) == len && strncmp(name, table[i], len) == 0) return true;
+  return false;
+}
+
+bool pd_api_is_sync(const char *name) {
+  return api_in(name, sync_api_names, sizeof sync_api_names / sizeof sync_api_names[0]);
+}
+
+bool pd_api_is_device_alloc(const char *name) {
+  return api_in(name, alloc_api_names, sizeof alloc_api_names / sizeof alloc_api_names[0]);
+}
+
+/* ---- quantiles -------------------------------------------------------------------------------- */
+
+static int double_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double pd_quantile(const double *xs, size_t n, double q) {
+  if (xs == NULL || n == 0 || isnan(q)) return NAN;
+  double *v = malloc(n * sizeof(*v));
+  if (v == NULL) return NAN;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!isnan(xs[i])) v[k++] = xs[i]; /* a missing sample is not a value */
+  double r = NAN;
+  if (k > 0) {
+    qsort(v, k, sizeof(*v), double_cmp);
+    if (q < 0) q = 0;
+    if (q > 1) q = 1;
+    /* linear interpolation between closest ranks (numpy's default) */
+    double pos = q * (double)(k - 1);
+    size_t lo = (size_t)floor(pos);
+    size_t hi = lo + 1 < k ? lo + 1 : lo;
+    double frac = pos - (double)lo;
+    r = v[lo] + (v[hi] - v[lo]) * frac;
+  }
+  free(v);
+  return r;
+}
+
+void pd_metrics_from_samples(pd_metrics_t *m, const double *step_times_s,
+                             const double *data_wait_s, size_t n) {
+  if (m == NULL) return;
+  m->avg_step_time_s = m->p50_step_time_s = m->p95_step_time_s = NAN;
+  m->avg_dataloader_wait_s = m->dataloader_wait_fraction = NAN;
+  if (n == 0) return;
+  double step_sum = NAN, wait_sum = NAN;
+  if (step_times_s != NULL) {
+    step_sum = 0;
+    for (size_t i = 0; i < n; i++) step_sum += step_times_s[i];
+    m->avg_step_time_s = step_sum / (double)n;
+    m->p50_step_time_s = pd_quantile(step_times_s, n, 0.50);
+    m->p95_step_time_s = pd_quantile(step_times_s, n, 0.95);
+  }
+  if (data_wait_s != NULL) {
+    wait_sum = 0;
+    for (size_t i = 0; i < n; i++) wait_sum += data_wait_s[i];
+    m->avg_dataloader_wait_s = wait_sum / (double)n;
+  }
+  if (!isnan(step_sum) && !isnan(wait_sum) && wait_sum + step_sum > 0)
+    m->dataloader_wait_fraction = wait_sum / (wait_sum + step_sum);
+}
+
+/* ---- metrics from a trace --------------------------------------------------------------------- */
+
+typedef struct {
+  int64_t start, end;
+} span_t;
+
+typedef struct {
+  int64_t kernels, kernel_ns;
+  int64_t api_calls;
+  int64_t sync_calls, sync_ns;
+  int64_t alloc_calls, alloc_ns;
+  int64_t h2d_bytes;
+} step_acc_t;
+
+static int span_cmp(const void *a, const void *b) {
+  const span_t *x = a, *y = b;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  return (x->end > y->end) - (x->end < y->end);
+}
+
+/* Index of the step whose [start, end) holds t, or -1. Steps are sorted by start. */
+static long step_of(const span_t *steps, size_t n, int64_t t) {
+  size_t lo = 0, hi = n; /* first step with start > t */
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (steps[mid].start <= t) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo == 0) return -1;
+  return t < steps[lo - 1].end ? (long)(lo - 1) : -1;
+}
+
+/* Small open-addressing map: correlation id -> event index of the launching call. */
+typedef struct {
+  uint64_t *keys;
+  size_t *vals;
+  size_t n;
+} cmap_t;
+
+static uint64_t mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return x;
+}
+
+static size_t cmap_find_slot(const cmap_t *m, uint64_t key) {
+  size_t j = mix64(key) & (m->n - 1);
+  while (m->keys[j] != 0 && m->keys[j] != key) j = (j + 1) & (m->n - 1);
+  return j;
+}
+
+static bool is_gpu_activity(pd_event_kind_t k) {
+  return k == PD_EVENT_KERNEL || k == PD_EVENT_MEMCPY || k == PD_EVENT_MEMSET;
+}
+
+static int64_t dur_of(const pd_event_t *e) {
+  return e->end_ns > e->start_ns ? e->end_ns - e->start_ns : 0;
+}
+
+static bool is_device_memory(pd_mem_kind_t k) {
+  return k != PD_MEM_PAGEABLE && k != PD_MEM_PINNED;
+}
+
+typedef struct {
+  int64_t t;
+  int64_t bytes;
+  size_t order;
+} mem_delta_t;
+
+static int mem_delta_cmp(const void *a, const void *b) {
+  const mem_delta_t *x = a, *y = b;
+  if (x->t != y->t) return x->t < y->t ? -1 : 1;
+  return (x->order > y->order) - (x->order < y->order);
+}
+
+/* Peak device memory: the largest total_allocated when the source reports it, else the
+ * peak of the running sum of allocation sizes (memory live before the trace began is
+ * then unknown and not counted). NaN when the trace has no device memory records. */
+static int peak_memory(const pd_event_t *ev, size_t n, double *peak) {
+  size_t nmem = 0;
+  int64_t max_total = -1;
+  for (size_t i = 0; i < n; i++) {
+    if (ev[i].kind != PD_EVENT_MEMORY || !is_device_memory(ev[i].u.memory.mem_kind)) continue;
+    nmem++;
+    if (ev[i].u.memory.total_allocated > max_total) max_total = ev[i].u.memory.total_allocated;
+  }
+  *peak = NAN;
+  if (nmem == 0) return 0;
+  if (max_total >= 0) {
+    *peak = (double)max_total;
+    return 0;
+  }
+  mem_delta_t *d = malloc(nmem * sizeof(*d));
+  if (d == NULL) return PD_ENOMEM;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (ev[i].kind != PD_EVENT_MEMORY || !is_device_memory(ev[i].u.memory.mem_kind)) continue;
+    d[k].t = ev[i].start_ns;
+    d[k].bytes = ev[i].u.memory.bytes;
+    d[k].order = k;
+    k++;
+  }
+  qsort(d, nmem, sizeof(*d), mem_delta_cmp);
+  int64_t live = 0, best = 0;
+  for (size_t i = 0; i < nmem; i++) {
+    live += d[i].bytes;
+    if (live > best) best = live;
+  }
+  free(d);
+  *peak = (double)best;
+  return 0;
+}
+
+int pd_metrics_from_trace(const pd_trace_t *trace, pd_metrics_t *m) {
+  if (trace == NULL || m == NULL) return PD_EINVAL;
+  const pd_event_t *ev = pd_trace_events(trace);
+  size_t n = pd_trace_count(trace);
+
+  size_t nsteps = 0, napi = 0, ngpu = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (ev[i].kind == PD_EVENT_RANGE && ev[i].u.range.step >= 0) nsteps++;
+    else if (ev[i].kind == PD_EVENT_RUNTIME || ev[i].kind == PD_EVENT_DRIVER) napi++;
+    else if (is_gpu_activity(ev[i].kind)) ngpu++;
+  }
+  if (nsteps == 0) return PD_EINVAL;
+
+  int rc = PD_ENOMEM;
+  span_t *steps = malloc(nsteps * sizeof(*steps));
+  step_acc_t *acc = calloc(nsteps, sizeof(*acc));
+  span_t *busy = malloc((ngpu ? ngpu : 1) * sizeof(*busy));
+  bool *blocking = calloc(n ? n : 1, sizeof(*blocking)); /* per event: a counted sync call */
+  cmap_t cm = {0};
+  cm.n = 16;
+  while (cm.n < napi * 2) cm.n *= 2;
+  cm.keys = calloc(cm.n, sizeof(*cm.keys));
+  cm.vals = malloc(cm.n * sizeof(*cm.vals));
+  if (steps == NULL || acc == NULL || busy == NULL || blocking == NULL || cm.keys == NULL || cm.vals == NULL)
+    goto out;
+
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (ev[i].kind == PD_EVENT_RANGE && ev[i].u.range.step >= 0) {
+      steps[k].start = ev[i].start_ns;
+      steps[k].end = ev[i].end_ns > ev[i].start_ns ? ev[i].end_ns : ev[i].start_ns;
+      k++;
+    }
+  }
+  qsort(steps, nsteps, sizeof(*steps), span_cmp);
+
+  /* Pass 1: host API calls (counts, sync and alloc classes) and the correlation map. */
+  for (size_t i = 0; i < n; i++) {
+    if (ev[i].kind != PD_EVENT_RUNTIME && ev[i].kind != PD_EVENT_DRIVER) continue;
+    if (ev[i].correlation_id != 0) {
+      size_t j = cmap_find_slot(&cm, ev[i].correlation_id);
+      if (cm.keys[j] == 0) {
+        cm.keys[j] = ev[i].correlation_id;
+        cm.vals[j] = i;
+      }
+    }
+    long s = step_of(steps, nsteps, ev[i].start_ns);
+    if (s < 0) continue;
+    acc[s].api_calls++;
+    if (pd_api_is_sync(ev[i].name)) {
+      blocking[i] = true;
+      acc[s].sync_calls++;
+      acc[s].sync_ns += dur_of(&ev[i]);
+    }
+    if (pd_api_is_device_alloc(ev[i].name)) {
+      acc[s].alloc_calls++;
+      acc[s].alloc_ns += dur_of(&ev[i]);
+    }
+  }
+
+  /* Pass 2: SYNC records and GPU activity. */
+  size_t nbusy = 0;
+  for (size_t i = 0; i < n; i++) {
+    const pd_event_t *e = &ev[i];
+    const pd_event_t *call = NULL;
+    if (e->correlation_id != 0) {
+      size_t j = cmap_find_slot(&cm, e->correlation_id);
+      if (cm.keys[j] != 0) call = &ev[cm.vals[j]];
+    }
+    if (e->kind == PD_EVENT_SYNC) {
+      /* A stream-wait-event record is a device-side wait: the host is not blocked. */
+      if (e->u.sync.sync_kind == PD_SYNC_STREAM_WAIT_EVENT) continue;
+      if (call != NULL && blocking[call - ev]) {
+        /* Same call seen twice (API record + SYNC record): count it once, with the
+         * longer of the two durations. */
+        long s = step_of(steps, nsteps, call->start_ns);
+        if (s >= 0 && dur_of(e) > dur_of(call)) acc[s].sync_ns += dur_of(e) - dur_of(call);
+        continue;
+      }
+      long s = step_of(steps, nsteps, e->start_ns);
+      if (s < 0) continue;
+      acc[s].sync_calls++;
+      acc[s].sync_ns += dur_of(e);
+      continue;
+    }
+    if (!is_gpu_activity(e->kind)) continue;
+    busy[nbusy].start = e->start_ns;
+    busy[nbusy].end = e->end_ns > e->start_ns ? e->end_ns : e->start_ns;
+    nbusy++;
+    long s = step_of(steps, nsteps, call != NULL ? call->start_ns : e->start_ns);
+    if (s < 0) continue;
+    if (e->kind == PD_EVENT_KERNEL) {
+      acc[s].kernels++;
+      acc[s].kernel_ns += dur_of(e);
+    } else if (e->kind == PD_EVENT_MEMCPY && e->u.memcpy.copy_kind == PD_MEMCPY_HTOD) {
+      acc[s].h2d_bytes += (int64_t)e->u.memcpy.bytes;
+    }
+  }
+
+  /* Union of GPU intervals: sort, merge overlapping ones in place. */
+  qsort(busy, nbusy, sizeof(*busy), span_cmp);
+  size_t nmerged = 0;
+  for (size_t i = 0; i < nbusy; i++) {
+    if (nmerged > 0 && busy[i].start <= busy[nmerged - 1].end) {
+      if (busy[i].end > busy[nmerged - 1].end) busy[nmerged - 1].end = busy[i].end;
+    } else {
+      busy[nmerged++] = busy[i];
+    }
+  }
+
+  int64_t total_step_ns = 0, total_busy_ns = 0;
+  step_acc_t tot = {0};
+  for (size_t s = 0; s < nsteps; s++) {
+    total_step_ns += steps[s].end - steps[s].start;
+    /* first merged interval ending after the step starts */
+    size_t lo = 0, hi = nmerged;
+    while (lo < hi) {
+      size_t mid = (lo + hi) / 2;
+      if (busy[mid].end <= steps[s].start) lo = mid + 1;
+      else hi = mid;
+    }
+    for (size_t i = lo; i < nmerged && busy[i].start < steps[s].end; i++) {
+      int64_t a = busy[i].start > steps[s].start ? busy[i].start : steps[s].start;
+      int64_t b = busy[i].end < steps[s].end ? busy[i].end : steps[s].end;
+      if (b > a) total_busy_ns += b - a;
+    }
+    tot.kernels += acc[s].kernels;
+    tot.kernel_ns += acc[s].kernel_ns;
+    tot.api_calls += acc[s].api_calls;
+    tot.sync_calls += acc[s].sync_calls;
+    tot.sync_ns += acc[s].sync_ns;
+    tot.alloc_calls += acc[s].alloc_calls;
+    tot.alloc_ns += acc[s].alloc_ns;
+    tot.h2d_bytes += acc[s].h2d_bytes;
+  }
+
+  double peak;
+  if (peak_memory(ev, n, &peak) != 0) goto out;
+
+  double ns = (double)nsteps;
+  m->steps = (int)nsteps;
+  m->kernels_per_step = (double)tot.kernels / ns;
+  m->avg_kernel_time_us = tot.kernels > 0 ? (double)tot.kernel_ns / (double)tot.kernels / 1e3 : NAN;
+  m->gpu_kernel_time_per_step_us = (double)tot.kernel_ns / ns / 1e3;
+  m->gpu_busy_fraction = total_step_ns > 0 ? (double)total_busy_ns / (double)total_step_ns : NAN;
+  m->runtime_calls_per_step = (double)tot.api_calls / ns;
+  m->sync_calls_per_step = (double)tot.sync_calls / ns;
+  m->sync_time_per_step_us = (double)tot.sync_ns / ns / 1e3;
+  m->device_alloc_calls_per_step = (double)tot.alloc_calls / ns;
+  m->device_alloc_time_per_step_us = (double)tot.alloc_ns / ns / 1e3;
+  m->h2d_bytes_per_step = (double)tot.h2d_bytes / ns;
+  m->peak_device_memory_bytes = peak;
+  m->dropped_records = (double)pd_trace_dropped(trace);
+  rc = 0;
+out:
+  free(steps);
+  free(acc);
+  free(busy);
+  free(blocking);
+  free(cm.keys);
+  free(cm.vals);
+  return rc;
+}

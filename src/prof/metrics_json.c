@@ -1,0 +1,200 @@
+/* metrics_json.c: the run's metrics JSON, schema v1 (docs/formats.md).
+ *
+ * Built with cJSON, printed with cJSON_Print, written to "<path>.tmp.<pid>", fsync'ed
+ * and renamed over path, so a reader (the regression gate, a CI artifact upload) sees
+ * either the previous file or the complete new one. Metrics that were not measured
+ * (NaN) are written as null rather than as a number nobody measured. Every key of
+ * PD_METRICS_MAP is written, in the table's order, so adding a metric is one line there.
+ */
+#include "pd/pd_writers.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* cJSON_Add*ToObject return NULL on failure; one flag collects them all. */
+typedef struct {
+  bool failed;
+} build_t;
+
+static cJSON *check(build_t *b, cJSON *item) {
+  if (item == NULL) b->failed = true;
+  return item;
+}
+
+static void add_number(build_t *b, cJSON *obj, const char *key, double v) {
+  if (obj == NULL) return;
+  /* JSON has no NaN/Inf: "not measured" is null */
+  if (!isfinite(v)) check(b, cJSON_AddNullToObject(obj, key));
+  else check(b, cJSON_AddNumberToObject(obj, key, v));
+}
+
+static void add_string(build_t *b, cJSON *obj, const char *key, const char *s) {
+  if (obj == NULL) return;
+  if (s == NULL) check(b, cJSON_AddNullToObject(obj, key));
+  else check(b, cJSON_AddStringToObject(obj, key, s));
+}
+
+static void add_samples(build_t *b, cJSON *root, const char *key, const double *xs, size_t n) {
+  cJSON *arr = check(b, cJSON_AddArrayToObject(root, key));
+  if (arr == NULL || xs == NULL) return;
+  for (size_t i = 0; i < n; i++) {
+    cJSON *item = isfinite(xs[i]) ? cJSON_CreateNumber(xs[i]) : cJSON_CreateNull();
+    if (check(b, item) == NULL || !cJSON_AddItemToArray(arr, item)) {
+      cJSON_Delete(item);
+      b->failed = true;
+      return;
+    }
+  }
+}
+
+static void add_config(build_t *b, cJSON *root, const pd_run_report_t *r) {
+  cJSON *cfg = check(b, cJSON_AddObjectToObject(root, "config"));
+  if (cfg == NULL || r->config == NULL) return;
+  for (size_t i = 0; i < r->nconfig; i++) {
+    const pd_cfg_entry_t *e = &r->config[i];
+    if (e->key == NULL) continue;
+    switch (e->type) {
+    case PD_CFG_STRING: add_string(b, cfg, e->key, e->s); break;
+    case PD_CFG_INT: add_number(b, cfg, e->key, (double)e->i); break;
+    case PD_CFG_BOOL: check(b, cJSON_AddBoolToObject(cfg, e->key, e->b)); break;
+    case PD_CFG_DOUBLE: add_number(b, cfg, e->key, e->d); break;
+    }
+  }
+}
+
+static void add_device(build_t *b, cJSON *root, const pd_device_info_t *d) {
+  if (d == NULL) {
+    check(b, cJSON_AddNullToObject(root, "device"));
+    return;
+  }
+  cJSON *dev = check(b, cJSON_AddObjectToObject(root, "device"));
+  if (dev == NULL) return;
+  char cc[32];
+  snprintf(cc, sizeof cc, "%d.%d", d->compute_major, d->compute_minor);
+  add_string(b, dev, "name", d->name);
+  add_string(b, dev, "compute_capability", cc);
+  add_number(b, dev, "sm_count", d->sm_count);
+  add_number(b, dev, "total_global_mem", (double)d->total_global_mem);
+  add_number(b, dev, "driver", d->driver_version);
+  add_number(b, dev, "runtime", d->runtime_version);
+  add_number(b, dev, "cupti", d->cupti_version);
+}
+
+static void add_top_ops(build_t *b, cJSON *root, const pd_run_report_t *r) {
+  cJSON *arr = check(b, cJSON_AddArrayToObject(root, "top_ops"));
+  if (arr == NULL || r->top_ops == NULL) return;
+  size_t n = pd_op_table_count(r->top_ops);
+  if (r->top_ops_limit > 0 && (size_t)r->top_ops_limit < n) n = (size_t)r->top_ops_limit;
+  const pd_op_stat_t *rows = pd_op_table_rows(r->top_ops);
+  for (size_t i = 0; i < n; i++) {
+    cJSON *op = check(b, cJSON_CreateObject());
+    if (op == NULL) return;
+    if (!cJSON_AddItemToArray(arr, op)) {
+      cJSON_Delete(op);
+      b->failed = true;
+      return;
+    }
+    add_string(b, op, "name", rows[i].name);
+    if (rows[i].shape != NULL) add_string(b, op, "shape", rows[i].shape);
+    add_number(b, op, "calls", (double)rows[i].calls);
+    add_number(b, op, "self_cuda_time_us", (double)rows[i].self_cuda_ns / 1e3);
+    add_number(b, op, "cuda_time_us", (double)rows[i].cuda_total_ns / 1e3);
+    add_number(b, op, "self_cpu_time_us", (double)rows[i].self_cpu_ns / 1e3);
+    add_number(b, op, "cpu_time_us", (double)rows[i].cpu_total_ns / 1e3);
+  }
+}
+
+/* Returns the document, or NULL when out of memory. The caller frees it with cJSON_Delete. */
+static cJSON *build_report(const pd_run_report_t *r) {
+  build_t b = {false};
+  cJSON *root = cJSON_CreateObject();
+  if (root == NULL) return NULL;
+  add_number(&b, root, "schema_version", PD_METRICS_SCHEMA_VERSION);
+  cJSON *tool = check(&b, cJSON_AddObjectToObject(root, "tool"));
+  add_string(&b, tool, "name", "profiler_demo");
+  add_string(&b, tool, "version", PD_VERSION_STRING);
+  add_config(&b, root, r);
+  add_device(&b, root, r->device);
+
+  cJSON *metrics = check(&b, cJSON_AddObjectToObject(root, "metrics"));
+  size_t nd = 0;
+  const pd_metric_desc_t *descs = pd_metric_descs(&nd);
+  for (size_t i = 0; i < nd; i++)
+    add_number(&b, metrics, descs[i].name, *(const double *)((const char *)r->metrics + descs[i].offset));
+  add_number(&b, root, "steps", r->metrics->steps);
+  add_samples(&b, root, "step_times_s", r->step_times_s, r->nsteps);
+  add_samples(&b, root, "dataloader_wait_s", r->dataloader_wait_s, r->nsteps);
+
+  if (r->verdict != NULL) {
+    cJSON *v = check(&b, cJSON_AddObjectToObject(root, "verdict"));
+    add_string(&b, v, "bottleneck", pd_bottleneck_name(r->verdict->bottleneck));
+    add_string(&b, v, "rule", r->verdict->rule);
+    add_string(&b, v, "evidence", r->verdict->evidence);
+  } else {
+    check(&b, cJSON_AddNullToObject(root, "verdict"));
+  }
+  add_top_ops(&b, root, r);
+  cJSON *files = check(&b, cJSON_AddArrayToObject(root, "trace_files"));
+  for (size_t i = 0; files != NULL && r->trace_files != NULL && i < r->ntrace_files; i++) {
+    if (r->trace_files[i] == NULL) continue;
+    cJSON *s = check(&b, cJSON_CreateString(r->trace_files[i]));
+    if (s != NULL && !cJSON_AddItemToArray(files, s)) {
+      cJSON_Delete(s);
+      b.failed = true;
+    }
+  }
+  if (b.failed) {
+    cJSON_Delete(root);
+    return NULL;
+  }
+  return root;
+}
+
+/* Writes text to "<path>.tmp.<pid>", fsyncs, renames. Returns 0 or PD_EIO, removing the
+ * temp file on any failure. */
+static int write_atomically(const char *path, const char *text) {
+  size_t tlen = strlen(path) + 32;
+  char *tmp = malloc(tlen);
+  if (tmp == NULL) return PD_ENOMEM;
+  snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+  int rc = 0;
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    free(tmp);
+    return PD_EIO;
+  }
+  size_t len = strlen(text), off = 0;
+  while (off < len) {
+    ssize_t n = write(fd, text + off, len - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      rc = PD_EIO;
+      break;
+    }
+    off += (size_t)n;
+  }
+  if (rc == 0 && (write(fd, "\n", 1) != 1 || fsync(fd) != 0)) rc = PD_EIO;
+  if (close(fd) != 0 && rc == 0) rc = PD_EIO;
+  if (rc == 0 && rename(tmp, path) != 0) rc = PD_EIO;
+  if (rc != 0) unlink(tmp);
+  free(tmp);
+  return rc;
+}
+
+int pd_metrics_json_write(const char *path, const pd_run_report_t *report) {
+  if (path == NULL || path[0] == 0 || report == NULL || report->metrics == NULL) return PD_EINVAL;
+  cJSON *root = build_report(report);
+  if (root == NULL) return PD_ENOMEM;
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  if (text == NULL) return PD_ENOMEM;
+  int rc = write_atomically(path, text);
+  cJSON_free(text);
+  return rc;
+}

@@ -1,0 +1,793 @@
+/* trace_writer.c: the Kineto-compatible Chrome trace writer, and the occupancy estimate
+ * it puts in kernel args.
+ *
+ * The file looks like what torch.profiler (Kineto) writes, so Perfetto, chrome://tracing,
+ * torch-tb-profiler and Holistic Trace Analysis open it: a top-level object with
+ * schemaVersion, deviceProperties[], displayTimeUnit, baseTimeNanoseconds, traceEvents[]
+ * and traceName; "X" events with Kineto's categories and arg keys; ac2g flows from each
+ * launching API call ("s") to its GPU activity ("f", "bp":"e"); [memory] instant
+ * events; process/thread name metadata so viewers label the rows.
+ *
+ * Events are streamed: each is formatted with hand-rolled integer code into a small
+ * buffer and handed to a FILE* with a large buffer, so a cycle of a million events
+ * never sits in memory as JSON. The file is written as "<path>.tmp.<pid>", flushed,
+ * fsync'ed and renamed, so a reader never sees half a trace.
+ *
+ * Time: ts values are microseconds since baseTimeNanoseconds (Unix time), formatted by
+ * us_text(), the one place that turns nanoseconds into trace microseconds.
+ */
+#define _GNU_SOURCE /* fwrite_unlocked, program_invocation_short_name */
+#include "pd/pd_writers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- occupancy ----------------------------------------------------------------------------- */
+
+#define REG_ALLOC_UNIT 256  /* registers are allocated per warp in units of 256 */
+#define SMEM_ALLOC_UNIT 128 /* shared memory allocation granularity on sm_80 / sm_90 */
+#define SMEM_RESERVED_SM80 1024 /* per-block reserve of sm_80 and newer */
+
+static int round_up(int v, int unit) {
+  return (v + unit - 1) / unit * unit;
+}
+
+int pd_occupancy_estimate(const pd_device_props_t *dev, int threads_per_block, int regs_per_thread,
+                          int smem_per_block, pd_occupancy_t *out) {
+  if (dev == NULL || out == NULL || threads_per_block <= 0 || regs_per_thread < 0 || smem_per_block < 0)
+    return PD_EINVAL;
+  if (dev->warp_size <= 0 || dev->max_threads_per_sm <= 0) return PD_EINVAL;
+  memset(out, 0, sizeof(*out));
+  int warp = dev->warp_size;
+  int max_warps = dev->max_threads_per_sm / warp;
+  int warps_per_block = (threads_per_block + warp - 1) / warp;
+  out->max_warps_per_sm = max_warps;
+  if (dev->max_threads_per_block > 0 && threads_per_block > dev->max_threads_per_block) {
+    out->limiter = "threads";
+    return 0; /* the launch would fail: zero resident blocks */
+  }
+
+  int limit = max_warps / warps_per_block;
+  out->limiter = "warps";
+  if (dev->max_blocks_per_sm > 0 && dev->max_blocks_per_sm < limit) {
+    limit = dev->max_blocks_per_sm;
+    out->limiter = "blocks";
+  }
+  if (regs_per_thread > 0 && dev->max_regs_per_sm > 0) {
+    int regs_per_warp = round_up(regs_per_thread * warp, REG_ALLOC_UNIT);
+    if (dev->max_regs_per_block > 0 && regs_per_warp * warps_per_block > dev->max_regs_per_block) {
+      out->limiter = "registers";
+      return 0;
+    }
+    int by_regs = (dev->max_regs_per_sm / regs_per_warp) / warps_per_block;
+    if (by_regs < limit) {
+      limit = by_regs;
+      out->limiter = "registers";
+    }
+  }
+  if (dev->max_shared_mem_per_sm > 0) {
+    int reserved = dev->compute_major >= 8 ? SMEM_RESERVED_SM80 : 0;
+    int per_block = round_up(smem_per_block, SMEM_ALLOC_UNIT) + reserved;
+    int block_cap = dev->max_shared_mem_per_block_optin > 0 ? dev->max_shared_mem_per_block_optin
+                                                             : dev->max_shared_mem_per_block;
+    if (block_cap > 0 && smem_per_block > block_cap) {
+      out->limiter = "shared memory";
+      return 0;
+    }
+    if (per_block > 0) {
+      int by_smem = dev->max_shared_mem_per_sm / per_block;
+      if (by_smem < limit) {
+        limit = by_smem;
+        out->limiter = "shared memory";
+      }
+    }
+  }
+  out->blocks_per_sm = limit;
+  out->warps_per_sm = limit * warps_per_block;
+  out->occupancy = max_warps > 0 ? (double)out->warps_per_sm / max_warps : 0;
+  return 0;
+}
+
+int pd_kernel_launch_stats(const pd_device_props_t *dev, const pd_event_t *kernel,
+                           pd_kernel_launch_stats_t *out) {
+  if (dev == NULL || kernel == NULL || out == NULL || kernel->kind != PD_EVENT_KERNEL) return PD_EINVAL;
+  if (dev->num_sms <= 0 || dev->max_threads_per_sm <= 0) return PD_EINVAL;
+  const int32_t *g = kernel->u.kernel.grid, *b = kernel->u.kernel.block;
+  double blocks = (double)g[0] * g[1] * g[2];
+  int64_t threads = (int64_t)b[0] * b[1] * b[2];
+  if (blocks <= 0 || threads <= 0 || threads > INT_MAX) return PD_EINVAL;
+  memset(out, 0, sizeof(*out));
+  /* Kineto's definitions: grid blocks spread over all SMs, warps of 32 threads */
+  out->blocks_per_sm = blocks / dev->num_sms;
+  out->warps_per_sm = out->blocks_per_sm * (double)threads / 32.0;
+  pd_occupancy_t occ;
+  int smem = kernel->u.kernel.static_smem_bytes + kernel->u.kernel.dynamic_smem_bytes;
+  int rc = pd_occupancy_estimate(dev, (int)threads, kernel->u.kernel.registers_per_thread, smem, &occ);
+  if (rc != 0) return rc;
+  /* A grid smaller than the device fills only part of it: resident blocks are the
+   * smaller of what the grid offers and what the limits allow. */
+  double resident = out->blocks_per_sm < occ.blocks_per_sm ? out->blocks_per_sm : occ.blocks_per_sm;
+  double achieved = resident * (double)threads / dev->max_threads_per_sm;
+  out->est_achieved_occupancy_pct = (int)(0.5 + achieved * 100.0);
+  return 0;
+}
+
+/* ---- number formatting ------------------------------------------------------------------------- */
+
+/* Writes v in decimal at p, returns the end. */
+static char *put_u64(char *p, uint64_t v) {
+  char tmp[24];
+  int n = 0;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (n > 0) *p++ = tmp[--n];
+  return p;
+}
+
+static char *put_i64(char *p, int64_t v) {
+  if (v < 0) {
+    *p++ = '-';
+    return put_u64(p, (uint64_t)0 - (uint64_t)v);
+  }
+  return put_u64(p, (uint64_t)v);
+}
+
+/* THE nanoseconds -> trace microseconds conversion: ns as "123456.789" (us with exactly
+ * three decimals, as Kineto writes them). Every ts and dur goes through here. */
+static char *us_text(char *p, int64_t ns) {
+  uint64_t mag;
+  if (ns < 0) {
+    *p++ = '-';
+    mag = (uint64_t)0 - (uint64_t)ns;
+  } else {
+    mag = (uint64_t)ns;
+  }
+  p = put_u64(p, mag / 1000);
+  unsigned frac = (unsigned)(mag % 1000);
+  p[0] = '.';
+  p[1] = (char)('0' + frac / 100);
+  p[2] = (char)('0' + frac / 10 % 10);
+  p[3] = (char)('0' + frac % 10);
+  return p + 4;
+}
+
+/* v with up to six decimals, trailing zeros dropped (Kineto prints floats with ~6
+ * significant decimals); non-finite or absurd values print as 0. */
+static char *put_fixed6(char *p, double v) {
+  if (!isfinite(v) || fabs(v) > 9e12) return put_u64(p, 0);
+  int64_t scaled = llround(v * 1e6);
+  if (scaled < 0) {
+    *p++ = '-';
+    scaled = -scaled;
+  }
+  p = put_u64(p, (uint64_t)scaled / 1000000);
+  unsigned frac = (unsigned)((uint64_t)scaled % 1000000);
+  if (frac != 0) {
+    char d[6];
+    for (int i = 5; i >= 0; i--) {
+      d[i] = (char)('0' + frac % 10);
+      frac /= 10;
+    }
+    int n = 6;
+    while (n > 0 && d[n - 1] == '0') n--;
+    *p++ = '.';
+    memcpy(p, d, (size_t)n);
+    p += n;
+  }
+  return p;
+}
+
+#define PUT_LIT(p, lit) (memcpy((p), (lit), sizeof(lit) - 1), (p) + sizeof(lit) - 1)
+
+/* ---- small sets --------------------------------------------------------------------------------- */
+
+/* Open-addressing set of uint64 keys (0 is stored by a flag). */
+typedef struct {
+  uint64_t *keys;
+  size_t n, used;
+  bool has_zero;
+} u64set_t;
+
+static uint64_t mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+static bool u64set_has(const u64set_t *s, uint64_t k) {
+  if (k == 0) return s->has_zero;
+  if (s->n == 0) return false;
+  size_t j = mix64(k) & (s->n - 1);
+  while (s->keys[j] != 0) {
+    if (s->keys[j] == k) return true;
+    j = (j + 1) & (s->n - 1);
+  }
+  return false;
+}
+
+/* Returns 1 when added, 0 when present, PD_ENOMEM. */
+static int u64set_add(u64set_t *s, uint64_t k) {
+  if (k == 0) {
+    if (s->has_zero) return 0;
+    s->has_zero = true;
+    return 1;
+  }
+  if ((s->used + 1) * 2 > s->n) {
+    size_t n = s->n ? s->n * 2 : 64;
+    uint64_t *keys = calloc(n, sizeof(*keys));
+    if (keys == NULL) return PD_ENOMEM;
+    for (size_t i = 0; i < s->n; i++) {
+      if (s->keys[i] == 0) continue;
+      size_t j = mix64(s->keys[i]) & (n - 1);
+      while (keys[j] != 0) j = (j + 1) & (n - 1);
+      keys[j] = s->keys[i];
+    }
+    free(s->keys);
+    s->keys = keys;
+    s->n = n;
+  }
+  size_t j = mix64(k) & (s->n - 1);
+  while (s->keys[j] != 0) {
+    if (s->keys[j] == k) return 0;
+    j = (j + 1) & (s->n - 1);
+  }
+  s->keys[j] = k;
+  s->used++;
+  return 1;
+}
+
+static void u64set_free(u64set_t *s) {
+  free(s->keys);
+  memset(s, 0, sizeof(*s));
+}
+
+/* ---- the writer ----------------------------------------------------------------------------------- */
+
+#define WRITE_BUFFER_BYTES (4u << 20)
+#define GPU_SORT_INDEX_BASE 5000000 /* Kineto sorts GPU rows below the host's */
+
+struct pd_trace_writer {
+  FILE *f;
+  char *iobuf;
+  char *path;
+  char *tmp_path;
+  char *trace_name;
+  char *process_name;
+  uint32_t pid;
+  bool profile_memory;
+  int64_t unix_offset_ns;
+  int64_t base_ns; /* baseTimeNanoseconds: Unix ns that ts values count from */
+  pd_device_props_t *devices;
+  size_t ndevices;
+  size_t nevents; /* traceEvents entries written (for the separators) */
+  u64set_t pids;  /* pids that have process metadata */
+  u64set_t rows;  /* (pid, tid) rows that have thread metadata */
+  /* Flow filter for pd_trace_write_file(): correlation ids seen on both sides. NULL
+   * when streaming: every correlated event then gets its flow half. */
+  const u64set_t *flows;
+  int err; /* first error; later writes are skipped */
+};
+
+static void put_raw(pd_trace_writer_t *w, const char *s, size_t n) {
+  if (fwrite_unlocked(s, 1, n, w->f) != n && w->err == 0) w->err = PD_EIO;
+}
+#define PUT_RAW_LIT(w, lit) put_raw((w), (lit), sizeof(lit) - 1)
+
+/* Starts the next traceEvents entry: a separator unless it is the first. */
+static void begin_entry(pd_trace_writer_t *w) {
+  if (w->nevents++ > 0) PUT_RAW_LIT(w, ",\n");
+  else PUT_RAW_LIT(w, "\n");
+}
+
+static void put_name(pd_trace_writer_t *w, const char *name) {
+  pd_json_write_string(w->f, name ? name : "");
+}
+
+static const pd_device_props_t *find_device(const pd_trace_writer_t *w, uint32_t id) {
+  for (size_t i = 0; i < w->ndevices; i++)
+    if ((uint32_t)w->devices[i].id == id) return &w->devices[i];
+  return NULL;
+}
+
+static void write_process_meta(pd_trace_writer_t *w, uint32_t pid, bool device) {
+  char label[48];
+  const char *name;
+  int64_t sort_index;
+  if (device) {
+    snprintf(label, sizeof label, "GPU %u", pid);
+    name = label;
+    sort_index = GPU_SORT_INDEX_BASE + (int64_t)pid;
+  } else {
+    snprintf(label, sizeof label, "CPU");
+    name = pid == w->pid ? w->process_name : "process";
+    sort_index = pid;
+  }
+  char buf[160], *p;
+  begin_entry(w);
+  p = PUT_LIT(buf, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":");
+  p = put_u64(p, pid);
+  p = PUT_LIT(p, ",\"tid\":0,\"args\":{\"name\":");
+  put_raw(w, buf, (size_t)(p - buf));
+  put_name(w, name);
+  PUT_RAW_LIT(w, "}}");
+  begin_entry(w);
+  p = PUT_LIT(buf, "{\"name\":\"process_labels\",\"ph\":\"M\",\"pid\":");
+  p = put_u64(p, pid);
+  p = PUT_LIT(p, ",\"tid\":0,\"args\":{\"labels\":");
+  put_raw(w, buf, (size_t)(p - buf));
+  put_name(w, label);
+  PUT_RAW_LIT(w, "}}");
+  begin_entry(w);
+  p = PUT_LIT(buf, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":");
+  p = put_u64(p, pid);
+  p = PUT_LIT(p, ",\"tid\":0,\"args\":{\"sort_index\":");
+  p = put_i64(p, sort_index);
+  p = PUT_LIT(p, "}}");
+  put_raw(w, buf, (size_t)(p - buf));
+}
+
+/* Process and thread name metadata the first time a row appears. */
+static void note_row(pd_trace_writer_t *w, uint32_t pid, uint32_t tid, bool device) {
+  int added = u64set_add(&w->pids, pid);
+  if (added < 0) {
+    w->err = added;
+    return;
+  }
+  if (added) write_process_meta(w, pid, device);
+  added = u64set_add(&w->rows, ((uint64_t)pid << 32) | tid);
+  if (added < 0) {
+    w->err = added;
+    return;
+  }
+  if (!added) return;
+  char buf[200], *p;
+  begin_entry(w);
+  p = PUT_LIT(buf, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":");
+  p = put_u64(p, pid);
+  p = PUT_LIT(p, ",\"tid\":");
+  p = put_u64(p, tid);
+  p = device ? PUT_LIT(p, ",\"args\":{\"name\":\"stream ") : PUT_LIT(p, ",\"args\":{\"name\":\"thread ");
+  p = put_u64(p, tid);
+  p = PUT_LIT(p, "\"}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":");
+  p = put_u64(p, pid);
+  p = PUT_LIT(p, ",\"tid\":");
+  p = put_u64(p, tid);
+  p = PUT_LIT(p, ",\"args\":{\"sort_index\":");
+  p = put_u64(p, tid);
+  p = PUT_LIT(p, "}}");
+  w->nevents++; /* two entries in this buffer */
+  put_raw(w, buf, (size_t)(p - buf));
+}
+
+static void write_device_props(pd_trace_writer_t *w, const pd_device_props_t *d, bool first) {
+  char buf[768], *p = buf;
+  if (!first) p = PUT_LIT(p, ",");
+  p = PUT_LIT(p, "\n    {\"id\":");
+  p = put_i64(p, d->id);
+  p = PUT_LIT(p, ",\"name\":");
+  put_raw(w, buf, (size_t)(p - buf));
+  put_name(w, d->name);
+  p = PUT_LIT(buf, ",\"totalGlobalMem\":");
+  p = put_u64(p, d->total_global_mem);
+  p = PUT_LIT(p, ",\"computeMajor\":");
+  p = put_i64(p, d->compute_major);
+  p = PUT_LIT(p, ",\"computeMinor\":");
+  p = put_i64(p, d->compute_minor);
+  p = PUT_LIT(p, ",\"maxThreadsPerBlock\":");
+  p = put_i64(p, d->max_threads_per_block);
+  p = PUT_LIT(p, ",\"maxThreadsPerMultiprocessor\":");
+  p = put_i64(p, d->max_threads_per_sm);
+  p = PUT_LIT(p, ",\"regsPerBlock\":");
+  p = put_i64(p, d->max_regs_per_block);
+  p = PUT_LIT(p, ",\"regsPerMultiprocessor\":");
+  p = put_i64(p, d->max_regs_per_sm);
+  p = PUT_LIT(p, ",\"warpSize\":");
+  p = put_i64(p, d->warp_size);
+  p = PUT_LIT(p, ",\"sharedMemPerBlock\":");
+  p = put_i64(p, d->max_shared_mem_per_block);
+  p = PUT_LIT(p, ",\"sharedMemPerMultiprocessor\":");
+  p = put_i64(p, d->max_shared_mem_per_sm);
+  p = PUT_LIT(p, ",\"numSms\":");
+  p = put_i64(p, d->num_sms);
+  p = PUT_LIT(p, ",\"sharedMemPerBlockOptin\":");
+  p = put_i64(p, d->max_shared_mem_per_block_optin > 0 ? d->max_shared_mem_per_block_optin
+                                                       : d->max_shared_mem_per_block);
+  p = PUT_LIT(p, ",\"maxBlocksPerMultiprocessor\":");
+  p = put_i64(p, d->max_blocks_per_sm);
+  p = PUT_LIT(p, "}");
+  put_raw(w, buf, (size_t)(p - buf));
+}
+
+static char *dup_str(const char *s) {
+  if (s == NULL) return NULL;
+  size_t n = strlen(s) + 1;
+  char *c = malloc(n);
+  if (c != NULL) memcpy(c, s, n);
+  return c;
+}
+
+static void writer_free(pd_trace_writer_t *w) {
+  if (w == NULL) return;
+  if (w->f != NULL) fclose(w->f);
+  free(w->iobuf);
+  free(w->path);
+  free(w->tmp_path);
+  free(w->trace_name);
+  free(w->process_name);
+  free(w->devices);
+  u64set_free(&w->pids);
+  u64set_free(&w->rows);
+  free(w);
+}
+
+int pd_trace_writer_open(const char *path, const pd_trace_meta_t *meta,
+                         const pd_device_props_t *devices, size_t ndevices,
+                         pd_trace_writer_t **out) {
+  if (out != NULL) *out = NULL;
+  if (path == NULL || path[0] == 0 || out == NULL || (ndevices > 0 && devices == NULL)) return PD_EINVAL;
+  pd_trace_writer_t *w = calloc(1, sizeof(*w));
+  if (w == NULL) return PD_ENOMEM;
+  size_t tmplen = strlen(path) + 32;
+  w->path = dup_str(path);
+  w->tmp_path = malloc(tmplen);
+  w->trace_name = dup_str(meta && meta->trace_name ? meta->trace_name : path);
+  const char *pname = meta && meta->process_name ? meta->process_name : program_invocation_short_name;
+  w->process_name = dup_str(pname ? pname : "process");
+  w->iobuf = malloc(WRITE_BUFFER_BYTES);
+  if (ndevices > 0) w->devices = malloc(ndevices * sizeof(*devices));
+  if (w->path == NULL || w->tmp_path == NULL || w->trace_name == NULL || w->process_name == NULL ||
+      w->iobuf == NULL || (ndevices > 0 && w->devices == NULL)) {
+    writer_free(w);
+    return PD_ENOMEM;
+  }
+  if (ndevices > 0) memcpy(w->devices, devices, ndevices * sizeof(*devices));
+  w->ndevices = ndevices;
+  w->pid = meta ? meta->pid : (uint32_t)getpid();
+  w->profile_memory = meta ? meta->profile_memory : false;
+  w->unix_offset_ns = meta ? meta->unix_offset_ns : 0;
+  /* Base time: the Unix offset rounded down to a whole second, as Kineto's base is a
+   * round number; ts then stay positive (the clock is CLOCK_MONOTONIC, >= 0). */
+  int64_t sec = w->unix_offset_ns / 1000000000LL;
+  if (w->unix_offset_ns < 0 && w->unix_offset_ns % 1000000000LL != 0) sec--;
+  w->base_ns = sec * 1000000000LL;
+
+  snprintf(w->tmp_path, tmplen, "%s.tmp.%ld", path, (long)getpid());
+  w->f = fopen(w->tmp_path, "wbx");
+  if (w->f == NULL && errno == EEXIST) {
+    /* A stale temp file of an earlier run with the same pid: ours to replace. */
+    w->f = fopen(w->tmp_path, "wb");
+  }
+  if (w->f == NULL) {
+    writer_free(w);
+    return PD_EIO;
+  }
+  setvbuf(w->f, w->iobuf, _IOFBF, WRITE_BUFFER_BYTES);
+
+  char buf[128], *p;
+  PUT_RAW_LIT(w, "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [");
+  for (size_t i = 0; i < ndevices; i++) write_device_props(w, &devices[i], i == 0);
+  PUT_RAW_LIT(w, "\n  ],\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ");
+  p = put_i64(buf, w->base_ns);
+  p = PUT_LIT(p, ",\n  \"traceEvents\": [");
+  put_raw(w, buf, (size_t)(p - buf));
+  /* Rows for the host process and every known device, before any event. */
+  if (u64set_add(&w->pids, w->pid) > 0) write_process_meta(w, w->pid, false);
+  for (size_t i = 0; i < ndevices; i++)
+    if (u64set_add(&w->pids, (uint32_t)devices[i].id) > 0) write_process_meta(w, (uint32_t)devices[i].id, true);
+  if (w->err != 0) {
+    int rc = w->err;
+    pd_trace_writer_abort(w);
+    return rc;
+  }
+  *out = w;
+  return 0;
+}
+
+static bool is_gpu_row(pd_event_kind_t k) {
+  return k == PD_EVENT_KERNEL || k == PD_EVENT_MEMCPY || k == PD_EVENT_MEMSET ||
+         k == PD_EVENT_GPU_RANGE || k == PD_EVENT_SYNC;
+}
+
+static const char *sync_name(pd_sync_kind_t k) {
+  switch (k) {
+  case PD_SYNC_EVENT: return "Event Sync";
+  case PD_SYNC_STREAM_WAIT_EVENT: return "Stream Wait Event";
+  case PD_SYNC_STREAM: return "Stream Sync";
+  case PD_SYNC_CONTEXT: return "Context Sync";
+  case PD_SYNC_UNKNOWN: break;
+  }
+  return "Unknown Sync";
+}
+
+/* Shapes that already are JSON arrays of integers ("[[64, 3, 32, 32], []]") are written
+ * as arrays, as Kineto's "Input Dims"; anything else as a string. */
+static bool shape_is_int_array(const char *s) {
+  if (s == NULL || s[0] != '[') return false;
+  int depth = 0;
+  for (const char *p = s; *p; p++) {
+    char c = *p;
+    if (c == '[') depth++;
+    else if (c == ']') {
+      if (--depth < 0) return false;
+      if (depth == 0 && p[1] != 0) return false;
+    } else if (!((c >= '0' && c <= '9') || c == ',' || c == ' ' || c == '-')) {
+      return false;
+    }
+  }
+  return depth == 0;
+}
+
+/* The flow half of a correlated event, unless the writer filters flows out. */
+static bool wants_flow(const pd_trace_writer_t *w, uint64_t corr) {
+  return corr != 0 && (w->flows == NULL || u64set_has(w->flows, corr));
+}
+
+int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev) {
+  if (w == NULL || ev == NULL) return PD_EINVAL;
+  if (w->err != 0) return w->err;
+  if ((int)ev->kind < 0 || ev->kind >= PD_EVENT_KIND_COUNT) return PD_EINVAL;
+  if (ev->kind == PD_EVENT_MEMORY && !w->profile_memory) return 0;
+
+  bool gpu = is_gpu_row(ev->kind);
+  uint32_t pid = gpu ? ev->device : ev->pid;
+  uint32_t tid = gpu ? ev->stream : ev->tid;
+  note_row(w, pid, tid, gpu);
+  if (w->err != 0) return w->err;
+
+  char buf[1024], *p;
+  char namebuf[96];
+  const char *cat = pd_event_kind_category(ev->kind);
+  int64_t ts_ns = ev->start_ns + w->unix_offset_ns - w->base_ns;
+  int64_t dur_ns = ev->end_ns > ev->start_ns ? ev->end_ns - ev->start_ns : 0;
+  const char *name = ev->kind == PD_EVENT_SYNC && ev->name == NULL
+                         ? sync_name(ev->u.sync.sync_kind)
+                         : pd_event_display_name(ev, namebuf, sizeof namebuf);
+
+  begin_entry(w);
+  if (ev->kind == PD_EVENT_MEMORY) {
+    p = PUT_LIT(buf, "{\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"s\":\"t\",\"name\":\"[memory]\",\"pid\":");
+  } else {
+    p = PUT_LIT(buf, "{\"ph\":\"X\",\"cat\":\"");
+    size_t n = strlen(cat);
+    memcpy(p, cat, n);
+    p += n;
+    p = PUT_LIT(p, "\",\"name\":");
+    put_raw(w, buf, (size_t)(p - buf));
+    put_name(w, name);
+    p = PUT_LIT(buf, ",\"pid\":");
+  }
+  p = put_u64(p, pid);
+  p = PUT_LIT(p, ",\"tid\":");
+  p = put_u64(p, tid);
+  p = PUT_LIT(p, ",\"ts\":");
+  p = us_text(p, ts_ns);
+  if (ev->kind != PD_EVENT_MEMORY) {
+    p = PUT_LIT(p, ",\"dur\":");
+    p = us_text(p, dur_ns);
+  }
+  p = PUT_LIT(p, ",\"args\":{");
+
+  switch (ev->kind) {
+  case PD_EVENT_KERNEL: {
+    p = PUT_LIT(p, "\"device\":");
+    p = put_u64(p, ev->device);
+    p = PUT_LIT(p, ",\"stream\":");
+    p = put_u64(p, ev->stream);
+    p = PUT_LIT(p, ",\"correlation\":");
+    p = put_u64(p, ev->correlation_id);
+    p = PUT_LIT(p, ",\"registers per thread\":");
+    p = put_i64(p, ev->u.kernel.registers_per_thread);
+    p = PUT_LIT(p, ",\"shared memory\":");
+    p = put_i64(p, (int64_t)ev->u.kernel.static_smem_bytes + ev->u.kernel.dynamic_smem_bytes);
+    pd_kernel_launch_stats_t ls;
+    const pd_device_props_t *dev = find_device(w, ev->device);
+    bool have_stats = dev != NULL && pd_kernel_launch_stats(dev, ev, &ls) == 0;
+    if (have_stats) {
+      p = PUT_LIT(p, ",\"blocks per SM\":");
+      p = put_fixed6(p, ls.blocks_per_sm);
+      p = PUT_LIT(p, ",\"warps per SM\":");
+      p = put_fixed6(p, ls.warps_per_sm);
+    }
+    p = PUT_LIT(p, ",\"grid\":[");
+    for (int i = 0; i < 3; i++) {
+      if (i) *p++ = ',';
+      p = put_i64(p, ev->u.kernel.grid[i]);
+    }
+    p = PUT_LIT(p, "],\"block\":[");
+    for (int i = 0; i < 3; i++) {
+      if (i) *p++ = ',';
+      p = put_i64(p, ev->u.kernel.block[i]);
+    }
+    p = PUT_LIT(p, "]");
+    if (have_stats) {
+      p = PUT_LIT(p, ",\"est. achieved occupancy %\":");
+      p = put_i64(p, ls.est_achieved_occupancy_pct);
+    }
+    p = PUT_LIT(p, "}}");
+    break;
+  }
+  case PD_EVENT_MEMCPY:
+  case PD_EVENT_MEMSET: {
+    uint64_t bytes = ev->kind == PD_EVENT_MEMCPY ? ev->u.memcpy.bytes : ev->u.memset.bytes;
+    p = PUT_LIT(p, "\"device\":");
+    p = put_u64(p, ev->device);
+    p = PUT_LIT(p, ",\"stream\":");
+    p = put_u64(p, ev->stream);
+    p = PUT_LIT(p, ",\"correlation\":");
+    p = put_u64(p, ev->correlation_id);
+    p = PUT_LIT(p, ",\"bytes\":");
+    p = put_u64(p, bytes);
+    /* bytes per nanosecond is GB/s */
+    p = PUT_LIT(p, ",\"memory bandwidth (GB/s)\":");
+    p = put_fixed6(p, dur_ns > 0 ? (double)bytes / (double)dur_ns : 0.0);
+    p = PUT_LIT(p, "}}");
+    break;
+  }
+  case PD_EVENT_RUNTIME:
+  case PD_EVENT_DRIVER:
+    p = PUT_LIT(p, "\"cbid\":");
+    p = put_u64(p, ev->u.api.cbid);
+    p = PUT_LIT(p, ",\"correlation\":");
+    p = put_u64(p, ev->correlation_id);
+    p = PUT_LIT(p, "}}");
+    break;
+  case PD_EVENT_SYNC:
+    p = PUT_LIT(p, "\"device\":");
+    p = put_u64(p, ev->device);
+    p = PUT_LIT(p, ",\"stream\":");
+    p = put_u64(p, ev->stream);
+    p = PUT_LIT(p, ",\"correlation\":");
+    p = put_u64(p, ev->correlation_id);
+    p = PUT_LIT(p, "}}");
+    break;
+  case PD_EVENT_MEMORY: {
+    bool on_device = ev->u.memory.mem_kind != PD_MEM_PAGEABLE && ev->u.memory.mem_kind != PD_MEM_PINNED;
+    p = PUT_LIT(p, "\"Addr\":");
+    p = put_u64(p, ev->u.memory.address);
+    p = PUT_LIT(p, ",\"Bytes\":");
+    p = put_i64(p, ev->u.memory.bytes);
+    if (ev->u.memory.total_allocated >= 0) {
+      p = PUT_LIT(p, ",\"Total Allocated\":");
+      p = put_i64(p, ev->u.memory.total_allocated);
+    }
+    p = PUT_LIT(p, ",\"Device Id\":");
+    p = on_device ? put_u64(p, ev->device) : PUT_LIT(p, "-1");
+    /* c10::DeviceType: 0 = CPU, 1 = CUDA */
+    p = on_device ? PUT_LIT(p, ",\"Device Type\":1}}") : PUT_LIT(p, ",\"Device Type\":0}}");
+    break;
+  }
+  case PD_EVENT_RANGE:
+  case PD_EVENT_CPU_OP:
+  case PD_EVENT_GPU_RANGE:
+    if (ev->u.range.shape != NULL) {
+      p = PUT_LIT(p, "\"Input Dims\":");
+      put_raw(w, buf, (size_t)(p - buf));
+      if (shape_is_int_array(ev->u.range.shape)) put_raw(w, ev->u.range.shape, strlen(ev->u.range.shape));
+      else put_name(w, ev->u.range.shape);
+      p = buf;
+    }
+    p = PUT_LIT(p, "}}");
+    break;
+  case PD_EVENT_OVERHEAD:
+  case PD_EVENT_KIND_COUNT:
+    p = PUT_LIT(p, "}}");
+    break;
+  }
+
+  /* ac2g flow halves: "s" at the launching call, "f" (binding to the enclosing slice)
+   * at the GPU activity, both with the correlation id as flow id. */
+  bool launch = ev->kind == PD_EVENT_RUNTIME || ev->kind == PD_EVENT_DRIVER;
+  bool activity = ev->kind == PD_EVENT_KERNEL || ev->kind == PD_EVENT_MEMCPY || ev->kind == PD_EVENT_MEMSET;
+  if ((launch || activity) && wants_flow(w, ev->correlation_id)) {
+    p = launch ? PUT_LIT(p, ",\n{\"ph\":\"s\",\"id\":") : PUT_LIT(p, ",\n{\"ph\":\"f\",\"id\":");
+    p = put_u64(p, ev->correlation_id);
+    p = PUT_LIT(p, ",\"pid\":");
+    p = put_u64(p, pid);
+    p = PUT_LIT(p, ",\"tid\":");
+    p = put_u64(p, tid);
+    p = PUT_LIT(p, ",\"ts\":");
+    p = us_text(p, ts_ns);
+    p = launch ? PUT_LIT(p, ",\"cat\":\"ac2g\",\"name\":\"ac2g\"}")
+               : PUT_LIT(p, ",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"}");
+    w->nevents++;
+  }
+  put_raw(w, buf, (size_t)(p - buf));
+  return w->err;
+}
+
+void pd_trace_writer_abort(pd_trace_writer_t *w) {
+  if (w == NULL) return;
+  if (w->f != NULL) {
+    fclose(w->f);
+    w->f = NULL;
+  }
+  if (w->tmp_path != NULL) unlink(w->tmp_path);
+  writer_free(w);
+}
+
+/* Makes a rename durable: fsync the directory that holds path (best effort). */
+static void sync_parent_dir(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char dir[4096];
+  if (slash == NULL) snprintf(dir, sizeof dir, ".");
+  else if (slash == path) snprintf(dir, sizeof dir, "/");
+  else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    (void)fsync(fd);
+    close(fd);
+  }
+}
+
+int pd_trace_writer_close(pd_trace_writer_t *w) {
+  if (w == NULL) return PD_EINVAL;
+  if (w->err == 0) {
+    PUT_RAW_LIT(w, "\n  ],\n  \"traceName\": ");
+    put_name(w, w->trace_name);
+    PUT_RAW_LIT(w, "\n}\n");
+  }
+  int rc = w->err;
+  if (rc == 0 && (fflush(w->f) != 0 || ferror(w->f) || fsync(fileno(w->f)) != 0)) rc = PD_EIO;
+  FILE *f = w->f;
+  w->f = NULL;
+  if (fclose(f) != 0 && rc == 0) rc = PD_EIO;
+  if (rc == 0 && rename(w->tmp_path, w->path) != 0) rc = PD_EIO;
+  if (rc != 0) {
+    unlink(w->tmp_path);
+  } else {
+    sync_parent_dir(w->path);
+  }
+  writer_free(w);
+  return rc;
+}
+
+int pd_trace_write_file(const char *path, const pd_trace_t *trace, const pd_trace_meta_t *meta) {
+  if (path == NULL || trace == NULL) return PD_EINVAL;
+  const pd_event_t *ev = pd_trace_events(trace);
+  size_t n = pd_trace_count(trace);
+
+  /* Flows only where both halves exist, so every "f" has its "s" and no arrow dangles. */
+  u64set_t launches = {0}, activities = {0}, both = {0};
+  int rc = 0;
+  for (size_t i = 0; i < n && rc >= 0; i++) {
+    if (ev[i].correlation_id == 0) continue;
+    if (ev[i].kind == PD_EVENT_RUNTIME || ev[i].kind == PD_EVENT_DRIVER) rc = u64set_add(&launches, ev[i].correlation_id);
+    else if (ev[i].kind == PD_EVENT_KERNEL || ev[i].kind == PD_EVENT_MEMCPY || ev[i].kind == PD_EVENT_MEMSET)
+      rc = u64set_add(&activities, ev[i].correlation_id);
+  }
+  for (size_t i = 0; i < activities.n && rc >= 0; i++)
+    if (activities.keys[i] != 0 && u64set_has(&launches, activities.keys[i])) rc = u64set_add(&both, activities.keys[i]);
+  u64set_free(&launches);
+  u64set_free(&activities);
+  if (rc < 0) {
+    u64set_free(&both);
+    return rc;
+  }
+
+  pd_trace_writer_t *w = NULL;
+  rc = pd_trace_writer_open(path, meta, pd_trace_devices(trace), pd_trace_device_count(trace), &w);
+  if (rc != 0) {
+    u64set_free(&both);
+    return rc;
+  }
+  w->flows = &both;
+  for (size_t i = 0; i < n && rc == 0; i++) rc = pd_trace_writer_event(w, &ev[i]);
+  if (rc != 0) {
+    pd_trace_writer_abort(w);
+  } else {
+    rc = pd_trace_writer_close(w);
+  }
+  u64set_free(&both);
+  return rc;
+}
