@@ -1,0 +1,121 @@
+/* demo.h: profiler_demo's config, option parsing, output preparation and run loop,
+ * kept in the static library pd_cli_demo so unit tests drive them without a GPU.
+ *
+ * Order of a run (each failure writes nothing and leaves no directory it made):
+ *   parse + validate (exit 2) -> device check (exit 3) -> output dirs (exit 2 when not
+ *   writable) -> data pipeline -> model (exit 4 when the GPU is out of memory) -> warmup
+ *   -> profiled steps -> console report -> metrics JSON.
+ */
+#ifndef PD_CLI_DEMO_H
+#define PD_CLI_DEMO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PD_DEMO_PROG "profiler_demo"
+#define PD_DEMO_PATH_MAX 1024
+
+/* Exit codes, documented in --help. */
+enum {
+  PD_DEMO_EXIT_OK = 0,
+  PD_DEMO_EXIT_RUNTIME = 1, /* a failure after work started; files of this run removed */
+  PD_DEMO_EXIT_USAGE = 2,   /* bad flag or value, or an output path that is not writable */
+  PD_DEMO_EXIT_NODEV = 3,   /* no CUDA device */
+  PD_DEMO_EXIT_OOM = 4      /* out of GPU memory */
+};
+
+typedef enum { PD_DEMO_RUN = 0, PD_DEMO_HELP, PD_DEMO_VERSION, PD_DEMO_LIST } pd_demo_action_t;
+
+/* The one config struct: every flag, after defaults and validation. */
+typedef struct {
+  pd_demo_action_t action;
+  /* run */
+  int scenario;       /* pd_scenario_t */
+  int batch_size;
+  bool amp;
+  int warmup_steps;
+  int profile_steps;
+  int64_t seed;
+  int device;
+  /* data pipeline */
+  int num_workers;
+  int prefetch_factor;
+  bool persistent_workers;
+  bool pin_memory;
+  /* profiler and output */
+  char trace_dir[PD_DEMO_PATH_MAX];
+  char output_json[PD_DEMO_PATH_MAX];
+  bool with_stack;
+  int top_n;          /* rows of the ops table; 0: all */
+  int sort_by;        /* pd_sort_key_t */
+  bool quiet;
+  /* fix knobs: PD_KNOB_SCENARIO (-1) keeps the scenario's setting */
+  bool no_sync;
+  int tiny_ops_mode;  /* pd_tiny_mode_t or -1 */
+  int tiny_ops_depth; /* >= 1 or -1 */
+  int allocator;      /* pd_alloc_mode_t or -1 */
+  int churn_buffers;  /* >= 1 or -1 */
+  /* testing */
+  double inject_slowdown; /* 0..10: busy-wait this fraction of the warmup step time */
+} pd_demo_config_t;
+
+/* Fills cfg with every default (the PRD's: --scenario dataloader, --batch_size 64, ...). */
+void pd_demo_config_init(pd_demo_config_t *cfg);
+
+/* The one parse-and-validate entry: fills defaults, reads argv (`--flag value` and
+ * `--flag=value`; the last of a repeated flag wins), checks every value and the
+ * cross-flag rules. Returns 0, or PD_DEMO_EXIT_USAGE with one line naming the flag and
+ * what is allowed written into err (without the program prefix). Does no I/O. */
+int pd_demo_config_parse(int argc, char *const argv[], pd_demo_config_t *cfg, char *err, size_t errlen);
+/* The cross-flag rules alone (part of pd_demo_config_parse). Same return as above. */
+int pd_demo_config_validate(const pd_demo_config_t *cfg, char *err, size_t errlen);
+
+/* Prints the short usage (after an error), the full --help (every flag, grouped, with
+ * its default, scenarios, exit codes), the scenario list, and the version line. */
+void pd_demo_print_usage(FILE *out);
+void pd_demo_print_help(FILE *out);
+void pd_demo_print_scenarios(FILE *out);
+void pd_demo_print_version(FILE *out);
+
+/* ---- output paths --------------------------------------------------------------------- */
+
+#define PD_DEMO_MAX_TRACKED 32
+
+/* What this run created, so a failure can take it back. */
+typedef struct {
+  char dirs[PD_DEMO_MAX_TRACKED][PD_DEMO_PATH_MAX]; /* in creation order */
+  int ndirs;
+  char files[PD_DEMO_MAX_TRACKED][PD_DEMO_PATH_MAX];
+  int nfiles;
+} pd_demo_outputs_t;
+
+/* Creates trace_dir and the JSON's parent directory (like mkdir -p, recording what it
+ * made) and proves both writable by creating and removing a probe file. Returns 0, or
+ * PD_DEMO_EXIT_USAGE with the reason in err; on failure the directories it made are
+ * removed again. */
+int pd_demo_outputs_prepare(const pd_demo_config_t *cfg, pd_demo_outputs_t *outs, char *err, size_t errlen);
+/* Remembers a file this run wrote (trace, JSON) for pd_demo_outputs_rollback(). */
+void pd_demo_outputs_track_file(pd_demo_outputs_t *outs, const char *path);
+/* Removes the tracked files, then the directories this run made (deepest first; only
+ * those left empty). */
+void pd_demo_outputs_rollback(pd_demo_outputs_t *outs);
+
+/* ---- the run ---------------------------------------------------------------------------- */
+
+/* Runs the whole demo for a validated config with action PD_DEMO_RUN; prints the report
+ * on stdout and errors on stderr. Returns the process exit code (PD_DEMO_EXIT_*). */
+int pd_demo_run(const pd_demo_config_t *cfg);
+
+/* main(): parse, then help/version/list or run. Returns the process exit code. */
+int pd_demo_main(int argc, char *const argv[]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PD_CLI_DEMO_H */

@@ -1,0 +1,479 @@
+/* demo_options.c: profiler_demo's flags in ONE table (name, kind, range, group, default,
+ * help) that drives parsing, validation, the usage line and --help alike, so adding a
+ * flag is one row. Parsing does no I/O: errors come back as one line of text.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "demo.h"
+#include "pd/pd_cnn.h"
+#include "pd/pd_common.h"
+#include "pd/pd_scen.h"
+#include "pd/pd_stats.h"
+
+typedef enum {
+  OPT_INT,    /* int field, [imin, imax] */
+  OPT_I64,    /* int64_t field, [imin, imax] */
+  OPT_DOUBLE, /* double field, [dmin, dmax] */
+  OPT_PATH,   /* char[PD_DEMO_PATH_MAX] field */
+  OPT_SWITCH, /* bool field set to true; takes no value */
+  OPT_CHOICE, /* int field set to values[i] for the i-th choice */
+  OPT_ACTION  /* sets cfg->action */
+} opt_kind_t;
+
+typedef struct {
+  const char *name; /* without the leading "--" */
+  opt_kind_t kind;
+  size_t offset;
+  int64_t imin, imax;
+  double dmin, dmax;
+  const char *const *choices; /* NULL-terminated */
+  const int *values;          /* parallel to choices */
+  int action;
+  const char *metavar;
+  const char *group;
+  const char *def; /* the default as --help shows it; NULL: none shown */
+  const char *help;
+} opt_t;
+
+static const char *const scenario_choices[] = {
+#define PD_DEMO_SCEN_NAME(id, name, ...) name,
+    PD_SCENARIO_MAP(PD_DEMO_SCEN_NAME)
+#undef PD_DEMO_SCEN_NAME
+        NULL};
+static const int scenario_values[] = {
+#define PD_DEMO_SCEN_VALUE(id, ...) PD_SCEN_##id,
+    PD_SCENARIO_MAP(PD_DEMO_SCEN_VALUE)
+#undef PD_DEMO_SCEN_VALUE
+};
+
+static const char *const sort_choices[] = {
+#define PD_DEMO_SORT_NAME(id, text) text,
+    PD_SORT_KEY_MAP(PD_DEMO_SORT_NAME)
+#undef PD_DEMO_SORT_NAME
+        NULL};
+static const int sort_values[] = {
+#define PD_DEMO_SORT_VALUE(id, text) PD_SORT_##id,
+    PD_SORT_KEY_MAP(PD_DEMO_SORT_VALUE)
+#undef PD_DEMO_SORT_VALUE
+};
+
+static const char *const tiny_choices[] = {"off", "chain", "fused", "graph", NULL};
+static const int tiny_values[] = {PD_TINY_OFF, PD_TINY_CHAIN, PD_TINY_FUSED, PD_TINY_GRAPH};
+
+static const char *const alloc_choices[] = {"cudamalloc", "pool", NULL};
+static const int alloc_values[] = {PD_ALLOC_CHURN, PD_ALLOC_POOL};
+
+#define OFF(field) offsetof(pd_demo_config_t, field)
+#define G_RUN "Run"
+#define G_DATA "Data pipeline"
+#define G_OUT "Profiler and output"
+#define G_KNOB "Fix knobs (work on any scenario, for A/B comparisons)"
+#define G_TEST "Testing"
+#define G_INFO "Information"
+
+/* The flag table. Order is the order of --help within each group. */
+static const opt_t opts[] = {
+    {"scenario", OPT_CHOICE, OFF(scenario), 0, 0, 0, 0, scenario_choices, scenario_values, 0, "NAME", G_RUN,
+     "dataloader", "the planted bottleneck to run (see --list_scenarios)"},
+    {"batch_size", OPT_INT, OFF(batch_size), 1, 65536, 0, 0, NULL, NULL, 0, "N", G_RUN, "64",
+     "images per training step"},
+    {"amp", OPT_SWITCH, OFF(amp), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_RUN, "off",
+     "fp16 compute with fp32 master weights and dynamic loss scaling"},
+    {"warmup_steps", OPT_INT, OFF(warmup_steps), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_RUN, "10",
+     "unprofiled steps before the profiler starts"},
+    {"profile_steps", OPT_INT, OFF(profile_steps), 1, 10000, 0, 0, NULL, NULL, 0, "N", G_RUN, "8",
+     "recorded steps: schedule(wait=1, warmup=1, active=N, repeat=1)"},
+    {"seed", OPT_I64, OFF(seed), 0, INT64_MAX, 0, 0, NULL, NULL, 0, "N", G_RUN, "0",
+     "seed of the weights and of the synthetic data"},
+    {"device", OPT_INT, OFF(device), 0, 1023, 0, 0, NULL, NULL, 0, "N", G_RUN, "0", "CUDA device ordinal"},
+
+    {"num_workers", OPT_INT, OFF(num_workers), 0, 256, 0, 0, NULL, NULL, 0, "N", G_DATA, "2",
+     "loader threads; 0 loads on the main thread"},
+    {"prefetch_factor", OPT_INT, OFF(prefetch_factor), 1, 64, 0, 0, NULL, NULL, 0, "N", G_DATA, "2",
+     "batches queued per worker (no effect with --num_workers 0)"},
+    {"persistent_workers", OPT_SWITCH, OFF(persistent_workers), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_DATA, "off",
+     "keep workers alive across epochs (no effect with --num_workers 0)"},
+    {"pin_memory", OPT_SWITCH, OFF(pin_memory), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_DATA, "off",
+     "stage batches in page-locked memory and copy them asynchronously"},
+
+    {"trace_dir", OPT_PATH, OFF(trace_dir), 0, 0, 0, 0, NULL, NULL, 0, "DIR", G_OUT,
+     "results/traces/profiler_demo", "where the Chrome trace (.pt.trace.json) goes"},
+    {"output_json", OPT_PATH, OFF(output_json), 0, 0, 0, 0, NULL, NULL, 0, "FILE", G_OUT,
+     "results/metrics_demo.json", "the metrics JSON (schema v1)"},
+    {"with_stack", OPT_SWITCH, OFF(with_stack), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
+     "accepted for torch compatibility; host stacks are not recorded"},
+    {"top_n", OPT_INT, OFF(top_n), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_OUT, "15",
+     "rows of the top CUDA ops table; 0 prints all"},
+    {"sort_by", OPT_CHOICE, OFF(sort_by), 0, 0, 0, 0, sort_choices, sort_values, 0, "KEY", G_OUT,
+     "self_cuda_time_total", "column the ops table is sorted by"},
+    {"quiet", OPT_SWITCH, OFF(quiet), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
+     "print only the verdict and the output paths"},
+
+    {"no_sync", OPT_SWITCH, OFF(no_sync), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_KNOB, "off",
+     "drop the host reads of the loss inside the step (fixes sync)"},
+    {"tiny_ops_mode", OPT_CHOICE, OFF(tiny_ops_mode), 0, 0, 0, 0, tiny_choices, tiny_values, 0, "MODE", G_KNOB,
+     "the scenario's (chain for tiny_ops, off otherwise)",
+     "TinyOpsBlock: chain plants it, fused or graph fix it, off removes it"},
+    {"tiny_ops_depth", OPT_INT, OFF(tiny_ops_depth), 1, 100000, 0, 0, NULL, NULL, 0, "N", G_KNOB,
+     "the model's (256)", "elementwise kernels in the TinyOpsBlock chain"},
+    {"allocator", OPT_CHOICE, OFF(allocator), 0, 0, 0, 0, alloc_choices, alloc_values, 0, "KIND", G_KNOB,
+     "the scenario's (cudamalloc for memory_churn, pool otherwise)",
+     "step temporaries: cudamalloc (cudaMalloc/cudaFree each step) or pool (cudaMallocAsync)"},
+    {"churn_buffers", OPT_INT, OFF(churn_buffers), 1, 100000, 0, 0, NULL, NULL, 0, "N", G_KNOB,
+     "the model's (64)", "temporaries allocated and freed per step"},
+
+    {"inject_slowdown", OPT_DOUBLE, OFF(inject_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION", G_TEST,
+     "0",
+     "busy-wait FRACTION x the mean warmup step time at the end of every profiled step "
+     "(the gate's self-test)"},
+
+    {"list_scenarios", OPT_ACTION, 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_LIST, NULL, G_INFO, NULL,
+     "describe the five scenarios and exit"},
+    {"help", OPT_ACTION, 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_HELP, NULL, G_INFO, NULL,
+     "show this help and exit (also -h)"},
+    {"version", OPT_ACTION, 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_VERSION, NULL, G_INFO, NULL,
+     "show the version and exit"},
+};
+#define NOPTS (sizeof(opts) / sizeof(opts[0]))
+
+static const char *const groups[] = {G_RUN, G_DATA, G_OUT, G_KNOB, G_TEST, G_INFO};
+
+/* The verdict names from pd_stats.h's table, without linking the statistics code. */
+static const char *bottleneck_text(pd_bottleneck_t b) {
+  switch (b) {
+#define PD_DEMO_BN_TEXT(id, text) \
+  case PD_BOTTLENECK_##id:        \
+    return text;
+    PD_BOTTLENECK_MAP(PD_DEMO_BN_TEXT)
+#undef PD_DEMO_BN_TEXT
+    case PD_BOTTLENECK_COUNT:
+      break;
+  }
+  return "unknown";
+}
+
+void pd_demo_config_init(pd_demo_config_t *cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->action = PD_DEMO_RUN;
+  cfg->scenario = PD_SCEN_DATALOADER;
+  cfg->batch_size = 64;
+  cfg->amp = false;
+  cfg->warmup_steps = 10;
+  cfg->profile_steps = 8;
+  cfg->seed = 0;
+  cfg->device = 0;
+  cfg->num_workers = 2;
+  cfg->prefetch_factor = 2;
+  cfg->persistent_workers = false;
+  cfg->pin_memory = false;
+  snprintf(cfg->trace_dir, sizeof(cfg->trace_dir), "%s", "results/traces/profiler_demo");
+  snprintf(cfg->output_json, sizeof(cfg->output_json), "%s", "results/metrics_demo.json");
+  cfg->with_stack = false;
+  cfg->top_n = 15;
+  cfg->sort_by = PD_SORT_SELF_CUDA_TIME_TOTAL;
+  cfg->quiet = false;
+  cfg->no_sync = false;
+  cfg->tiny_ops_mode = PD_KNOB_SCENARIO;
+  cfg->tiny_ops_depth = PD_KNOB_SCENARIO;
+  cfg->allocator = PD_KNOB_SCENARIO;
+  cfg->churn_buffers = PD_KNOB_SCENARIO;
+  cfg->inject_slowdown = 0.0;
+}
+
+static const opt_t *opt_find(const char *name, size_t len) {
+  for (size_t i = 0; i < NOPTS; i++) {
+    if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0) return &opts[i];
+  }
+  return NULL;
+}
+
+/* "an integer from 1 to 65536", "one of a, b, c": what the flag allows, in words. */
+static void opt_allowed(const opt_t *o, char *buf, size_t len) {
+  switch (o->kind) {
+    case OPT_INT:
+    case OPT_I64:
+      snprintf(buf, len, "an integer from %" PRId64 " to %" PRId64, o->imin, o->imax);
+      return;
+    case OPT_DOUBLE:
+      snprintf(buf, len, "a number from %g to %g", o->dmin, o->dmax);
+      return;
+    case OPT_PATH:
+      snprintf(buf, len, "a non-empty path of at most %d bytes", PD_DEMO_PATH_MAX - 1);
+      return;
+    case OPT_CHOICE: {
+      size_t used = (size_t)snprintf(buf, len, "one of ");
+      for (int i = 0; o->choices[i] != NULL && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", o->choices[i]);
+      return;
+    }
+    case OPT_SWITCH:
+    case OPT_ACTION:
+      snprintf(buf, len, "no value");
+      return;
+  }
+}
+
+static int opt_error(char *err, size_t errlen, const opt_t *o, const char *value) {
+  char allowed[256];
+  opt_allowed(o, allowed, sizeof(allowed));
+  snprintf(err, errlen, "--%s must be %s, got '%s'", o->name, allowed, value);
+  return PD_DEMO_EXIT_USAGE;
+}
+
+/* Whole-string integer: no spaces, no '+', no exponent, no trailing text, no overflow. */
+static bool parse_i64(const char *s, int64_t *out) {
+  if (*s == '\0' || !(*s == '-' || (*s >= '0' && *s <= '9'))) return false;
+  errno = 0;
+  char *end = NULL;
+  long long v = strtoll(s, &end, 10);
+  if (errno == ERANGE || end == s || *end != '\0') return false;
+  *out = (int64_t)v;
+  return true;
+}
+
+/* Whole-string finite decimal number. */
+static bool parse_double(const char *s, double *out) {
+  if (*s == '\0' || !(*s == '-' || *s == '.' || (*s >= '0' && *s <= '9'))) return false;
+  errno = 0;
+  char *end = NULL;
+  double v = strtod(s, &end);
+  if (errno == ERANGE || end == s || *end != '\0' || !isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+static int opt_set(const opt_t *o, const char *value, pd_demo_config_t *cfg, char *err, size_t errlen) {
+  char *field = (char *)cfg + o->offset;
+  switch (o->kind) {
+    case OPT_INT:
+    case OPT_I64: {
+      int64_t v = 0;
+      if (!parse_i64(value, &v) || v < o->imin || v > o->imax) return opt_error(err, errlen, o, value);
+      if (o->kind == OPT_INT) {
+        int iv = (int)v;
+        memcpy(field, &iv, sizeof(iv));
+      } else {
+        memcpy(field, &v, sizeof(v));
+      }
+      return 0;
+    }
+    case OPT_DOUBLE: {
+      double v = 0;
+      if (!parse_double(value, &v) || v < o->dmin || v > o->dmax) return opt_error(err, errlen, o, value);
+      memcpy(field, &v, sizeof(v));
+      return 0;
+    }
+    case OPT_PATH: {
+      size_t n = strlen(value);
+      if (n == 0 || n >= PD_DEMO_PATH_MAX) return opt_error(err, errlen, o, value);
+      memcpy(field, value, n + 1);
+      return 0;
+    }
+    case OPT_CHOICE:
+      for (int i = 0; o->choices[i] != NULL; i++) {
+        if (strcmp(value, o->choices[i]) == 0) {
+          memcpy(field, &o->values[i], sizeof(int));
+          return 0;
+        }
+      }
+      return opt_error(err, errlen, o, value);
+    case OPT_SWITCH: {
+      bool t = true;
+      memcpy(field, &t, sizeof(t));
+      return 0;
+    }
+    case OPT_ACTION:
+      cfg->action = (pd_demo_action_t)o->action;
+      return 0;
+  }
+  return 0;
+}
+
+int pd_demo_config_validate(const pd_demo_config_t *cfg, char *err, size_t errlen) {
+  if (cfg->inject_slowdown > 0.0 && cfg->warmup_steps < 1) {
+    snprintf(err, errlen,
+             "--inject_slowdown needs --warmup_steps of at least 1 (the slowdown is a fraction of the "
+             "mean warmup step time), got --warmup_steps %d",
+             cfg->warmup_steps);
+    return PD_DEMO_EXIT_USAGE;
+  }
+  size_t n = strlen(cfg->output_json);
+  if (n > 0 && cfg->output_json[n - 1] == '/') {
+    snprintf(err, errlen, "--output_json must name a file, got the directory '%s'", cfg->output_json);
+    return PD_DEMO_EXIT_USAGE;
+  }
+  if (strcmp(cfg->output_json, cfg->trace_dir) == 0) {
+    snprintf(err, errlen, "--output_json must differ from --trace_dir, got '%s' for both", cfg->output_json);
+    return PD_DEMO_EXIT_USAGE;
+  }
+  return 0;
+}
+
+int pd_demo_config_parse(int argc, char *const argv[], pd_demo_config_t *cfg, char *err, size_t errlen) {
+  pd_demo_config_init(cfg);
+  if (errlen > 0) err[0] = '\0';
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "-h") == 0) arg = "--help";
+    if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
+      if (arg[0] == '-')
+        snprintf(err, errlen, "unknown flag '%s' (flags are --name or --name=value; see --help)", arg);
+      else
+        snprintf(err, errlen, "unexpected argument '%s' (flags are --name or --name=value; see --help)", arg);
+      return PD_DEMO_EXIT_USAGE;
+    }
+    const char *name = arg + 2;
+    const char *eq = strchr(name, '=');
+    size_t name_len = eq != NULL ? (size_t)(eq - name) : strlen(name);
+    const opt_t *o = opt_find(name, name_len);
+    if (o == NULL) {
+      snprintf(err, errlen, "unknown flag '--%.*s' (see --help)", (int)name_len, name);
+      return PD_DEMO_EXIT_USAGE;
+    }
+    const char *value = NULL;
+    if (o->kind == OPT_SWITCH || o->kind == OPT_ACTION) {
+      if (eq != NULL) {
+        snprintf(err, errlen, "--%s is a switch and takes no value, got '%s'", o->name, arg);
+        return PD_DEMO_EXIT_USAGE;
+      }
+    } else if (eq != NULL) {
+      value = eq + 1;
+    } else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+      /* A following "--flag" is a missing value, as argparse sees it; "-1" is a value. */
+      value = argv[++i];
+    } else {
+      char allowed[256];
+      opt_allowed(o, allowed, sizeof(allowed));
+      snprintf(err, errlen, "--%s needs a value (%s)", o->name, allowed);
+      return PD_DEMO_EXIT_USAGE;
+    }
+    int rc = opt_set(o, value, cfg, err, errlen);
+    if (rc != 0) return rc;
+    /* --help and --version win over whatever follows, as with argparse. */
+    if (cfg->action == PD_DEMO_HELP || cfg->action == PD_DEMO_VERSION) return 0;
+  }
+  return pd_demo_config_validate(cfg, err, errlen);
+}
+
+/* ---- usage and help --------------------------------------------------------------------- */
+
+static void opt_synopsis(const opt_t *o, char *buf, size_t len) {
+  if (o->kind == OPT_SWITCH || o->kind == OPT_ACTION)
+    snprintf(buf, len, "[--%s]", o->name);
+  else if (o->kind == OPT_CHOICE && o->values != sort_values) { /* sort keys: too long inline */
+    size_t used = (size_t)snprintf(buf, len, "[--%s {", o->name);
+    for (int i = 0; o->choices[i] != NULL && used < len; i++)
+      used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "," : "", o->choices[i]);
+    if (used < len) snprintf(buf + used, len - used, "}]");
+  } else {
+    snprintf(buf, len, "[--%s %s]", o->name, o->metavar);
+  }
+}
+
+void pd_demo_print_usage(FILE *out) {
+  const char *lead = "usage: " PD_DEMO_PROG;
+  const int indent = (int)strlen(lead);
+  int col = fprintf(out, "%s", lead);
+  for (size_t i = 0; i < NOPTS; i++) {
+    char item[512];
+    opt_synopsis(&opts[i], item, sizeof(item));
+    int w = (int)strlen(item) + 1;
+    if (col + w > 100) {
+      fprintf(out, "\n%*s", indent, "");
+      col = indent;
+    }
+    col += fprintf(out, " %s", item);
+  }
+  fprintf(out, "\n");
+}
+
+/* Prints text after a 30-column head, wrapped at 100 columns. */
+static void help_wrap(FILE *out, const char *text) {
+  const int indent = 30, width = 100;
+  int col = indent;
+  const char *p = text;
+  while (*p != '\0') {
+    size_t w = strcspn(p, " ");
+    if (col > indent && col + 1 + (int)w > width) {
+      fprintf(out, "\n%*s", indent, "");
+      col = indent;
+    }
+    col += fprintf(out, " %.*s", (int)w, p);
+    p += w;
+    while (*p == ' ') p++;
+  }
+  fprintf(out, "\n");
+}
+
+void pd_demo_print_help(FILE *out) {
+  fprintf(out,
+          "%s %s: a GPU bottleneck lab. Runs a SimpleCNN training step with one planted\n"
+          "performance problem, profiles it with its own CUPTI profiler, and prints quick stats,\n"
+          "the top CUDA ops and a verdict; writes a Chrome trace and a metrics JSON.\n\n",
+          PD_DEMO_PROG, PD_VERSION_STRING);
+  pd_demo_print_usage(out);
+  fprintf(out, "\nFlags take `--flag value` or `--flag=value`.\n");
+  for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
+    fprintf(out, "\n%s:\n", groups[g]);
+    for (size_t i = 0; i < NOPTS; i++) {
+      const opt_t *o = &opts[i];
+      if (strcmp(o->group, groups[g]) != 0) continue;
+      char head[128];
+      if (o->kind == OPT_SWITCH || o->kind == OPT_ACTION)
+        snprintf(head, sizeof(head), "--%s", o->name);
+      else
+        snprintf(head, sizeof(head), "--%s %s", o->name, o->metavar);
+      fprintf(out, "  %-28s", head);
+      help_wrap(out, o->help);
+      if (o->kind == OPT_CHOICE) {
+        char allowed[256];
+        opt_allowed(o, allowed, sizeof(allowed));
+        fprintf(out, "  %-28s", "");
+        help_wrap(out, allowed);
+      }
+      if (o->def != NULL) fprintf(out, "  %-28s (default: %s)\n", "", o->def);
+    }
+  }
+  fprintf(out, "\nScenarios (--list_scenarios tells more):\n");
+  size_t n = 0;
+  const pd_scenario_info_t *t = pd_scenario_table(&n);
+  for (size_t i = 0; i < n; i++)
+    fprintf(out, "  %-14s %s%s%s\n", t[i].name, t[i].description, t[i].fix_flag[0] ? "; fix: " : "",
+            t[i].fix_flag);
+  fprintf(out,
+          "\nExit codes:\n"
+          "  0  success\n"
+          "  1  runtime failure after work started (files of this run are removed)\n"
+          "  2  bad flag or value, or an output directory that cannot be written (nothing written)\n"
+          "  3  no CUDA device available (nothing written)\n"
+          "  4  out of GPU memory (nothing written; try a smaller --batch_size)\n"
+          "\nExamples:\n"
+          "  %s --scenario dataloader --pin_memory --amp\n"
+          "  %s --scenario dataloader --pin_memory --amp --num_workers 8     # the fix\n"
+          "  %s --scenario tiny_ops --tiny_ops_mode graph\n",
+          PD_DEMO_PROG, PD_DEMO_PROG, PD_DEMO_PROG);
+}
+
+void pd_demo_print_scenarios(FILE *out) {
+  size_t n = 0;
+  const pd_scenario_info_t *t = pd_scenario_table(&n);
+  for (size_t i = 0; i < n; i++) {
+    fprintf(out, "%s\n", t[i].name);
+    fprintf(out, "  what:      %s\n", t[i].description);
+    fprintf(out, "  planted:   %s\n", t[i].planted);
+    fprintf(out, "  signature: %s\n", t[i].signature);
+    fprintf(out, "  verdict:   %s\n", bottleneck_text(t[i].expected_verdict));
+    if (t[i].fix_flag[0] != '\0') fprintf(out, "  fix:       %s\n", t[i].fix_hint);
+    if (i + 1 < n) fprintf(out, "\n");
+  }
+}
+
+void pd_demo_print_version(FILE *out) {
+  fprintf(out, "%s %s (CUDA runtime built against %d.%d)\n", PD_DEMO_PROG, PD_VERSION_STRING,
+          CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
+}

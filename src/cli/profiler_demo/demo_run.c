@@ -1,0 +1,605 @@
+/* demo_run.c: profiler_demo's run (PRD sections 4.1-4.9): device check, output dirs,
+ * data pipeline, model, warmup, the profiled steps under schedule(wait=1, warmup=1,
+ * active=profile_steps, repeat=1), the console report and the metrics JSON.
+ *
+ * Step timing, per step: the batch is taken (pd_data_next enqueues its copy), the
+ * stream is synchronized (so the copy is done: the batch is "in hand"), t0; the
+ * "train_step" range around pd_cnn_train_step; synchronize; (optional injected
+ * slowdown); t1. Step time is t1 - t0; data wait is t0 minus the previous step's end,
+ * so the two tile the loop without a gap. Only the active steps' samples are kept.
+ *
+ * Any failure after work started removes the files and directories this run created.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "demo.h"
+#include "pd/pd_cnn.h"
+#include "pd/pd_common.h"
+#include "pd/pd_data.h"
+#include "pd/pd_prof.h"
+#include "pd/pd_scen.h"
+#include "pd/pd_stats.h"
+#include "pd/pd_writers.h"
+
+#define PD_DEMO_MAX_TRACES 8
+
+typedef struct {
+  const pd_demo_config_t *cfg;
+  pd_demo_outputs_t outs;
+  int64_t unix_offset_ns;
+  /* filled by the trace-ready callback */
+  pd_op_table_t *ops;     /* host ranges as ops (key_averages) */
+  pd_op_table_t *kernels; /* kernel-level view */
+  pd_metrics_t metrics;
+  int cycles;
+  char traces[PD_DEMO_MAX_TRACES][PD_DEMO_PATH_MAX];
+  int ntraces;
+  char cb_error[PD_DEMO_PATH_MAX + 256];
+  /* the run */
+  cudaStream_t stream;
+  pd_data_t *data;
+  pd_cnn_t *cnn;
+  pd_prof_t *prof;
+  pd_cnn_config_t cnn_cfg;
+  pd_data_config_t data_cfg;
+  int64_t prev_end_ns;
+  bool progress; /* stdout is a terminal */
+} demo_run_t;
+
+/* Prints "profiler_demo: <message>" on stderr. */
+static void demo_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void demo_err(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", PD_DEMO_PROG);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+}
+
+/* Checks a CUDA call in the run; on failure prints file:line, the call and CUDA's text
+ * and jumps to the run's cleanup with exit code 1 (4 when out of memory). */
+#define DEMO_CUDA(call)                                                                          \
+  do {                                                                                           \
+    cudaError_t demo_e_ = (call);                                                                \
+    if (demo_e_ != cudaSuccess) {                                                                \
+      demo_err("%s:%d %s failed: %s", __FILE__, __LINE__, #call, cudaGetErrorString(demo_e_)); \
+      exit_code = demo_e_ == cudaErrorMemoryAllocation ? PD_DEMO_EXIT_OOM : PD_DEMO_EXIT_RUNTIME; \
+      goto done;                                                                                 \
+    }                                                                                            \
+  } while (0)
+
+/* ---- the trace-ready callback ------------------------------------------------------------ */
+
+/* Writes the cycle's trace, adds it to the ops tables and reads its GPU-side metrics.
+ * Runs on the loop's thread inside pd_prof_step()/pd_prof_stop(). */
+static int demo_trace_ready_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *user) {
+  demo_run_t *r = user;
+  if (r->ntraces >= PD_DEMO_MAX_TRACES) {
+    snprintf(r->cb_error, sizeof(r->cb_error), "more than %d profiling cycles", PD_DEMO_MAX_TRACES);
+    return PD_ESTATE;
+  }
+  char *path = r->traces[r->ntraces];
+  int rc = pd_prof_trace_file_path(prof, path, PD_DEMO_PATH_MAX);
+  if (rc != 0) {
+    snprintf(r->cb_error, sizeof(r->cb_error), "trace file name under '%s': %s", r->cfg->trace_dir,
+             pd_strerror(rc));
+    return rc;
+  }
+  pd_trace_meta_t meta = {.trace_name = NULL,
+                          .unix_offset_ns = r->unix_offset_ns,
+                          .pid = (uint32_t)getpid(),
+                          .profile_memory = true};
+  rc = pd_trace_write_file(path, cycle, &meta);
+  if (rc != 0) {
+    snprintf(r->cb_error, sizeof(r->cb_error), "writing trace '%s': %s", path, pd_strerror(rc));
+    return rc;
+  }
+  r->ntraces++;
+  pd_demo_outputs_track_file(&r->outs, path);
+  rc = pd_op_table_add_trace(r->ops, cycle);
+  if (rc == 0) rc = pd_op_table_add_trace(r->kernels, cycle);
+  if (rc != 0) {
+    snprintf(r->cb_error, sizeof(r->cb_error), "aggregating the cycle: %s", pd_strerror(rc));
+    return rc;
+  }
+  rc = pd_metrics_from_trace(cycle, &r->metrics);
+  if (rc != 0) {
+    snprintf(r->cb_error, sizeof(r->cb_error), "step metrics from the cycle: %s", pd_strerror(rc));
+    return rc;
+  }
+  r->cycles++;
+  return 0;
+}
+
+/* ---- one training step ------------------------------------------------------------------- */
+
+typedef struct {
+  double step_s;
+  double wait_s;
+  int rc;          /* PD_E* of the failing library call, 0 when a CUDA call failed or all ok */
+  const char *what; /* which call failed */
+} demo_step_result_t;
+
+/* Busy-waits (not sleeps: a sleeping thread can overshoot by a scheduler tick) so the
+ * injected slowdown is exact. */
+static void demo_spin_ns(int64_t ns) {
+  const int64_t end = pd_clock_now_ns() + ns;
+  while (pd_clock_now_ns() < end) {
+  }
+}
+
+static int demo_step(demo_run_t *r, int64_t spin_ns, demo_step_result_t *res) {
+  int exit_code = PD_DEMO_EXIT_OK;
+  memset(res, 0, sizeof(*res));
+  pd_batch_t batch;
+  int rc = pd_data_next(r->data, &batch);
+  if (rc != 0) {
+    res->rc = rc;
+    res->what = "the data pipeline";
+    return rc == PD_EDEVOOM ? PD_DEMO_EXIT_OOM : PD_DEMO_EXIT_RUNTIME;
+  }
+  DEMO_CUDA(cudaStreamSynchronize(r->stream)); /* the batch's copy is done: in hand */
+  const int64_t t0 = pd_clock_now_ns();
+  res->wait_s = (double)(t0 - r->prev_end_ns) * 1e-9;
+
+  const bool ranged = pd_range_push("train_step") == 0;
+  rc = pd_cnn_train_step(r->cnn, batch.images, batch.labels);
+  if (ranged) (void)pd_range_pop();
+  if (rc != 0) {
+    res->rc = rc;
+    res->what = "the training step";
+    return rc == PD_EDEVOOM ? PD_DEMO_EXIT_OOM : PD_DEMO_EXIT_RUNTIME;
+  }
+  DEMO_CUDA(cudaStreamSynchronize(r->stream));
+  if (spin_ns > 0) {
+    /* A named range, so a trace reader sees why these steps are longer. */
+    const bool spun = pd_range_push("inject_slowdown") == 0;
+    demo_spin_ns(spin_ns);
+    if (spun) (void)pd_range_pop();
+  }
+  const int64_t t1 = pd_clock_now_ns();
+  res->step_s = (double)(t1 - t0) * 1e-9;
+  r->prev_end_ns = t1;
+done:
+  return exit_code;
+}
+
+/* Reports a failed step and returns its exit code. */
+static int demo_step_failed(const demo_run_t *r, const demo_step_result_t *res, int code, const char *phase,
+                            int index) {
+  if (res->rc == 0) return code; /* a CUDA call failed and was reported already */
+  if (code == PD_DEMO_EXIT_OOM) {
+    demo_err("out of GPU memory at batch %d; try a smaller --batch_size", r->cfg->batch_size);
+  } else {
+    const char *detail = res->rc != 0 && strcmp(res->what, "the data pipeline") == 0 ? pd_data_last_error() : "";
+    demo_err("%s step %d: %s failed: %s%s%s", phase, index, res->what, pd_strerror(res->rc),
+             detail[0] ? ": " : "", detail);
+  }
+  return code;
+}
+
+static void demo_progress(const demo_run_t *r, const char *phase, int i, int n) {
+  if (!r->progress) return;
+  printf("\r  %s step %d/%d   ", phase, i, n);
+  fflush(stdout);
+}
+
+static void demo_progress_clear(const demo_run_t *r) {
+  if (!r->progress) return;
+  printf("\r%60s\r", "");
+  fflush(stdout);
+}
+
+/* ---- report ---------------------------------------------------------------------------- */
+
+static const char *demo_tiny_text(pd_tiny_mode_t m) {
+  switch (m) {
+    case PD_TINY_OFF:
+      return "off";
+    case PD_TINY_CHAIN:
+      return "chain";
+    case PD_TINY_FUSED:
+      return "fused";
+    case PD_TINY_GRAPH:
+      return "graph";
+  }
+  return "unknown";
+}
+
+static const char *demo_alloc_text(pd_alloc_mode_t m) {
+  return m == PD_ALLOC_CHURN ? "cudamalloc" : "pool";
+}
+
+static const char *demo_sort_text(int key) {
+  switch (key) {
+#define PD_DEMO_SORT_CASE(id, text) \
+  case PD_SORT_##id:                \
+    return text;
+    PD_SORT_KEY_MAP(PD_DEMO_SORT_CASE)
+#undef PD_DEMO_SORT_CASE
+  }
+  return "unknown";
+}
+
+static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, const pd_verdict_t *v) {
+  const pd_demo_config_t *c = r->cfg;
+  const pd_metrics_t *m = &r->metrics;
+  if (!c->quiet) {
+    printf("\n%s: scenario %s on %s (sm_%d%d)\n", PD_DEMO_PROG, pd_scenario_name((pd_scenario_t)c->scenario),
+           dev->name, dev->compute_major, dev->compute_minor);
+    printf("  batch_size %d, num_workers %d, prefetch_factor %d%s%s%s, tiny_ops %s, allocator %s, sync %s\n",
+           c->batch_size, c->num_workers, c->prefetch_factor, c->persistent_workers ? ", persistent" : "",
+           c->pin_memory ? ", pin_memory" : "", c->amp ? ", amp" : "", demo_tiny_text(r->cnn_cfg.tiny_mode),
+           demo_alloc_text(r->cnn_cfg.alloc_mode), r->cnn_cfg.sync_mode == PD_SYNC_FORCED ? "forced" : "none");
+    if (c->inject_slowdown > 0) printf("  inject_slowdown %.3f (test only)\n", c->inject_slowdown);
+    printf("\nQuick stats (%d profiled steps):\n", c->profile_steps);
+    printf("  %-28s %.6f\n", "avg_step_time_s", m->avg_step_time_s);
+    printf("  %-28s %.6f\n", "avg_dataloader_wait_s", m->avg_dataloader_wait_s);
+    printf("  %-28s %.6f / %.6f\n", "p50 / p95 step time (s)", m->p50_step_time_s, m->p95_step_time_s);
+    printf("  %-28s %.1f%%\n", "dataloader wait share", 100.0 * m->dataloader_wait_fraction);
+    printf("  %-28s %.1f%%\n", "GPU busy", 100.0 * m->gpu_busy_fraction);
+    printf("  %-28s %.1f (avg %.2f us)\n", "kernels per step", m->kernels_per_step, m->avg_kernel_time_us);
+    printf("  %-28s %.1f (%.1f us)\n", "sync calls per step", m->sync_calls_per_step, m->sync_time_per_step_us);
+    printf("  %-28s %.1f (%.1f us)\n", "device allocs per step", m->device_alloc_calls_per_step,
+           m->device_alloc_time_per_step_us);
+    printf("  %-28s %.0f\n", "H2D bytes per step", m->h2d_bytes_per_step);
+    printf("  %-28s %.1f MiB\n", "peak device memory", m->peak_device_memory_bytes / (1024.0 * 1024.0));
+    printf("  %-28s %.4f -> %.4f\n", "loss (first -> last)", m->loss_first, m->loss_last);
+    if (m->dropped_records > 0) printf("  %-28s %.0f (CUPTI buffers overflowed)\n", "dropped records", m->dropped_records);
+    printf("\nTop CUDA ops (host ranges, sorted by %s):\n", demo_sort_text(c->sort_by));
+    pd_op_table_print(stdout, r->ops, c->top_n);
+    printf("\nTop kernels (sorted by %s):\n", demo_sort_text(c->sort_by));
+    pd_op_table_print(stdout, r->kernels, c->top_n < 10 && c->top_n > 0 ? c->top_n : 10);
+  }
+  printf("\nVerdict: %s", pd_bottleneck_name(v->bottleneck));
+  if (v->rule[0] != '\0') printf(" (rule %s)", v->rule);
+  printf("\n  %s\n", v->evidence);
+  const pd_scenario_info_t *info = pd_scenario_info((pd_scenario_t)c->scenario);
+  if (info != NULL && v->bottleneck != PD_BOTTLENECK_COMPUTE && info->fix_flag[0] != '\0' &&
+      v->bottleneck == info->expected_verdict)
+    printf("  fix: %s\n", info->fix_hint);
+  for (int i = 0; i < r->ntraces; i++) printf("Trace:   %s\n", r->traces[i]);
+}
+
+/* ---- the run --------------------------------------------------------------------------- */
+
+static int demo_device_check(const pd_demo_config_t *cfg) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    demo_err("no CUDA device available (%s); this demo profiles GPU work",
+             e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found 0 devices");
+    return PD_DEMO_EXIT_NODEV;
+  }
+  if (cfg->device >= count) {
+    demo_err("--device must be an integer from 0 to %d on this machine, got '%d'", count - 1, cfg->device);
+    pd_demo_print_usage(stderr);
+    return PD_DEMO_EXIT_USAGE;
+  }
+  return 0;
+}
+
+int pd_demo_run(const pd_demo_config_t *cfg) {
+  int exit_code = PD_DEMO_EXIT_OK;
+  demo_run_t *r = calloc(1, sizeof(*r));
+  if (r == NULL) {
+    demo_err("out of host memory");
+    return PD_DEMO_EXIT_RUNTIME;
+  }
+  r->cfg = cfg;
+  double *step_s = NULL, *wait_s = NULL;
+  int nsamples = 0;
+  bool json_written = false;
+  const char *config_note = NULL;
+
+  /* 1. device check (before anything is written) */
+  exit_code = demo_device_check(cfg);
+  if (exit_code != 0) {
+    free(r);
+    return exit_code;
+  }
+
+  /* 2. output directories, proven writable before any GPU work */
+  char err[PD_DEMO_PATH_MAX + 256];
+  if (pd_demo_outputs_prepare(cfg, &r->outs, err, sizeof(err)) != 0) {
+    demo_err("%s", err);
+    free(r);
+    return PD_DEMO_EXIT_USAGE;
+  }
+
+  /* 3. scenario -> configs (validated options cannot fail here, but check anyway) */
+  pd_scen_options_t so;
+  pd_scen_options_init(&so);
+  so.batch_size = cfg->batch_size;
+  so.amp = cfg->amp;
+  so.seed = (uint64_t)cfg->seed;
+  so.num_workers = cfg->num_workers;
+  so.prefetch_factor = cfg->prefetch_factor;
+  so.persistent_workers = cfg->persistent_workers;
+  so.pin_memory = cfg->pin_memory;
+  so.tiny_mode = cfg->tiny_ops_mode;
+  so.tiny_ops_depth = cfg->tiny_ops_depth;
+  so.alloc_mode = cfg->allocator;
+  so.churn_buffers = cfg->churn_buffers;
+  so.no_sync = cfg->no_sync;
+  int rc = pd_scenario_configure((pd_scenario_t)cfg->scenario, &so, &r->cnn_cfg, &r->data_cfg);
+  if (rc != 0) {
+    demo_err("scenario configuration rejected: %s", pd_strerror(rc));
+    exit_code = PD_DEMO_EXIT_RUNTIME;
+    goto done;
+  }
+  if (cfg->num_workers == 0) config_note = "--num_workers 0 loads batches on the main thread; "
+                                           "--prefetch_factor and --persistent_workers have no effect";
+
+  r->progress = !cfg->quiet && isatty(STDOUT_FILENO);
+  r->unix_offset_ns = pd_clock_unix_offset_ns();
+  r->ops = pd_op_table_create(PD_GROUP_BY_RANGE);
+  r->kernels = pd_op_table_create(PD_GROUP_BY_KERNEL);
+  step_s = calloc((size_t)cfg->profile_steps, sizeof(double));
+  wait_s = calloc((size_t)cfg->profile_steps, sizeof(double));
+  if (r->ops == NULL || r->kernels == NULL || step_s == NULL || wait_s == NULL) {
+    demo_err("out of host memory");
+    exit_code = PD_DEMO_EXIT_RUNTIME;
+    goto done;
+  }
+
+  /* 4. device, stream, data pipeline, model */
+  DEMO_CUDA(cudaSetDevice(cfg->device));
+  pd_device_info_t dev;
+  memset(&dev, 0, sizeof(dev));
+  {
+    struct cudaDeviceProp prop;
+    DEMO_CUDA(cudaGetDeviceProperties(&prop, cfg->device));
+    snprintf(dev.name, sizeof(dev.name), "%s", prop.name);
+    dev.compute_major = prop.major;
+    dev.compute_minor = prop.minor;
+    dev.sm_count = prop.multiProcessorCount;
+    dev.total_global_mem = (uint64_t)prop.totalGlobalMem;
+    DEMO_CUDA(cudaDriverGetVersion(&dev.driver_version));
+    DEMO_CUDA(cudaRuntimeGetVersion(&dev.runtime_version));
+    dev.cupti_version = 0; /* the profiler core does not expose cuptiGetVersion */
+  }
+  DEMO_CUDA(cudaStreamCreate(&r->stream));
+  if (config_note != NULL && !cfg->quiet) printf("%s: note: %s\n", PD_DEMO_PROG, config_note);
+
+  rc = pd_data_create(&r->data_cfg, r->stream, &r->data);
+  if (rc != 0) {
+    if (rc == PD_EDEVOOM) {
+      demo_err("out of GPU memory at batch %d; try a smaller --batch_size", cfg->batch_size);
+      exit_code = PD_DEMO_EXIT_OOM;
+    } else {
+      demo_err("data pipeline: %s (%s)", pd_strerror(rc), pd_data_last_error());
+      exit_code = PD_DEMO_EXIT_RUNTIME;
+    }
+    goto done;
+  }
+  rc = pd_cnn_create(&r->cnn_cfg, r->stream, &r->cnn);
+  if (rc != 0) {
+    if (rc == PD_EDEVOOM) {
+      demo_err("out of GPU memory at batch %d; try a smaller --batch_size", cfg->batch_size);
+      exit_code = PD_DEMO_EXIT_OOM;
+    } else {
+      demo_err("model: %s", pd_strerror(rc));
+      exit_code = PD_DEMO_EXIT_RUNTIME;
+    }
+    goto done;
+  }
+
+  /* 5. warmup, unprofiled; its mean step time is the base of --inject_slowdown */
+  demo_step_result_t res;
+  double warm_sum = 0;
+  int warm_n = 0;
+  r->prev_end_ns = pd_clock_now_ns();
+  for (int i = 0; i < cfg->warmup_steps; i++) {
+    demo_progress(r, "warmup", i + 1, cfg->warmup_steps);
+    int code = demo_step(r, 0, &res);
+    if (code != 0) {
+      exit_code = demo_step_failed(r, &res, code, "warmup", i);
+      goto done;
+    }
+    if (i == 0) {
+      float loss = 0;
+      rc = pd_cnn_last_loss(r->cnn, &loss);
+      if (rc != 0) {
+        demo_err("reading the first loss: %s", pd_strerror(rc));
+        exit_code = PD_DEMO_EXIT_RUNTIME;
+        goto done;
+      }
+      r->metrics.loss_first = loss;
+      r->prev_end_ns = pd_clock_now_ns(); /* the loss read is not data wait */
+    }
+    /* The first step pays one-time costs (cuBLAS handles, lazy module loading), so it
+     * is left out of the base when later steps exist. */
+    if (i > 0 || cfg->warmup_steps == 1) {
+      warm_sum += res.step_s;
+      warm_n++;
+    }
+  }
+  const int64_t spin_ns =
+      cfg->inject_slowdown > 0 && warm_n > 0 ? (int64_t)(cfg->inject_slowdown * warm_sum / warm_n * 1e9) : 0;
+
+  /* 6. profiler: schedule(wait=1, warmup=1, active=profile_steps, repeat=1) */
+  pd_prof_config_t pc;
+  pd_prof_config_init(&pc);
+  pc.activities = PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA;
+  pc.record_shapes = true;
+  pc.profile_memory = true;
+  pc.with_stack = cfg->with_stack;
+  pc.schedule = (pd_schedule_t){.skip_first = 0, .wait = 1, .warmup = 1, .active = cfg->profile_steps, .repeat = 1};
+  pc.on_trace_ready = demo_trace_ready_cb;
+  pc.user = r;
+  pc.trace_dir = cfg->trace_dir;
+  pc.device = cfg->device;
+  rc = pd_prof_create(&pc, &r->prof);
+  if (rc != 0) {
+    demo_err("profiler: %s (%s)", pd_strerror(rc), pd_prof_last_error(NULL));
+    exit_code = PD_DEMO_EXIT_RUNTIME;
+    goto done;
+  }
+  rc = pd_prof_start(r->prof);
+  if (rc != 0) {
+    demo_err("profiler start: %s (%s)", pd_strerror(rc), pd_prof_last_error(r->prof));
+    exit_code = PD_DEMO_EXIT_RUNTIME;
+    goto done;
+  }
+
+  /* 7. exactly 1 + 1 + profile_steps steps, aligned with the schedule */
+  const int total = 2 + cfg->profile_steps;
+  r->prev_end_ns = pd_clock_now_ns();
+  for (int s = 0; s < total; s++) {
+    demo_progress(r, "profiled", s + 1, total);
+    int code = demo_step(r, spin_ns, &res);
+    if (code != 0) {
+      exit_code = demo_step_failed(r, &res, code, "profiled", s);
+      goto done;
+    }
+    if (cfg->warmup_steps == 0 && s == 0) {
+      /* No warmup: the first loss comes from the schedule's wait step (not traced). */
+      float loss = 0;
+      rc = pd_cnn_last_loss(r->cnn, &loss);
+      if (rc != 0) {
+        demo_err("reading the first loss: %s", pd_strerror(rc));
+        exit_code = PD_DEMO_EXIT_RUNTIME;
+        goto done;
+      }
+      r->metrics.loss_first = loss;
+    }
+    pd_sched_action_t act = pd_schedule_action(&pc.schedule, s);
+    if ((act == PD_SCHED_RECORD || act == PD_SCHED_RECORD_AND_SAVE) && nsamples < cfg->profile_steps) {
+      step_s[nsamples] = res.step_s;
+      wait_s[nsamples] = res.wait_s;
+      nsamples++;
+    }
+    rc = pd_prof_step(r->prof);
+    if (rc != 0) {
+      demo_progress_clear(r);
+      demo_err("profiler step %d: %s (%s%s%s)", s, pd_strerror(rc), pd_prof_last_error(r->prof),
+               r->cb_error[0] ? "; " : "", r->cb_error);
+      exit_code = PD_DEMO_EXIT_RUNTIME;
+      goto done;
+    }
+    /* Profiler bookkeeping (and the trace write on the last step) is not data wait. */
+    r->prev_end_ns = pd_clock_now_ns();
+  }
+  demo_progress_clear(r);
+  rc = pd_prof_stop(r->prof);
+  if (rc != 0) {
+    demo_err("profiler stop: %s (%s%s%s)", pd_strerror(rc), pd_prof_last_error(r->prof), r->cb_error[0] ? "; " : "",
+             r->cb_error);
+    exit_code = PD_DEMO_EXIT_RUNTIME;
+    goto done;
+  }
+  if (r->cycles == 0 || nsamples != cfg->profile_steps) {
+    demo_err("the profiler handed over %d cycles and %d of %d active steps were timed; expected one full cycle",
+             r->cycles, nsamples, cfg->profile_steps);
+    exit_code = PD_DEMO_EXIT_RUNTIME;
+    goto done;
+  }
+
+  /* 8. stats, verdict, console */
+  {
+    float loss = 0;
+    rc = pd_cnn_last_loss(r->cnn, &loss);
+    if (rc != 0) {
+      demo_err("reading the last loss: %s", pd_strerror(rc));
+      exit_code = PD_DEMO_EXIT_RUNTIME;
+      goto done;
+    }
+    r->metrics.loss_last = loss;
+  }
+  pd_metrics_from_samples(&r->metrics, step_s, wait_s, (size_t)nsamples);
+  const double dropped = (double)pd_prof_dropped_records(r->prof);
+  if (dropped > r->metrics.dropped_records) r->metrics.dropped_records = dropped;
+  pd_verdict_t verdict;
+  pd_diagnose(&r->metrics, &verdict);
+
+  pd_sort_key_t sort_key = (pd_sort_key_t)cfg->sort_by;
+  pd_op_table_sort(r->ops, sort_key);
+  pd_op_table_sort(r->kernels, sort_key);
+  demo_print_report(r, &dev, &verdict);
+
+  /* 9. metrics JSON, written last and atomically */
+  {
+    const pd_demo_config_t *c = cfg;
+    const pd_cnn_config_t *m = &r->cnn_cfg;
+    pd_cfg_entry_t entries[] = {
+        {.key = "scenario", .type = PD_CFG_STRING, .s = pd_scenario_name((pd_scenario_t)c->scenario)},
+        {.key = "batch_size", .type = PD_CFG_INT, .i = c->batch_size},
+        {.key = "num_workers", .type = PD_CFG_INT, .i = c->num_workers},
+        {.key = "prefetch_factor", .type = PD_CFG_INT, .i = c->prefetch_factor},
+        {.key = "persistent_workers", .type = PD_CFG_BOOL, .b = c->persistent_workers},
+        {.key = "pin_memory", .type = PD_CFG_BOOL, .b = c->pin_memory},
+        {.key = "amp", .type = PD_CFG_BOOL, .b = c->amp},
+        {.key = "warmup_steps", .type = PD_CFG_INT, .i = c->warmup_steps},
+        {.key = "profile_steps", .type = PD_CFG_INT, .i = c->profile_steps},
+        {.key = "seed", .type = PD_CFG_INT, .i = c->seed},
+        {.key = "device", .type = PD_CFG_INT, .i = c->device},
+        {.key = "with_stack", .type = PD_CFG_BOOL, .b = c->with_stack},
+        {.key = "cpu_work", .type = PD_CFG_INT, .i = r->data_cfg.cpu_work},
+        {.key = "io_sleep_ms", .type = PD_CFG_INT, .i = r->data_cfg.io_sleep_ms},
+        {.key = "no_sync", .type = PD_CFG_BOOL, .b = c->no_sync},
+        {.key = "sync_mode", .type = PD_CFG_STRING, .s = m->sync_mode == PD_SYNC_FORCED ? "forced" : "none"},
+        {.key = "tiny_ops_mode", .type = PD_CFG_STRING, .s = demo_tiny_text(m->tiny_mode)},
+        {.key = "tiny_ops_depth", .type = PD_CFG_INT, .i = m->tiny_ops_depth},
+        {.key = "allocator", .type = PD_CFG_STRING, .s = demo_alloc_text(m->alloc_mode)},
+        {.key = "churn_buffers", .type = PD_CFG_INT, .i = m->churn_buffers},
+        {.key = "inject_slowdown", .type = PD_CFG_DOUBLE, .d = c->inject_slowdown},
+    };
+    const char *trace_list[PD_DEMO_MAX_TRACES];
+    for (int i = 0; i < r->ntraces; i++) trace_list[i] = r->traces[i];
+    pd_run_report_t report = {
+        .config = entries,
+        .nconfig = sizeof(entries) / sizeof(entries[0]),
+        .device = &dev,
+        .metrics = &r->metrics,
+        .step_times_s = step_s,
+        .dataloader_wait_s = wait_s,
+        .nsteps = (size_t)nsamples,
+        .verdict = &verdict,
+        .top_ops = r->ops,
+        .top_ops_limit = c->top_n,
+        .trace_files = trace_list,
+        .ntrace_files = (size_t)r->ntraces,
+    };
+    rc = pd_metrics_json_write(c->output_json, &report);
+    if (rc != 0) {
+      demo_err("writing --output_json '%s': %s", c->output_json, pd_strerror(rc));
+      exit_code = PD_DEMO_EXIT_RUNTIME;
+      goto done;
+    }
+    json_written = true;
+    printf("Metrics: %s\n", c->output_json);
+  }
+
+done:
+  demo_progress_clear(r);
+  /* Teardown in reverse order of creation. */
+  pd_prof_destroy(r->prof);
+  if (r->cnn != NULL) pd_cnn_destroy(r->cnn);
+  pd_data_destroy(r->data);
+  if (r->stream != NULL) {
+    cudaError_t e = cudaStreamDestroy(r->stream);
+    if (e != cudaSuccess && exit_code == PD_DEMO_EXIT_OK) {
+      demo_err("cudaStreamDestroy failed: %s", cudaGetErrorString(e));
+      exit_code = PD_DEMO_EXIT_RUNTIME;
+    }
+  }
+  if (exit_code != PD_DEMO_EXIT_OK) {
+    if (json_written) pd_demo_outputs_track_file(&r->outs, cfg->output_json);
+    pd_demo_outputs_rollback(&r->outs);
+  }
+  if (r->ops != NULL) pd_op_table_destroy(r->ops);
+  if (r->kernels != NULL) pd_op_table_destroy(r->kernels);
+  free(step_s);
+  free(wait_s);
+  free(r);
+  return exit_code;
+}
