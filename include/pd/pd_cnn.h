@@ -41,9 +41,16 @@ typedef enum {
   PD_TINY_GRAPH     /* fix: the chain captured once as a CUDA graph and replayed */
 } pd_tiny_mode_t;
 
+/* The step's temporaries are its per-step buffers (im2col workspaces, layer outputs,
+ * activation gradients, the gradient buffer: 15 in this model). Each is taken from the
+ * allocator just before the layer that writes it and given back after the last layer
+ * that reads it, every step, as a framework's caching allocator would see them. */
 typedef enum {
-  PD_ALLOC_POOL = 0, /* temporaries from a stream-ordered pool (cudaMallocAsync) */
-  PD_ALLOC_CHURN     /* planted: every temporary through cudaMalloc/cudaFree each step */
+  PD_ALLOC_POOL = 0, /* temporaries from the model's stream-ordered pool
+                        (cudaMallocFromPoolAsync/cudaFreeAsync; release threshold
+                        UINT64_MAX, so steady state makes no OS allocation, no sync) */
+  PD_ALLOC_CHURN     /* planted: every temporary through cudaMalloc/cudaFree each step
+                        (cudaFree waits for the device) */
 } pd_alloc_mode_t;
 
 typedef enum {
@@ -60,7 +67,9 @@ typedef struct {
   pd_tiny_mode_t tiny_mode;
   int tiny_ops_depth;  /* elementwise ops in the TinyOpsBlock chain, default 256 */
   pd_alloc_mode_t alloc_mode;
-  int churn_buffers;   /* temporaries allocated and freed per step in CHURN mode, default 64 */
+  int churn_buffers;   /* per-step buffers that are temporaries (in either alloc_mode),
+                          default 64; capped at the model's 15; 0 keeps every buffer in
+                          workspaces allocated once at create (no allocator call per step) */
   pd_sync_mode_t sync_mode;
 } pd_cnn_config_t;
 
@@ -70,29 +79,42 @@ typedef struct pd_cnn pd_cnn_t;
 void pd_cnn_config_init(pd_cnn_config_t *cfg);
 
 /* Creates the model, optimizer state and workspaces on the current device, launching
- * on `stream`. On success *out owns it; free with pd_cnn_destroy(). PD_EDEVOOM when the
- * GPU is out of memory (nothing is leaked). */
+ * on `stream` (any stream, the legacy default stream too). On success *out owns it; free
+ * with pd_cnn_destroy(). PD_EINVAL for a config outside the ranges above (batch
+ * 1..65536, lr > 0, weight_decay >= 0, tiny_ops_depth 1..100000 when the block is on,
+ * churn_buffers >= 0, known enum values), PD_EDEVOOM when the GPU is out of memory
+ * (nothing is leaked). */
 int pd_cnn_create(const pd_cnn_config_t *cfg, cudaStream_t stream, pd_cnn_t **out);
 void pd_cnn_destroy(pd_cnn_t *cnn);
 
-/* Enqueues one training step (zero grad, forward, loss, backward, unscale, AdamW,
- * scaler update) on the model's stream. `images` is batch x 3 x 32 x 32 float32 NCHW
+/* Enqueues one training step (forward, loss, backward, unscale, AdamW, scaler update;
+ * no zero_grad is needed: every gradient is overwritten) on the model's stream. `images` is batch x 3 x 32 x 32 float32 NCHW
  * on the device, `labels` batch int32 on the device. Does not synchronize unless the
  * config's sync_mode says so. */
 int pd_cnn_train_step(pd_cnn_t *cnn, const float *images, const int32_t *labels);
 
 /* Waits for the stream and returns the loss of the last step (the unscaled mean cross
- * entropy). */
+ * entropy). PD_ESTATE before the first step. */
 int pd_cnn_last_loss(pd_cnn_t *cnn, float *loss);
 
-/* AMP bookkeeping: current loss scale and number of skipped steps (inf/nan). */
+/* AMP bookkeeping (waits for the stream): current loss scale (1 without AMP) and number
+ * of skipped steps (inf/nan). Either pointer may be NULL. */
 int pd_cnn_amp_state(pd_cnn_t *cnn, float *scale, int64_t *skipped_steps);
 
 /* The model's stream. */
 cudaStream_t pd_cnn_stream(const pd_cnn_t *cnn);
 
-/* Bytes of device memory the model holds (weights, optimizer state, workspaces). */
+/* Bytes of device memory the model holds (weights, optimizer state, workspaces, and
+ * what its temporaries' pool keeps reserved). */
 size_t pd_cnn_device_bytes(const pd_cnn_t *cnn);
+
+/* Number of temporaries per step: each costs one allocation and one free per step
+ * (cudaMalloc/cudaFree in CHURN mode, pool calls in POOL mode). */
+int pd_cnn_temporaries(const pd_cnn_t *cnn);
+
+/* Detail of the calling thread's last failure in this module ("cnn.c:120:
+ * cudaMalloc(...): out of memory"); static storage, "" when none. */
+const char *pd_cnn_last_error(void);
 
 #ifdef __cplusplus
 }
