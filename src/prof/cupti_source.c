@@ -602,6 +602,7 @@ static void fill_props(int device, const struct cudaDeviceProp *p, pd_device_pro
   d->max_regs_per_sm = p->regsPerMultiprocessor;
   d->max_shared_mem_per_block = (int)p->sharedMemPerBlock;
   d->max_shared_mem_per_sm = (int)p->sharedMemPerMultiprocessor;
+  d->max_shared_mem_per_block_optin = (int)p->sharedMemPerBlockOptin;
   d->warp_size = p->warpSize;
   d->max_blocks_per_sm = p->maxBlocksPerMultiProcessor;
 }
