@@ -59,7 +59,7 @@ extern "C" {
     "graph)",                                                                                \
     PD_BOTTLENECK_LAUNCH_OVERHEAD)                                                           \
   X(MEMORY_CHURN, "memory_churn", "allocator churn: temporaries through the raw allocator",  \
-    "--churn_buffers (64) temporary device buffers cudaMalloc'd and cudaFree'd every step",  \
+    "the step's temporary device buffers cudaMalloc'd and cudaFree'd every step",            \
     "allocation calls per step, time in them, sawtooth memory timeline", "--allocator",      \
     "--allocator pool (a stream-ordered cudaMallocAsync pool)", PD_BOTTLENECK_ALLOCATOR_CHURN)
 
@@ -106,7 +106,7 @@ typedef struct {
   int tiny_mode;           /* a pd_tiny_mode_t, or PD_KNOB_SCENARIO */
   int tiny_ops_depth;      /* >= 1, or PD_KNOB_SCENARIO (the model's default) */
   int alloc_mode;          /* a pd_alloc_mode_t, or PD_KNOB_SCENARIO */
-  int churn_buffers;       /* >= 1, or PD_KNOB_SCENARIO (the model's default) */
+  int churn_buffers;       /* >= 0, or PD_KNOB_SCENARIO (the model's default) */
   bool no_sync;            /* drop the planted host reads (any scenario) */
 } pd_scen_options_t;
 

@@ -37,7 +37,7 @@ static int pd_scen_options_check(const pd_scen_options_t *o) {
       (o->alloc_mode < (int)PD_ALLOC_POOL || o->alloc_mode > (int)PD_ALLOC_CHURN))
     return PD_EINVAL;
   if (o->tiny_ops_depth != PD_KNOB_SCENARIO && o->tiny_ops_depth < 1) return PD_EINVAL;
-  if (o->churn_buffers != PD_KNOB_SCENARIO && o->churn_buffers < 1) return PD_EINVAL;
+  if (o->churn_buffers != PD_KNOB_SCENARIO && o->churn_buffers < 0) return PD_EINVAL;
   return 0;
 }
 

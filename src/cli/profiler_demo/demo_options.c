@@ -124,8 +124,10 @@ static const opt_t opts[] = {
     {"allocator", OPT_CHOICE, OFF(allocator), 0, 0, 0, 0, alloc_choices, alloc_values, 0, "KIND", G_KNOB,
      "the scenario's (cudamalloc for memory_churn, pool otherwise)",
      "step temporaries: cudamalloc (cudaMalloc/cudaFree each step) or pool (cudaMallocAsync)"},
-    {"churn_buffers", OPT_INT, OFF(churn_buffers), 1, 100000, 0, 0, NULL, NULL, 0, "N", G_KNOB,
-     "the model's (64)", "temporaries allocated and freed per step"},
+    {"churn_buffers", OPT_INT, OFF(churn_buffers), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_KNOB,
+     "the model's (64, i.e. all of them)",
+     "how many of the step's per-step buffers (15 in this model) are temporaries taken from the "
+     "allocator every step; 0 keeps them all in workspaces made once"},
 
     {"inject_slowdown", OPT_DOUBLE, OFF(inject_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION", G_TEST,
      "0",

@@ -164,7 +164,8 @@ static const bad_case_t bad_cases[] = {
     {{"--device", "x"}, "--device must be an integer from 0 to 1023, got 'x'"},
     {{"--top_n", "-1"}, "--top_n must be an integer from 0 to 100000, got '-1'"},
     {{"--tiny_ops_depth", "0"}, "--tiny_ops_depth must be an integer from 1 to 100000, got '0'"},
-    {{"--churn_buffers", "many"}, "--churn_buffers must be an integer from 1 to 100000, got 'many'"},
+    {{"--churn_buffers", "many"}, "--churn_buffers must be an integer from 0 to 100000, got 'many'"},
+    {{"--churn_buffers", "-2"}, "--churn_buffers must be an integer from 0 to 100000, got '-2'"},
     {{"--tiny_ops_mode", "fast"}, "--tiny_ops_mode must be one of off, chain, fused, graph, got 'fast'"},
     {{"--allocator", "malloc"}, "--allocator must be one of cudamalloc, pool, got 'malloc'"},
     {{"--sort_by", "time"}, "--sort_by must be one of self_cuda_time_total, cuda_time_total, "
@@ -225,7 +226,7 @@ Test(cli_options, help_lists_every_flag_with_its_default) {
       {"--seed N", "0"}, {"--with_stack", "off"}, {"--prefetch_factor N", "2"}, {"--persistent_workers", "off"},
       {"--device N", "0"}, {"--no_sync", "off"}, {"--tiny_ops_mode MODE", "the scenario's"},
       {"--tiny_ops_depth N", "the model's (256)"}, {"--allocator KIND", "the scenario's"},
-      {"--churn_buffers N", "the model's (64)"}, {"--top_n N", "15"}, {"--sort_by KEY", "self_cuda_time_total"},
+      {"--churn_buffers N", "the model's (64"}, {"--top_n N", "15"}, {"--sort_by KEY", "self_cuda_time_total"},
       {"--quiet", "off"}, {"--inject_slowdown FRACTION", "0"}, {"--list_scenarios", NULL}, {"--help", NULL},
       {"--version", NULL},
   };

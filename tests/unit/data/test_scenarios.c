@@ -168,6 +168,9 @@ Test(scenarios, bad_options_are_rejected) {
   o.tiny_ops_depth = 0;
   cr_expect_eq(pd_scenario_configure(PD_SCEN_CLEAN, &o, &cnn, &data), PD_EINVAL);
   pd_scen_options_init(&o);
+  o.churn_buffers = -2;
+  cr_expect_eq(pd_scenario_configure(PD_SCEN_CLEAN, &o, &cnn, &data), PD_EINVAL);
+  pd_scen_options_init(&o);
   o.num_workers = -1;
   cr_expect_eq(pd_scenario_configure(PD_SCEN_CLEAN, &o, &cnn, &data), PD_EINVAL);
   cr_expect_eq(pd_scenario_configure(PD_SCEN_CLEAN, NULL, &cnn, &data), PD_EINVAL);
