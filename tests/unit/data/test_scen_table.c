@@ -1,4 +1,4 @@
-/* test_scenarios.c: the scenario table (lookups, names, expected verdicts) and the
+/* test_scen_table.c: the scenario table (lookups, names, expected verdicts) and the
  * mapping of (scenario, knobs) to the model and data pipeline configs. */
 #include <criterion/criterion.h>
 #include <string.h>
