@@ -1,0 +1,609 @@
+/* test_scenarios.c: the scenario acceptance suite. Runs the real profiler_demo on a GPU
+ * and checks what DESIGN.md section 6 promises:
+ *  - every scenario writes a trace (*.pt.trace.json) and a metrics JSON that parse; the
+ *    trace holds kernel and cuda_runtime events, ProfilerStep#N ranges and ac2g flows;
+ *  - the planted direction holds across scenarios and each verdict names its scenario;
+ *  - each fix knob moves its metric the right way;
+ *  - traces of different scenarios differ where the planted problem says they must;
+ *  - each scenario is within policy of baselines/<gpu slug>/<scenario>.json (skipped, and
+ *    said so, when this GPU model has no baselines), and the gate catches an injected
+ *    slowdown.
+ *
+ * Criterion runs each test in its own process, so every profiler_demo run is made once
+ * per test binary and kept in a fresh mkdtemp folder (created by a PRE_ALL hook in the
+ * runner process, passed to the tests through PD_SCEN_CACHE, removed at POST_ALL unless
+ * PD_KEEP_ACCEPT_DIR is set). The flags every run uses are in baselines/acceptance.args,
+ * the same file scripts/update_baselines.sh records the baselines with.
+ */
+#include <criterion/criterion.h>
+#include <criterion/hooks.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#include "pd/pd_compare.h"
+#include "pd/pd_prof.h"
+
+#define RUN_TIMEOUT_S 240
+#define MAX_ARGS 64
+
+/* ---- the cache folder ----------------------------------------------------------------- */
+
+ReportHook(PRE_ALL)(struct criterion_test_set *set) {
+  (void)set;
+  static char dir[] = "/tmp/pd_accept_scenarios.XXXXXX";
+  if (mkdtemp(dir) == NULL) {
+    fprintf(stderr, "test_scenarios: mkdtemp failed: %s\n", strerror(errno));
+    return;
+  }
+  setenv("PD_SCEN_CACHE", dir, 1);
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats) {
+  (void)stats;
+  const char *dir = getenv("PD_SCEN_CACHE");
+  if (dir == NULL) return;
+  if (getenv("PD_KEEP_ACCEPT_DIR") != NULL) {
+    fprintf(stderr, "test_scenarios: runs kept in %s\n", dir);
+    return;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    execlp("rm", "rm", "-rf", dir, (char *)NULL);
+    _exit(127);
+  }
+  if (pid > 0) waitpid(pid, NULL, 0);
+}
+
+static const char *env_or_fail(const char *name) {
+  const char *v = getenv(name);
+  cr_assert(v != NULL && v[0] != '\0', "%s is not set (run through ctest)", name);
+  return v;
+}
+
+/* ---- runs ------------------------------------------------------------------------------- */
+
+typedef struct {
+  char dir[512];
+  char trace[1024];
+  char metrics_path[600];
+  int rc;
+  double wall_s;
+  cJSON *metrics; /* owned; freed at process exit (each test is its own process) */
+} run_t;
+
+/* Appends the whitespace-separated words of baselines/acceptance.args ('#' starts a
+ * comment line) to argv. */
+static void common_args(const char **argv, int *argc) {
+  static char text[2048];
+  char path[600];
+  snprintf(path, sizeof(path), "%s/baselines/acceptance.args", env_or_fail("PD_SOURCE_DIR"));
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "cannot read %s: %s", path, strerror(errno));
+  size_t used = 0;
+  char line[512];
+  while (fgets(line, sizeof(line), f) != NULL) {
+    if (line[strspn(line, " \t")] == '#') continue;
+    size_t len = strlen(line);
+    cr_assert_lt(used + len + 1, sizeof(text), "%s is too long", path);
+    memcpy(text + used, line, len + 1);
+    used += len;
+  }
+  fclose(f);
+  for (char *tok = strtok(text, " \t\r\n"); tok != NULL; tok = strtok(NULL, " \t\r\n")) {
+    cr_assert_lt(*argc, MAX_ARGS - 8);
+    argv[(*argc)++] = tok;
+  }
+}
+
+/* Runs argv with stdout and stderr into log; returns the exit status, 124 on timeout. */
+static int spawn(const char *const *argv, const char *log, int timeout_s) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    execv(argv[0], (char *const *)argv);
+    fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  for (int waited_ms = 0;; waited_ms += 20) {
+    pid_t got = waitpid(pid, &status, WNOHANG);
+    if (got == pid) break;
+    if (waited_ms >= timeout_s * 1000) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return 124;
+    }
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static char *read_text(const char *path, size_t *len_out) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = len >= 0 ? malloc((size_t)len + 1) : NULL;
+  size_t got = buf ? fread(buf, 1, (size_t)len, f) : 0;
+  fclose(f);
+  if (buf == NULL) return NULL;
+  buf[got] = '\0';
+  if (len_out) *len_out = got;
+  return buf;
+}
+
+/* The last lines of a log, for failure messages. */
+static const char *log_tail(const char *path) {
+  static char tail[2048];
+  size_t len = 0;
+  char *text = read_text(path, &len);
+  if (text == NULL) return "(no log)";
+  const char *from = len > sizeof(tail) - 1 ? text + len - (sizeof(tail) - 1) : text;
+  snprintf(tail, sizeof(tail), "%s", from);
+  free(text);
+  return tail;
+}
+
+/* Runs profiler_demo once per test binary for key (scenario plus extra flags) and returns
+ * the run, its metrics JSON loaded. Fails the calling test when the run failed. */
+static run_t *scen_run(const char *key, const char *scenario, const char *const *extra) {
+  run_t *r = calloc(1, sizeof(*r));
+  cr_assert_not_null(r);
+  const char *cache = env_or_fail("PD_SCEN_CACHE");
+  snprintf(r->dir, sizeof(r->dir), "%s/%s", cache, key);
+  snprintf(r->metrics_path, sizeof(r->metrics_path), "%s/metrics.json", r->dir);
+  char lock[600], rcfile[600], log[600], traces[600];
+  snprintf(lock, sizeof(lock), "%s/lock", cache);
+  snprintf(rcfile, sizeof(rcfile), "%s/rc", r->dir);
+  snprintf(log, sizeof(log), "%s/log", r->dir);
+  snprintf(traces, sizeof(traces), "%s/traces", r->dir);
+
+  /* One run at a time, and each key once: tests may run in parallel processes. */
+  int lfd = open(lock, O_RDWR | O_CREAT, 0644);
+  cr_assert_geq(lfd, 0, "cannot open %s: %s", lock, strerror(errno));
+  cr_assert_eq(flock(lfd, LOCK_EX), 0);
+  FILE *f = fopen(rcfile, "r");
+  if (f != NULL) {
+    cr_assert_eq(fscanf(f, "%d %lf", &r->rc, &r->wall_s), 2, "corrupt %s", rcfile);
+    fclose(f);
+  } else {
+    mkdir(r->dir, 0755);
+    char demo[600];
+    snprintf(demo, sizeof(demo), "%s/src/cli/profiler_demo/profiler_demo",
+             env_or_fail("PD_BINARY_DIR"));
+    const char *argv[MAX_ARGS] = {demo, "--scenario", scenario};
+    int argc = 3;
+    common_args(argv, &argc);
+    argv[argc++] = "--trace_dir";
+    argv[argc++] = traces;
+    argv[argc++] = "--output_json";
+    argv[argc++] = r->metrics_path;
+    for (size_t i = 0; extra != NULL && extra[i] != NULL; i++) {
+      cr_assert_lt(argc, MAX_ARGS - 1);
+      argv[argc++] = extra[i];
+    }
+    argv[argc] = NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    r->rc = spawn(argv, log, RUN_TIMEOUT_S);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    r->wall_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    f = fopen(rcfile, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "%d %.3f\n", r->rc, r->wall_s);
+    fclose(f);
+  }
+  flock(lfd, LOCK_UN);
+  close(lfd);
+
+  cr_assert_eq(r->rc, 0, "profiler_demo --scenario %s (%s) exited %d; log tail:\n%s", scenario,
+               key, r->rc, log_tail(log));
+  char *text = read_text(r->metrics_path, NULL);
+  cr_assert_not_null(text, "%s: no metrics JSON at %s", key, r->metrics_path);
+  r->metrics = cJSON_Parse(text);
+  free(text);
+  cr_assert_not_null(r->metrics, "%s: %s is not valid JSON", key, r->metrics_path);
+
+  DIR *d = opendir(traces);
+  cr_assert_not_null(d, "%s: no trace folder %s", key, traces);
+  int found = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    size_t n = strlen(e->d_name), suffix = strlen(".pt.trace.json");
+    if (n > suffix && strcmp(e->d_name + n - suffix, ".pt.trace.json") == 0) {
+      snprintf(r->trace, sizeof(r->trace), "%s/%s", traces, e->d_name);
+      found++;
+    }
+  }
+  closedir(d);
+  cr_assert_eq(found, 1, "%s: expected one *.pt.trace.json in %s, found %d", key, traces, found);
+  return r;
+}
+
+static double metric(const run_t *r, const char *name) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(r->metrics, "metrics"), name);
+  cr_assert(cJSON_IsNumber(v), "%s: metrics.%s is missing or not a number", r->dir, name);
+  return v->valuedouble;
+}
+
+static const char *bottleneck(const run_t *r) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(r->metrics, "verdict"), "bottleneck");
+  cr_assert(cJSON_IsString(v), "%s: verdict.bottleneck missing", r->dir);
+  return v->valuestring;
+}
+
+static int profile_steps(void) {
+  const char *argv[MAX_ARGS];
+  int argc = 0;
+  common_args(argv, &argc);
+  for (int i = 0; i + 1 < argc; i++)
+    if (strcmp(argv[i], "--profile_steps") == 0) return atoi(argv[i + 1]);
+  return 8; /* profiler_demo's default */
+}
+
+/* The runs, one per key. */
+static run_t *run_clean(void) { return scen_run("clean", "clean", NULL); }
+static run_t *run_named(const char *scenario) { return scen_run(scenario, scenario, NULL); }
+
+/* ---- trace reading ------------------------------------------------------------------------- */
+
+typedef struct {
+  size_t kernels, runtime, steps, flow_starts, flow_ends, kernels_without_flow;
+  size_t alloc_calls; /* cudaMalloc / cudaFree (not the async pool calls) */
+  size_t sync_calls;  /* *Synchronize and blocking cudaMemcpy runtime calls */
+  double step_us, data_wait_us;
+  char **kernel_names; /* distinct, sorted */
+  size_t nkernel_names;
+} trace_sum_t;
+
+static int str_cmp(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+static int u64_cmp(const void *a, const void *b) {
+  unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+  return (x > y) - (x < y);
+}
+
+static bool has_sorted(char **names, size_t n, const char *name) {
+  return bsearch(&name, names, n, sizeof(char *), str_cmp) != NULL;
+}
+
+/* Parses a trace and counts what the checks need. Exits the test on a parse failure. */
+static void trace_summarize(const char *path, trace_sum_t *s) {
+  memset(s, 0, sizeof(*s));
+  char *text = read_text(path, NULL);
+  cr_assert_not_null(text, "cannot read %s", path);
+  cJSON *doc = cJSON_Parse(text);
+  free(text);
+  cr_assert_not_null(doc, "%s is not valid JSON", path);
+  const cJSON *events = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
+  cr_assert(cJSON_IsArray(events), "%s: no traceEvents array", path);
+  cr_assert(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(doc, "deviceProperties")),
+            "%s: no deviceProperties", path);
+  size_t n = (size_t)cJSON_GetArraySize(events);
+  unsigned long long *starts = calloc(n + 1, sizeof(*starts));
+  unsigned long long *corr = calloc(n + 1, sizeof(*corr));
+  char **names = calloc(n + 1, sizeof(*names));
+  cr_assert(starts && corr && names);
+  size_t nstarts = 0, ncorr = 0, nnames = 0;
+  const cJSON *ev = NULL;
+  cJSON_ArrayForEach(ev, events) {
+    const cJSON *cat = cJSON_GetObjectItemCaseSensitive(ev, "cat");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(ev, "name");
+    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(ev, "ph");
+    const cJSON *dur = cJSON_GetObjectItemCaseSensitive(ev, "dur");
+    if (!cJSON_IsString(cat) || !cJSON_IsString(name)) continue;
+    const char *c = cat->valuestring, *nm = name->valuestring;
+    double d = cJSON_IsNumber(dur) ? dur->valuedouble : 0.0;
+    if (strcmp(c, "kernel") == 0) {
+      s->kernels++;
+      names[nnames++] = strdup(nm);
+      const cJSON *co = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ev, "args"),
+                                                         "correlation");
+      corr[ncorr++] = cJSON_IsNumber(co) ? (unsigned long long)co->valuedouble : 0ull;
+    } else if (strcmp(c, "cuda_runtime") == 0) {
+      s->runtime++;
+      if (strncmp(nm, "cudaMalloc", 10) == 0 && strstr(nm, "Async") == NULL) s->alloc_calls++;
+      if (strcmp(nm, "cudaFree") == 0) s->alloc_calls++;
+      if (strstr(nm, "Synchronize") != NULL || strcmp(nm, "cudaMemcpy") == 0) s->sync_calls++;
+    } else if (strcmp(c, "user_annotation") == 0) {
+      if (strncmp(nm, "ProfilerStep#", 13) == 0) {
+        s->steps++;
+        s->step_us += d;
+      } else if (strcmp(nm, PD_RANGE_DATA_WAIT) == 0) {
+        s->data_wait_us += d;
+      }
+    } else if (strcmp(c, "ac2g") == 0 && cJSON_IsString(ph)) {
+      const cJSON *id = cJSON_GetObjectItemCaseSensitive(ev, "id");
+      if (strcmp(ph->valuestring, "s") == 0) {
+        s->flow_starts++;
+        if (cJSON_IsNumber(id)) starts[nstarts++] = (unsigned long long)id->valuedouble;
+      } else if (strcmp(ph->valuestring, "f") == 0) {
+        s->flow_ends++;
+      }
+    }
+  }
+  cJSON_Delete(doc);
+  qsort(starts, nstarts, sizeof(*starts), u64_cmp);
+  for (size_t i = 0; i < ncorr; i++)
+    if (bsearch(&corr[i], starts, nstarts, sizeof(*starts), u64_cmp) == NULL)
+      s->kernels_without_flow++;
+  free(starts);
+  free(corr);
+  qsort(names, nnames, sizeof(*names), str_cmp);
+  size_t w = 0;
+  for (size_t i = 0; i < nnames; i++) {
+    if (w > 0 && strcmp(names[w - 1], names[i]) == 0) {
+      free(names[i]);
+      continue;
+    }
+    names[w++] = names[i];
+  }
+  s->kernel_names = names;
+  s->nkernel_names = w;
+}
+
+/* ---- per-scenario checks ------------------------------------------------------------------- */
+
+static const char *const k_scenarios[] = {"clean", "dataloader", "sync", "tiny_ops", "memory_churn"};
+static const char *const k_expected_verdict[] = {"compute", "dataloader", "sync",
+                                                 "launch_overhead", "allocator_churn"};
+#define NSCEN (sizeof(k_scenarios) / sizeof(k_scenarios[0]))
+
+static void check_outputs(const char *scenario) {
+  run_t *r = run_named(scenario);
+  const cJSON *sv = cJSON_GetObjectItemCaseSensitive(r->metrics, "schema_version");
+  cr_assert(cJSON_IsNumber(sv) && sv->valuedouble == 1.0, "%s: schema_version is not 1", scenario);
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(r->metrics, "config");
+  const cJSON *sc = cJSON_GetObjectItemCaseSensitive(cfg, "scenario");
+  cr_assert(cJSON_IsString(sc) && strcmp(sc->valuestring, scenario) == 0,
+            "%s: config.scenario does not name the scenario", scenario);
+  cr_assert(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(r->metrics, "device"), "name")));
+  const cJSON *steps = cJSON_GetObjectItemCaseSensitive(r->metrics, "step_times_s");
+  cr_assert(cJSON_IsArray(steps), "%s: no step_times_s", scenario);
+  cr_assert_eq(cJSON_GetArraySize(steps), profile_steps(), "%s: %d step samples, expected %d",
+               scenario, cJSON_GetArraySize(steps), profile_steps());
+  cr_assert_gt(metric(r, "avg_step_time_s"), 0.0);
+  cr_assert_gt(metric(r, "kernels_per_step"), 0.0);
+  cr_assert_eq(metric(r, "dropped_records"), 0.0, "%s: CUPTI dropped records", scenario);
+  cr_assert(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(r->metrics, "top_ops")));
+  trace_sum_t t;
+  trace_summarize(r->trace, &t);
+  cr_assert_gt(t.kernels, 0, "%s: the trace has no kernel events", scenario);
+}
+
+static void check_trace_events(const char *scenario) {
+  run_t *r = run_named(scenario);
+  trace_sum_t t;
+  trace_summarize(r->trace, &t);
+  cr_assert_gt(t.kernels, 0, "%s: no kernel events", scenario);
+  cr_assert_gt(t.runtime, 0, "%s: no cuda_runtime events", scenario);
+  cr_assert_eq(t.steps, (size_t)profile_steps(), "%s: %zu ProfilerStep#N ranges, expected %d",
+               scenario, t.steps, profile_steps());
+  cr_assert_gt(t.flow_starts, 0, "%s: no ac2g flow starts", scenario);
+  cr_assert_eq(t.flow_starts, t.flow_ends, "%s: %zu ac2g starts but %zu ends", scenario,
+               t.flow_starts, t.flow_ends);
+  cr_assert_eq(t.kernels_without_flow, 0, "%s: %zu of %zu kernels have no ac2g flow from their launch",
+               scenario, t.kernels_without_flow, t.kernels);
+}
+
+static void check_verdict(size_t i) {
+  run_t *r = run_named(k_scenarios[i]);
+  cr_assert_str_eq(bottleneck(r), k_expected_verdict[i], "%s: verdict %s, expected %s",
+                   k_scenarios[i], bottleneck(r), k_expected_verdict[i]);
+}
+
+/* Writes the path of this GPU model's baseline of scenario into base (the GPU read from
+ * run r's metrics); skips the calling test, saying why, when there is none. */
+static void baseline_or_skip(const run_t *r, const char *scenario, char *base, size_t len) {
+  const char *dev = cJSON_GetObjectItemCaseSensitive(
+                        cJSON_GetObjectItemCaseSensitive(r->metrics, "device"), "name")->valuestring;
+  char slug[256];
+  cr_assert_eq(pd_gpu_slug(dev, slug, sizeof(slug)), 0, "device name '%s' gives no slug", dev);
+  snprintf(base, len, "%s/baselines/%s/%s.json", env_or_fail("PD_SOURCE_DIR"), slug, scenario);
+  if (access(base, R_OK) != 0)
+    cr_skip_test("no baseline for this GPU (%s): baselines/%s/%s.json does not exist; comparison "
+                 "NOT done (record one with scripts/update_baselines.sh)",
+                 dev, slug, scenario);
+}
+
+/* Runs profile_compare on run r against base; returns its exit status, the end of its
+ * output in report and its JSON report in <run dir>/compare.json. */
+static int compare_with(const run_t *r, const char *base, char *report, size_t len) {
+  char exe[600], log[700], js[700];
+  snprintf(exe, sizeof(exe), "%s/src/cli/profile_compare/profile_compare",
+           env_or_fail("PD_BINARY_DIR"));
+  snprintf(log, sizeof(log), "%s/compare.log", r->dir);
+  snprintf(js, sizeof(js), "%s/compare.json", r->dir);
+  const char *argv[] = {exe, r->metrics_path, base, "--json", js, NULL};
+  int rc = spawn(argv, log, 60);
+  snprintf(report, len, "%s", log_tail(log));
+  return rc;
+}
+
+/* Returns the verdict of a metric's row in a compare report JSON. */
+static char *report_verdict(const run_t *r, const char *metric_name) {
+  static char verdict[32];
+  char js[700];
+  snprintf(js, sizeof(js), "%s/compare.json", r->dir);
+  char *text = read_text(js, NULL);
+  cr_assert_not_null(text, "no compare report %s", js);
+  cJSON *doc = cJSON_Parse(text);
+  free(text);
+  snprintf(verdict, sizeof(verdict), "(no row)");
+  const cJSON *row = NULL;
+  cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(doc, "rows")) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(row, "metric");
+    if (cJSON_IsString(m) && strcmp(m->valuestring, metric_name) == 0)
+      snprintf(verdict, sizeof(verdict), "%s",
+               cJSON_GetObjectItemCaseSensitive(row, "verdict")->valuestring);
+  }
+  cJSON_Delete(doc);
+  return verdict;
+}
+
+static void check_baseline(const char *scenario) {
+  run_t *r = run_named(scenario);
+  char base[1024], report[2048];
+  baseline_or_skip(r, scenario, base, sizeof(base));
+  int rc = compare_with(r, base, report, sizeof(report));
+  cr_assert_eq(rc, 0, "%s: profile_compare against the baseline exited %d:\n%s", scenario, rc,
+               report);
+}
+
+#define SCENARIO_TESTS(name, index)                                                       \
+  Test(scenarios, name##_outputs_exist_and_parse) { check_outputs(#name); }               \
+  Test(scenarios, name##_trace_has_kernels_runtime_steps_flows) { check_trace_events(#name); } \
+  Test(scenarios, name##_verdict_names_its_scenario) { check_verdict(index); }            \
+  Test(scenarios, name##_within_baseline_policy) { check_baseline(#name); }
+
+SCENARIO_TESTS(clean, 0)
+SCENARIO_TESTS(dataloader, 1)
+SCENARIO_TESTS(sync, 2)
+SCENARIO_TESTS(tiny_ops, 3)
+SCENARIO_TESTS(memory_churn, 4)
+
+/* ---- across scenarios ------------------------------------------------------------------------ */
+
+/* The planted scenario has strictly the largest (or smallest) value of its metric, so
+ * clean is never the extreme. */
+static void expect_extreme(const char *metric_name, const char *planted, bool largest) {
+  run_t *runs[NSCEN];
+  size_t at = NSCEN;
+  for (size_t i = 0; i < NSCEN; i++) {
+    runs[i] = run_named(k_scenarios[i]);
+    if (strcmp(k_scenarios[i], planted) == 0) at = i;
+  }
+  double v = metric(runs[at], metric_name);
+  for (size_t i = 0; i < NSCEN; i++) {
+    if (i == at) continue;
+    double o = metric(runs[i], metric_name);
+    cr_expect(largest ? v > o : v < o, "%s: %s has %g, %s has %g; %s must have the %s", metric_name,
+              planted, v, k_scenarios[i], o, planted, largest ? "largest" : "smallest");
+  }
+}
+
+Test(scenarios, planted_directions_hold) {
+  expect_extreme("dataloader_wait_fraction", "dataloader", true);
+  expect_extreme("kernels_per_step", "tiny_ops", true);
+  expect_extreme("avg_kernel_time_us", "tiny_ops", false);
+  expect_extreme("sync_calls_per_step", "sync", true);
+  expect_extreme("device_alloc_calls_per_step", "memory_churn", true);
+}
+
+Test(scenarios, traces_differ_where_planted) {
+  trace_sum_t clean, tiny, sync, churn, data;
+  trace_summarize(run_clean()->trace, &clean);
+  trace_summarize(run_named("tiny_ops")->trace, &tiny);
+  trace_summarize(run_named("sync")->trace, &sync);
+  trace_summarize(run_named("memory_churn")->trace, &churn);
+  trace_summarize(run_named("dataloader")->trace, &data);
+  double steps = (double)profile_steps();
+
+  /* tiny_ops launches kernels clean never does, and many more of them */
+  size_t only_tiny = 0;
+  for (size_t i = 0; i < tiny.nkernel_names; i++)
+    if (!has_sorted(clean.kernel_names, clean.nkernel_names, tiny.kernel_names[i])) only_tiny++;
+  cr_expect_gt(only_tiny, 0, "tiny_ops' kernel names are all found in clean's trace");
+  cr_expect_gt(tiny.kernels, 3 * clean.kernels, "kernels: tiny_ops %zu vs clean %zu", tiny.kernels,
+               clean.kernels);
+  /* sync: more synchronizing runtime calls per step */
+  cr_expect_gt(sync.sync_calls / steps, clean.sync_calls / steps,
+               "synchronizing calls: sync %zu vs clean %zu", sync.sync_calls, clean.sync_calls);
+  /* memory_churn: cudaMalloc/cudaFree every step */
+  cr_expect_gt(churn.alloc_calls, clean.alloc_calls + (size_t)steps,
+               "cudaMalloc/cudaFree: memory_churn %zu vs clean %zu", churn.alloc_calls,
+               clean.alloc_calls);
+  /* dataloader: the same kernels, but its steps wait on data */
+  cr_expect_gt(data.data_wait_us, 5.0 * clean.data_wait_us + 1.0,
+               "time in %s ranges: dataloader %.0f us vs clean %.0f us", PD_RANGE_DATA_WAIT,
+               data.data_wait_us, clean.data_wait_us);
+  cr_expect_gt(data.step_us, 2.0 * clean.step_us, "ProfilerStep time: dataloader %.0f us vs clean %.0f us",
+               data.step_us, clean.step_us);
+}
+
+/* ---- fix knobs --------------------------------------------------------------------------------- */
+
+Test(fix_knobs, more_workers_lower_the_data_wait) {
+  const char *extra[] = {"--num_workers", "8", NULL};
+  run_t *base = run_named("dataloader"), *fixed = scen_run("dataloader_workers8", "dataloader", extra);
+  double b = metric(base, "dataloader_wait_fraction"), f = metric(fixed, "dataloader_wait_fraction");
+  cr_expect_lt(f, b, "dataloader_wait_fraction: 2 workers %g, 8 workers %g", b, f);
+  double bw = metric(base, "avg_dataloader_wait_s"), fw = metric(fixed, "avg_dataloader_wait_s");
+  cr_expect_lt(fw, 0.75 * bw, "avg_dataloader_wait_s: 2 workers %g s, 8 workers %g s", bw, fw);
+}
+
+Test(fix_knobs, no_sync_lowers_sync_calls) {
+  const char *extra[] = {"--no_sync", NULL};
+  run_t *base = run_named("sync"), *fixed = scen_run("sync_no_sync", "sync", extra);
+  double b = metric(base, "sync_calls_per_step"), f = metric(fixed, "sync_calls_per_step");
+  cr_expect_lt(f, b, "sync_calls_per_step: planted %g, --no_sync %g", b, f);
+}
+
+Test(fix_knobs, fused_tiny_ops_lower_kernels_per_step) {
+  const char *extra[] = {"--tiny_ops_mode", "fused", NULL};
+  run_t *base = run_named("tiny_ops"), *fixed = scen_run("tiny_ops_fused", "tiny_ops", extra);
+  double b = metric(base, "kernels_per_step"), f = metric(fixed, "kernels_per_step");
+  cr_expect_lt(f, b, "kernels_per_step: chain %g, fused %g", b, f);
+}
+
+Test(fix_knobs, graphed_tiny_ops_lower_launches_or_step_time) {
+  const char *extra[] = {"--tiny_ops_mode", "graph", NULL};
+  run_t *base = run_named("tiny_ops"), *fixed = scen_run("tiny_ops_graph", "tiny_ops", extra);
+  double bc = metric(base, "runtime_calls_per_step"), fc = metric(fixed, "runtime_calls_per_step");
+  double bt = metric(base, "avg_step_time_s"), ft = metric(fixed, "avg_step_time_s");
+  cr_expect(fc < bc || ft < bt,
+            "CUDA graph changed neither launches (runtime calls %g -> %g) nor step time (%g -> %g s)",
+            bc, fc, bt, ft);
+}
+
+Test(fix_knobs, pooled_allocator_lowers_alloc_calls) {
+  const char *extra[] = {"--allocator", "pool", NULL};
+  run_t *base = run_named("memory_churn"), *fixed = scen_run("memory_churn_pool", "memory_churn", extra);
+  double b = metric(base, "device_alloc_calls_per_step"), f = metric(fixed, "device_alloc_calls_per_step");
+  cr_expect_lt(f, b, "device_alloc_calls_per_step: cudaMalloc %g, pool %g", b, f);
+}
+
+/* ---- the gate's self-test ------------------------------------------------------------------------ */
+
+/* An unchanged rerun of clean passing is clean_within_baseline_policy. An injected
+ * slowdown of the step (a fraction of the mean warmup step, spun inside every profiled
+ * step) must fail the comparison on the step time. 25% is far beyond any tolerance; 10%
+ * is about three times the 3% time tolerance floor (docs/gate.md). */
+static void check_injected(const char *key, const char *fraction) {
+  char base[1024], report[2048];
+  baseline_or_skip(run_clean(), "clean", base, sizeof(base)); /* before spending a run */
+  const char *extra[] = {"--inject_slowdown", fraction, NULL};
+  run_t *r = scen_run(key, "clean", extra);
+  int rc = compare_with(r, base, report, sizeof(report));
+  cr_assert_eq(rc, 1, "--inject_slowdown %s: profile_compare exited %d, expected 1 (regression):\n%s",
+               fraction, rc, report);
+  cr_assert_str_eq(report_verdict(r, "avg_step_time_s"), "regressed",
+                   "--inject_slowdown %s: avg_step_time_s is %s:\n%s", fraction,
+                   report_verdict(r, "avg_step_time_s"), report);
+}
+
+Test(gate, injected_slowdown_25_percent_fails) { check_injected("clean_slowdown_25", "0.25"); }
+Test(gate, injected_slowdown_10_percent_fails) { check_injected("clean_slowdown_10", "0.10"); }
