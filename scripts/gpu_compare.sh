@@ -21,6 +21,12 @@ for exe in "$demo" "$compare"; do
 done
 read -r -a scenarios <<<"${PD_SCENARIOS:-clean dataloader sync tiny_ops memory_churn}"
 read -r -a extra <<<"${PD_DEMO_ARGS:-}"
+# Unless PD_DEMO_ARGS is given: the flags the baselines were recorded with
+# (baselines/acceptance.args, read by scripts/update_baselines.sh too), since only runs made
+# with the same settings compare fairly.
+if [ -z "${PD_DEMO_ARGS+set}" ] && [ -f baselines/acceptance.args ]; then
+  read -r -a extra <<<"$(grep -v '^[[:space:]]*#' baselines/acceptance.args | tr '\n' ' ')"
+fi
 mkdir -p "$out"
 summary=$out/summary.md
 {
