@@ -43,7 +43,7 @@ extern "C" {
   X(DATALOADER, "dataloader", "a slow input pipeline that starves the GPU",                  \
     "per sample, in the worker threads: cpu_work 4000 sin/cos iterations + io_sleep_ms 2",   \
     "data wait per step far above the step time; GPU idle between steps", "--num_workers",  \
-    "raise --num_workers (e.g. 8 or 16) so the workers keep up with the GPU",                \
+    "raise --num_workers: the wait per step falls about in proportion to the workers",      \
     PD_BOTTLENECK_DATALOADER)                                                                \
   X(SYNC, "sync", "hidden host-device synchronization inside every step",                    \
     "a blocking device->host read of the loss (loss.item()) and more inside every step",     \
