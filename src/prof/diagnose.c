@@ -121,7 +121,7 @@ static const rule_t rules[] = {
      "`device_alloc_calls_per_step` >= {t0} (cudaMalloc/cudaFree and driver equivalents)",
      alloc_evidence},
     {"alloc_time", PD_BOTTLENECK_ALLOCATOR_CHURN, fires_alloc_time, {0.10, 0, 0},
-     "`device_alloc_time_per_step_us` >= {t0} x `avg_step_time_s`", alloc_evidence},
+     "`device_alloc_time_per_step_us` >= {t0} x the step time (`avg_step_time_s`)", alloc_evidence},
     /* One blocking call per step is the step's own closing synchronize (and AMP's
      * overflow check may add one): three or more means the step forces extra waits. */
     {"sync_calls", PD_BOTTLENECK_SYNC, fires_sync_calls, {3, 0, 0},

@@ -3,7 +3,8 @@
  * Built with cJSON, printed with cJSON_Print, written to "<path>.tmp.<pid>", fsync'ed
  * and renamed over path, so a reader (the regression gate, a CI artifact upload) sees
  * either the previous file or the complete new one. Metrics that were not measured
- * (NaN) are written as null rather than as a number nobody measured. Every key of
+ * (NaN) are written as null rather than as a number nobody measured; numbers are
+ * printed by pd_json_format_double(), so each reads back as the same double. Every key of
  * PD_METRICS_MAP is written, in the table's order, so adding a metric is one line there.
  */
 #include "pd/pd_writers.h"
@@ -11,7 +12,6 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,11 +27,22 @@ static cJSON *check(build_t *b, cJSON *item) {
   return item;
 }
 
+/* Numbers go in as raw text from pd_json_format_double(): cJSON's own printer accepts
+ * a 15-digit form within an epsilon, which loses the last bit; ours reads back exactly
+ * (the regression gate compares these values). */
+static cJSON *number_item(double v) {
+  char text[64];
+  pd_json_format_double(text, sizeof text, v); /* NaN/Inf (not measured) -> null */
+  return cJSON_CreateRaw(text);
+}
+
 static void add_number(build_t *b, cJSON *obj, const char *key, double v) {
   if (obj == NULL) return;
-  /* JSON has no NaN/Inf: "not measured" is null */
-  if (!isfinite(v)) check(b, cJSON_AddNullToObject(obj, key));
-  else check(b, cJSON_AddNumberToObject(obj, key, v));
+  cJSON *item = check(b, number_item(v));
+  if (item != NULL && !cJSON_AddItemToObject(obj, key, item)) {
+    cJSON_Delete(item);
+    b->failed = true;
+  }
 }
 
 static void add_string(build_t *b, cJSON *obj, const char *key, const char *s) {
@@ -44,7 +55,7 @@ static void add_samples(build_t *b, cJSON *root, const char *key, const double *
   cJSON *arr = check(b, cJSON_AddArrayToObject(root, key));
   if (arr == NULL || xs == NULL) return;
   for (size_t i = 0; i < n; i++) {
-    cJSON *item = isfinite(xs[i]) ? cJSON_CreateNumber(xs[i]) : cJSON_CreateNull();
+    cJSON *item = number_item(xs[i]);
     if (check(b, item) == NULL || !cJSON_AddItemToArray(arr, item)) {
       cJSON_Delete(item);
       b->failed = true;

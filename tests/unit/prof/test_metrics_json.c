@@ -1,0 +1,265 @@
+/* test_metrics_json.c: the metrics JSON (schema v1) read back with cJSON: every key of
+ * DESIGN.md section 5, NaN as null, dropped records carried from the trace, top ops,
+ * atomic writing and failure without leftovers. */
+#include <criterion/criterion.h>
+#include <cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pd/pd_writers.h"
+
+static char tmpdir[256];
+
+static void make_tmpdir(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/pd_metrics_json_test.XXXXXX");
+  cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void) {
+  DIR *d = opendir(tmpdir);
+  if (d == NULL) return;
+  struct dirent *e;
+  char p[512];
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
+    unlink(p);
+  }
+  closedir(d);
+  rmdir(tmpdir);
+}
+
+static int count_files(bool *has_tmp) {
+  DIR *d = opendir(tmpdir);
+  cr_assert_not_null(d);
+  int n = 0;
+  struct dirent *e;
+  *has_tmp = false;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    n++;
+    if (strstr(e->d_name, ".tmp.") != NULL) *has_tmp = true;
+  }
+  closedir(d);
+  return n;
+}
+
+static cJSON *read_json(const char *path) {
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "cannot open %s", path);
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  cJSON *j = cJSON_Parse(buf);
+  cr_assert_not_null(j, "not valid JSON:\n%s", buf);
+  return j;
+}
+
+static double num(const cJSON *obj, const char *key) {
+  cJSON *v = cJSON_GetObjectItem(obj, key);
+  cr_assert(cJSON_IsNumber(v), "\"%s\" missing or not a number", key);
+  return v->valuedouble;
+}
+
+static const char *str(const cJSON *obj, const char *key) {
+  cJSON *v = cJSON_GetObjectItem(obj, key);
+  cr_assert(cJSON_IsString(v), "\"%s\" missing or not a string", key);
+  return v->valuestring;
+}
+
+TestSuite(metrics_json, .init = make_tmpdir, .fini = remove_tmpdir);
+
+/* A small trace with two steps, one kernel in range "conv", 42 dropped records. */
+static pd_trace_t *small_trace(void) {
+  pd_trace_t *t = pd_trace_create();
+  pd_event_t e;
+  memset(&e, 0, sizeof e);
+  e.kind = PD_EVENT_RANGE;
+  e.name = "ProfilerStep#1";
+  e.start_ns = 0, e.end_ns = 1000, e.u.range.step = 1;
+  pd_trace_add(t, &e);
+  e.name = "ProfilerStep#2";
+  e.start_ns = 1000, e.end_ns = 2000, e.u.range.step = 2;
+  pd_trace_add(t, &e);
+  e.name = "conv";
+  e.start_ns = 100, e.end_ns = 400, e.u.range.step = -1, e.u.range.shape = "[[64, 3, 32, 32]]";
+  pd_trace_add(t, &e);
+  memset(&e, 0, sizeof e);
+  e.kind = PD_EVENT_RUNTIME;
+  e.name = "cudaLaunchKernel";
+  e.start_ns = 150, e.end_ns = 160, e.correlation_id = 1;
+  pd_trace_add(t, &e);
+  memset(&e, 0, sizeof e);
+  e.kind = PD_EVENT_KERNEL;
+  e.name = "conv_kernel";
+  e.start_ns = 200, e.end_ns = 700, e.correlation_id = 1;
+  pd_trace_add(t, &e);
+  pd_trace_set_dropped(t, 42);
+  return t;
+}
+
+Test(metrics_json, round_trip) {
+  pd_trace_t *t = small_trace();
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  cr_assert_eq(pd_metrics_from_trace(t, &m), 0);
+  const double steps[] = {0.004, 0.005};
+  const double waits[] = {0.001, NAN};
+  pd_metrics_from_samples(&m, steps, waits, 2);
+  m.loss_first = 2.302585;
+  /* loss_last stays NaN: not measured */
+  pd_verdict_t v;
+  pd_diagnose(&m, &v);
+  pd_op_table_t *tab = pd_op_table_create(PD_GROUP_BY_RANGE_AND_SHAPE);
+  pd_op_table_add_trace(tab, t);
+  pd_op_table_sort(tab, PD_SORT_SELF_CUDA_TIME_TOTAL);
+  pd_device_info_t dev = {.name = "NVIDIA H100 80GB HBM3", .compute_major = 9, .compute_minor = 0,
+                          .sm_count = 132, .total_global_mem = 84929216512ULL, .driver_version = 13000,
+                          .runtime_version = 13000, .cupti_version = 130001};
+  const pd_cfg_entry_t cfg[] = {
+      {.key = "scenario", .type = PD_CFG_STRING, .s = "dataloader"},
+      {.key = "batch_size", .type = PD_CFG_INT, .i = 64},
+      {.key = "pin_memory", .type = PD_CFG_BOOL, .b = true},
+      {.key = "lr", .type = PD_CFG_DOUBLE, .d = 1e-3},
+      {.key = "trace_dir", .type = PD_CFG_STRING, .s = NULL},
+  };
+  const char *files[] = {"results/traces/host_1.123.pt.trace.json"};
+  pd_run_report_t r = {.config = cfg, .nconfig = 5, .device = &dev, .metrics = &m, .step_times_s = steps,
+                       .dataloader_wait_s = waits, .nsteps = 2, .verdict = &v, .top_ops = tab,
+                       .top_ops_limit = 10, .trace_files = files, .ntrace_files = 1};
+  char path[512];
+  snprintf(path, sizeof path, "%s/metrics.json", tmpdir);
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+
+  bool has_tmp;
+  cr_expect_eq(count_files(&has_tmp), 1);
+  cr_expect(!has_tmp, "temp file left behind");
+
+  cJSON *j = read_json(path);
+  cr_expect_eq(num(j, "schema_version"), 1);
+  cJSON *tool = cJSON_GetObjectItem(j, "tool");
+  cr_expect_str_eq(str(tool, "name"), "profiler_demo");
+  cr_expect_str_eq(str(tool, "version"), PD_VERSION_STRING);
+
+  cJSON *c = cJSON_GetObjectItem(j, "config");
+  cr_expect_str_eq(str(c, "scenario"), "dataloader");
+  cr_expect_eq(num(c, "batch_size"), 64);
+  cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(c, "pin_memory")));
+  cr_expect_eq(num(c, "lr"), 1e-3);
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(c, "trace_dir")));
+
+  cJSON *d = cJSON_GetObjectItem(j, "device");
+  cr_expect_str_eq(str(d, "name"), "NVIDIA H100 80GB HBM3");
+  cr_expect_str_eq(str(d, "compute_capability"), "9.0");
+  cr_expect_eq(num(d, "sm_count"), 132);
+  cr_expect_eq(num(d, "total_global_mem"), 84929216512.0);
+  cr_expect_eq(num(d, "driver"), 13000);
+  cr_expect_eq(num(d, "runtime"), 13000);
+  cr_expect_eq(num(d, "cupti"), 130001);
+
+  /* every metric of PD_METRICS_MAP is there, as a number or null */
+  cJSON *mj = cJSON_GetObjectItem(j, "metrics");
+  size_t nd;
+  const pd_metric_desc_t *descs = pd_metric_descs(&nd);
+  cr_expect_eq((size_t)cJSON_GetArraySize(mj), nd);
+  for (size_t i = 0; i < nd; i++) {
+    cJSON *x = cJSON_GetObjectItem(mj, descs[i].name);
+    cr_assert_not_null(x, "metric %s missing", descs[i].name);
+    double want = *(const double *)((const char *)&m + descs[i].offset);
+    if (isnan(want)) cr_expect(cJSON_IsNull(x), "%s is NaN: must be null", descs[i].name);
+    else cr_expect(cJSON_IsNumber(x) && x->valuedouble == want, "%s: got %.17g, want %.17g", descs[i].name,
+                   x->valuedouble, want);
+  }
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(mj, "loss_last")));
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(mj, "avg_dataloader_wait_s")), "a NaN sample makes the mean NaN");
+  cr_expect_eq(num(mj, "dropped_records"), 42, "dropped records reach the JSON");
+  cr_expect_eq(num(mj, "kernels_per_step"), 0.5);
+  cr_expect_eq(num(mj, "loss_first"), 2.302585);
+  cr_expect_eq(num(j, "steps"), 2);
+
+  cJSON *st = cJSON_GetObjectItem(j, "step_times_s"), *dw = cJSON_GetObjectItem(j, "dataloader_wait_s");
+  cr_expect(cJSON_GetArraySize(st) == 2 && cJSON_GetArrayItem(st, 1)->valuedouble == 0.005);
+  cr_expect(cJSON_GetArraySize(dw) == 2 && cJSON_IsNull(cJSON_GetArrayItem(dw, 1)));
+
+  cJSON *vj = cJSON_GetObjectItem(j, "verdict");
+  cr_expect_str_eq(str(vj, "bottleneck"), pd_bottleneck_name(v.bottleneck));
+  cr_expect_str_eq(str(vj, "rule"), v.rule);
+  cr_expect_str_eq(str(vj, "evidence"), v.evidence);
+
+  cJSON *ops = cJSON_GetObjectItem(j, "top_ops");
+  cr_assert_eq(cJSON_GetArraySize(ops), 3, "ProfilerStep*, conv, cudaLaunchKernel: %d", cJSON_GetArraySize(ops));
+  cJSON *op0 = cJSON_GetArrayItem(ops, 0);
+  cr_expect_str_eq(str(op0, "name"), "conv");
+  cr_expect_str_eq(str(op0, "shape"), "[[64, 3, 32, 32]]");
+  cr_expect_eq(num(op0, "calls"), 1);
+  cr_expect_eq(num(op0, "self_cuda_time_us"), 0.5);
+  cr_expect_eq(num(op0, "cuda_time_us"), 0.5);
+  cr_expect_eq(num(op0, "self_cpu_time_us"), 0.29);
+  cr_expect_eq(num(op0, "cpu_time_us"), 0.3);
+  cJSON *op;
+  cJSON_ArrayForEach(op, ops) {
+    if (strcmp(str(op, "name"), "cudaLaunchKernel") == 0)
+      cr_expect_null(cJSON_GetObjectItem(op, "shape"), "no shape key for rows without a shape");
+  }
+  cJSON *tf = cJSON_GetObjectItem(j, "trace_files");
+  cr_expect(cJSON_GetArraySize(tf) == 1 && strcmp(cJSON_GetArrayItem(tf, 0)->valuestring, files[0]) == 0);
+  cJSON_Delete(j);
+
+  /* top_ops_limit cuts the list */
+  r.top_ops_limit = 1;
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+  j = read_json(path);
+  cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_ops")), 1);
+  cJSON_Delete(j);
+  pd_op_table_destroy(tab);
+  pd_trace_destroy(t);
+}
+
+Test(metrics_json, minimal_report_has_every_section) {
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  pd_run_report_t r = {.metrics = &m};
+  char path[512];
+  snprintf(path, sizeof path, "%s/min.json", tmpdir);
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+  cJSON *j = read_json(path);
+  static const char *const keys[] = {"schema_version", "tool",  "config",  "device",  "metrics",
+                                     "steps",          "step_times_s", "dataloader_wait_s", "verdict",
+                                     "top_ops",        "trace_files"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+    cr_expect(cJSON_HasObjectItem(j, keys[i]), "key %s missing", keys[i]);
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "device")));
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "verdict")));
+  cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_ops")), 0);
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metrics"), "gpu_busy_fraction")));
+  cJSON_Delete(j);
+}
+
+Test(metrics_json, failures_leave_nothing) {
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  pd_run_report_t r = {.metrics = &m};
+  char path[512];
+  snprintf(path, sizeof path, "%s/no_such_dir/m.json", tmpdir);
+  cr_expect_eq(pd_metrics_json_write(path, &r), PD_EIO);
+  bool has_tmp;
+  cr_expect_eq(count_files(&has_tmp), 0);
+  /* the target is a directory: the rename fails, the temp file must go */
+  snprintf(path, sizeof path, "%s/adir", tmpdir);
+  cr_assert_eq(mkdir(path, 0700), 0);
+  cr_expect_eq(pd_metrics_json_write(path, &r), PD_EIO);
+  cr_expect_eq(count_files(&has_tmp), 1, "only the directory is left");
+  cr_expect(!has_tmp);
+  rmdir(path);
+  cr_expect_eq(pd_metrics_json_write(NULL, &r), PD_EINVAL);
+  cr_expect_eq(pd_metrics_json_write(path, NULL), PD_EINVAL);
+  r.metrics = NULL;
+  cr_expect_eq(pd_metrics_json_write(path, &r), PD_EINVAL);
+  cr_expect_eq(count_files(&has_tmp), 0);
+}
