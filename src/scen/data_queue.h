@@ -12,6 +12,10 @@
  *
  * No CUDA here: host buffers come from an allocation hook (pinned memory in data.c,
  * malloc by default), so the threading is unit-tested on machines without a GPU.
+ *
+ * Threads: pd_dq_next, pd_dq_release and pd_dq_destroy are called from one thread (the
+ * consumer); the workers are internal. The hooks run on worker threads (fill) and on the
+ * creating/destroying thread (alloc/free).
  */
 #ifndef PD_DATA_QUEUE_H
 #define PD_DATA_QUEUE_H
