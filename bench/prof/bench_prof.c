@@ -1,9 +1,11 @@
 /* bench_prof.c: what the profiler core costs, as tables.
  *
  *  (a) launch overhead: an empty-kernel launch loop without a profiler, with a profiler
- *      between cycles (CUPTI kinds disabled), and traced with the default kinds and with
- *      driver API records added; us per launch, the added us, and what collecting the
- *      cycle (flush + parse) costs per record;
+ *      between cycles (CUPTI detached, and for comparison kept attached with every kind
+ *      disabled), and traced with the default kinds, with memory records and with driver
+ *      API records added; us per launch, the added us, what attaching/enabling CUPTI costs
+ *      at the warmup step, and what collecting the cycle (flush + parse + sort + detach)
+ *      costs per record;
  *  (b) host ranges: ns per push/pop pair untraced and traced, one and four threads;
  *  (c) trace writing: events per second and bytes per kernel event for synthetic kernel
  *      events streamed through pd_trace_writer.
@@ -107,10 +109,11 @@ typedef struct {
   const char *label;
   unsigned activities;
   bool memory;
+  bool keep_attached; /* PD_PROF_CUPTI_DETACH=0: CUPTI stays attached between cycles */
 } prof_mode_t;
 
 typedef struct {
-  double idle_us, traced_us, collect_ms, ns_per_record;
+  double idle_us, traced_us, collect_ms, ns_per_record, enable_ms;
   int64_t kernels, events;
   uint64_t dropped;
 } mode_result_t;
@@ -125,7 +128,9 @@ static int run_mode(const opts_t *o, const prof_mode_t *m, mode_result_t *r) {
   cfg.on_trace_ready = stats_cb;
   cfg.user = &st;
   pd_prof_t *p = NULL;
+  if (m->keep_attached) setenv("PD_PROF_CUPTI_DETACH", "0", 1);
   int rc = pd_prof_create(&cfg, &p);
+  unsetenv("PD_PROF_CUPTI_DETACH");
   if (rc != 0) {
     fprintf(stderr, "bench_prof: pd_prof_create (%s): %s: %s\n", m->label, pd_err_name(rc),
             pd_prof_last_error(NULL));
@@ -134,10 +139,14 @@ static int run_mode(const opts_t *o, const prof_mode_t *m, mode_result_t *r) {
   double *idle = calloc((size_t)o->reps, sizeof(double));
   double *traced = calloc((size_t)o->reps, sizeof(double));
   double *collect = calloc((size_t)o->reps, sizeof(double));
-  int ok = idle && traced && collect && pd_prof_start(p) == 0;
+  double *enable = calloc((size_t)o->reps, sizeof(double));
+  int ok = idle && traced && collect && enable && pd_prof_start(p) == 0;
   for (int rep = 0; ok && rep < o->reps; rep++) {
-    /* wait step: profiler exists, CUPTI kinds disabled */
-    ok = timed_launches(o->launches, &idle[rep]) == 0 && pd_prof_step(p) == 0;
+    /* wait step: profiler exists, CUPTI kinds disabled (and CUPTI detached) */
+    ok = timed_launches(o->launches, &idle[rep]) == 0;
+    double te = now_s();
+    ok = ok && pd_prof_step(p) == 0; /* into warmup: attach + enable */
+    enable[rep] = (now_s() - te) * 1e3;
     /* warmup step: CUPTI enabled, results discarded */
     char err[256];
     ok = ok && pd_bench_launch_empty(1000, err, sizeof(err)) == 0 && pd_prof_step(p) == 0;
@@ -160,7 +169,9 @@ static int run_mode(const opts_t *o, const prof_mode_t *m, mode_result_t *r) {
     r->traced_us = median(traced, o->reps);
     r->collect_ms = median(collect, o->reps);
     r->ns_per_record = r->events > 0 ? r->collect_ms * 1e6 / (double)r->events : 0;
+    r->enable_ms = median(enable, o->reps);
   }
+  free(enable);
   free(idle);
   free(traced);
   free(collect);
@@ -205,15 +216,16 @@ static int bench_launch(const opts_t *o) {
   printf("(a) launch overhead: %d empty-kernel launches + sync, median of %d; %s, driver %d, "
          "runtime %d\n\n",
          o->launches, o->reps, prop.name, drv, rt);
-  printf("| mode | us/launch | added us/launch | records/cycle | collect ms | ns/record | "
-         "kernels seen | dropped |\n");
-  printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
-  printf("| no profiler | %.3f | - | - | - | - | - | - |\n", base_us);
+  printf("| mode | us/launch | added us/launch | records/cycle | enable ms | collect ms | "
+         "ns/record | kernels seen | dropped |\n");
+  printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  printf("| no profiler | %.3f | - | - | - | - | - | - | - |\n", base_us);
   const prof_mode_t modes[] = {
-      {"traced: default kinds", PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA, false},
-      {"traced: default + memory", PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA, true},
+      {"traced: default kinds", PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA, false, false},
+      {"traced: default kinds, CUPTI kept attached", PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA, false, true},
+      {"traced: default + memory", PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA, true, false},
       {"traced: default + driver API", PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA | PD_ACTIVITY_CUDA_DRIVER,
-       false},
+       false, false},
   };
   int rc = 0;
   for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
@@ -222,12 +234,13 @@ static int bench_launch(const opts_t *o) {
       rc = -1;
       continue;
     }
-    if (i == 0)
-      printf("| profiler idle (between cycles) | %.3f | %+.3f | - | - | - | - | - |\n", r.idle_us,
+    if (i <= 1)
+      printf("| profiler idle (between cycles)%s | %.3f | %+.3f | - | - | - | - | - | - |\n",
+             modes[i].keep_attached ? ", CUPTI kept attached" : ", CUPTI detached", r.idle_us,
              r.idle_us - base_us);
-    printf("| %s | %.3f | %+.3f | %lld | %.1f | %.0f | %lld | %llu |\n", modes[i].label, r.traced_us,
-           r.traced_us - base_us, (long long)r.events, r.collect_ms, r.ns_per_record,
-           (long long)r.kernels, (unsigned long long)r.dropped);
+    printf("| %s | %.3f | %+.3f | %lld | %.1f | %.1f | %.0f | %lld | %llu |\n", modes[i].label,
+           r.traced_us, r.traced_us - base_us, (long long)r.events, r.enable_ms, r.collect_ms,
+           r.ns_per_record, (long long)r.kernels, (unsigned long long)r.dropped);
   }
   printf("\n");
   return rc;
@@ -313,7 +326,7 @@ static int measure_ranges(const opts_t *o, bool traced, int threads, double *ns_
 
 static int bench_ranges(const opts_t *o) {
   printf("(b) host ranges: %d push/pop pairs per thread, median of %d\n\n", o->range_pairs, o->reps);
-  printf("| mode | threads | ns per push+pop | collect ns/range |\n|---|---:|---:|---:|\n");
+  printf("| mode | threads | ns per push+pop | collect+sort ns/range |\n|---|---:|---:|---:|\n");
   const struct {
     const char *label;
     bool traced;

@@ -57,7 +57,7 @@ static struct {
   size_t buffer_bytes;
   atomic_uint_fast64_t dropped;
   atomic_uint_fast64_t callback_errors; /* CUPTI calls that failed inside callbacks */
-  atomic_bool registered;               /* callbacks registered (once per process) */
+  atomic_bool attached;                 /* CUPTI initialized, our callbacks registered */
   pd_cupti_source_t *active;
 } g_cupti = {.lock = PTHREAD_MUTEX_INITIALIZER, .buffer_bytes = PD_CUPTI_DEFAULT_BUFFER_BYTES};
 
@@ -611,6 +611,48 @@ static void fill_props(int device, const struct cudaDeviceProp *p, pd_device_pro
 static void CUPTIAPI probe_cb(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                               const void *data) {}
 
+/* Registers our callbacks with CUPTI, once per attachment (again after a detach, since
+ * cuptiFinalize forgets them). Order matters: the timestamp callback must be in place
+ * before any kind is enabled. */
+static int cupti_attach(char *err, size_t errlen) {
+  if (atomic_load(&g_cupti.attached)) return 0;
+  /* Probe for another CUPTI client: under Nsight Systems or compute-sanitizer the
+   * subscription fails with CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED. Subscribing
+   * also (re)initializes CUPTI after a cuptiFinalize. */
+  CUpti_SubscriberHandle sub = NULL;
+  CUptiResult r = cuptiSubscribe(&sub, probe_cb, NULL);
+  if (r != CUPTI_SUCCESS) {
+    cupti_errtext(err, errlen, "cuptiSubscribe", r);
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && err != NULL) {
+      size_t used = strlen(err);
+      snprintf(err + used, errlen - used,
+               " -- another CUPTI client (Nsight Systems, Nsight Compute or compute-sanitizer) "
+               "holds CUPTI; run without it or disable CUDA activity");
+    }
+    return cupti_code(r);
+  }
+  CUPTI_TRY(cuptiUnsubscribe(sub), err, errlen);
+  CUPTI_TRY(cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM), err, errlen);
+  CUPTI_TRY(cuptiActivityRegisterTimestampCallback(timestamp_cb), err, errlen);
+  CUPTI_TRY(cuptiActivityRegisterCallbacks(buf_requested_cb, buf_completed_cb), err, errlen);
+  atomic_store(&g_cupti.attached, true);
+  return 0;
+}
+
+/* Set by pd_cupti_source_detach() just before it makes the runtime call whose exit
+ * callback runs cuptiFinalize, the call site CUPTI documents as safe. */
+static atomic_bool g_finalize_requested;
+static atomic_int g_finalize_result;
+
+static void CUPTIAPI finalize_cb(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                 const void *data) {
+  const CUpti_CallbackData *cb = data;
+  if (domain != CUPTI_CB_DOMAIN_RUNTIME_API || cb == NULL || cb->callbackSite != CUPTI_API_EXIT)
+    return;
+  if (atomic_exchange(&g_finalize_requested, false))
+    atomic_store(&g_finalize_result, (int)cuptiFinalize());
+}
+
 int pd_cupti_source_create(const pd_cupti_options_t *opt, pd_cupti_source_t **out, char *err,
                            size_t errlen) {
   if (err != NULL && errlen > 0) err[0] = '\0';
@@ -644,29 +686,10 @@ int pd_cupti_source_create(const pd_cupti_options_t *opt, pd_cupti_source_t **ou
     return PD_ECUDA;
   }
 
-  /* Probe for another CUPTI client: under Nsight Systems or compute-sanitizer the
-   * subscription fails with CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED. */
-  CUpti_SubscriberHandle sub = NULL;
-  CUptiResult r = cuptiSubscribe(&sub, probe_cb, NULL);
-  if (r != CUPTI_SUCCESS) {
-    cupti_errtext(err, errlen, "cuptiSubscribe", r);
-    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && err != NULL) {
-      size_t used = strlen(err);
-      snprintf(err + used, errlen - used,
-               " -- another CUPTI client (Nsight Systems, Nsight Compute or compute-sanitizer) "
-               "holds CUPTI; run without it or disable CUDA activity");
-    }
-    return cupti_code(r);
-  }
-  CUPTI_TRY(cuptiUnsubscribe(sub), err, errlen);
-
-  if (!atomic_load(&g_cupti.registered)) {
-    /* Order matters: the timestamp callback must be in place before any kind is enabled. */
-    CUPTI_TRY(cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM), err, errlen);
-    CUPTI_TRY(cuptiActivityRegisterTimestampCallback(timestamp_cb), err, errlen);
-    CUPTI_TRY(cuptiActivityRegisterCallbacks(buf_requested_cb, buf_completed_cb), err, errlen);
-    atomic_store(&g_cupti.registered, true);
-  }
+  /* Attaching now surfaces a busy or broken CUPTI at create time rather than mid-run. */
+  atomic_store(&g_cupti.attached, false);
+  int rc = cupti_attach(err, errlen);
+  if (rc != 0) return rc;
 
   pd_cupti_source_t *src = calloc(1, sizeof(*src));
   if (src == NULL) {
@@ -684,6 +707,10 @@ int pd_cupti_source_create(const pd_cupti_options_t *opt, pd_cupti_source_t **ou
   pd_cupti_convert_reset();
   g_cupti.active = src;
   *out = src;
+  /* Until the first traced step nothing should cost anything: detach again. A failure
+   * here only means CUPTI stays attached (some overhead per CUDA call), so it is not
+   * fatal; the profiler reports it through pd_prof_last_error(). */
+  (void)pd_cupti_source_detach(src, err, errlen);
   return 0;
 }
 
@@ -724,6 +751,8 @@ static void disable_first(const pd_cupti_source_t *src, size_t n) {
 int pd_cupti_source_enable(pd_cupti_source_t *src, char *err, size_t errlen) {
   if (src == NULL) return PD_EINVAL;
   if (src->enabled) return 0;
+  int rc = cupti_attach(err, errlen);
+  if (rc != 0) return rc;
   for (size_t i = 0; i < K_NKINDS; i++) {
     if (!kind_wanted(src, i)) continue;
     CUptiResult r = cuptiActivityEnable(k_kinds[i].kind);
@@ -818,12 +847,54 @@ const pd_device_props_t *pd_cupti_source_device(const pd_cupti_source_t *src) {
   return src != NULL ? &src->device : NULL;
 }
 
+int pd_cupti_source_detach(pd_cupti_source_t *src, char *err, size_t errlen) {
+  if (src == NULL) return PD_EINVAL;
+  if (!atomic_load(&g_cupti.attached) || !src->opt.detach) return 0;
+  int rc = pd_cupti_source_disable(src, err, errlen);
+  if (rc != 0) return rc;
+  /* Every buffer back first: cuptiFinalize frees what CUPTI still holds. Records are
+   * queued for the caller's next collect (after a cycle's collect there are none left). */
+  CUPTI_TRY(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), err, errlen);
+  CUpti_SubscriberHandle sub = NULL;
+  CUPTI_TRY(cuptiSubscribe(&sub, finalize_cb, NULL), err, errlen);
+  CUptiResult r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020);
+  if (r != CUPTI_SUCCESS) {
+    cupti_errtext(err, errlen, "cuptiEnableCallback(cudaGetDevice)", r);
+    (void)cuptiUnsubscribe(sub);
+    return cupti_code(r);
+  }
+  atomic_store(&g_finalize_result, (int)CUPTI_SUCCESS);
+  atomic_store(&g_finalize_requested, true);
+  int dev = 0;
+  cudaError_t ce = cudaGetDevice(&dev); /* its exit callback runs cuptiFinalize */
+  if (atomic_exchange(&g_finalize_requested, false)) {
+    /* The callback never ran: CUPTI stays attached, still usable, only not detached. */
+    (void)cuptiUnsubscribe(sub);
+    if (err != NULL)
+      snprintf(err, errlen, "CUPTI detach: the cudaGetDevice exit callback did not run (%s)",
+               ce == cudaSuccess ? "no error" : cudaGetErrorString(ce));
+    return PD_ECUPTI;
+  }
+  r = (CUptiResult)atomic_load(&g_finalize_result);
+  if (r != CUPTI_SUCCESS) {
+    cupti_errtext(err, errlen, "cuptiFinalize", r);
+    return cupti_code(r);
+  }
+  /* The subscriber went with CUPTI's state; callbacks must be registered again. */
+  atomic_store(&g_cupti.attached, false);
+  return 0;
+}
+
 void pd_cupti_source_destroy(pd_cupti_source_t *src) {
   if (src == NULL) return;
   (void)pd_cupti_source_disable(src, NULL, 0);
   /* Forced flush hands back every buffer CUPTI holds, so none leaks past destroy. */
-  (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (atomic_load(&g_cupti.attached))
+    (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   (void)pd_cupti_source_collect(src, NULL, 0);
+  /* Leave the process as it was before the profiler: no CUPTI attached. */
+  (void)pd_cupti_source_detach(src, NULL, 0);
   pthread_mutex_lock(&g_cupti.lock);
   pd_cupti_buf_t *f = g_cupti.free_list;
   g_cupti.free_list = NULL;

@@ -24,10 +24,12 @@ typedef struct {
   bool driver_api;     /* also record CUDA driver API calls (costs launch overhead) */
   bool memory;         /* device memory alloc/free records (MEMORY2) */
   size_t buffer_bytes; /* CUPTI activity buffer size; 0 = default (8 MiB) */
+  bool detach;         /* detach CUPTI between cycles (pd_cupti_source_detach) */
 } pd_cupti_options_t;
 
-/* Checks for a CUDA device, subscribes to CUPTI, registers the buffer and timestamp
- * callbacks. Activity stays disabled until pd_cupti_source_enable(). On success *out
+/* Checks for a CUDA device, probes CUPTI with a subscription, registers the buffer and
+ * timestamp callbacks, then detaches again (opt->detach) until the first enable. Activity
+ * stays disabled until pd_cupti_source_enable(). On success *out
  * owns the source (free with pd_cupti_source_destroy()). Returns PD_ENODEV (no device or
  * no driver), PD_ECUPTI_BUSY (another CUPTI client such as Nsight Systems), PD_ECUPTI,
  * PD_ENOMEM or PD_EINVAL; err receives one line of detail. */
@@ -41,6 +43,12 @@ void pd_cupti_source_destroy(pd_cupti_source_t *src);
 int pd_cupti_source_enable(pd_cupti_source_t *src, char *err, size_t errlen);
 /* Disables them again (called when tracing ends), so untraced steps cost nothing. */
 int pd_cupti_source_disable(pd_cupti_source_t *src, char *err, size_t errlen);
+/* Detaches CUPTI from the process (cuptiFinalize, run from the exit callback of a
+ * cudaGetDevice call as CUPTI recommends) after disabling and a forced flush, so steps
+ * between cycles pay no CUPTI cost at all; the next enable attaches again (a few ms,
+ * absorbed by the warmup step). Returns 0, or PD_ECUPTI/PD_ECUPTI_BUSY with detail in
+ * err, CUPTI then staying attached and usable. */
+int pd_cupti_source_detach(pd_cupti_source_t *src, char *err, size_t errlen);
 /* cuptiActivityFlushAll: forced=false hands over buffers whose records are complete,
  * forced=true every buffer (at stop). Returns 0 or PD_ECUPTI. */
 int pd_cupti_source_flush(pd_cupti_source_t *src, bool forced, char *err, size_t errlen);

@@ -44,6 +44,7 @@ struct pd_prof {
   uint32_t step_depth;
   uint32_t step_tid;
   uint64_t step_nvtx;
+  bool warned_detach;
   char last_error[512];
 };
 
@@ -99,6 +100,14 @@ static int validate(const pd_prof_config_t *cfg, char *err, size_t errlen) {
   return 0;
 }
 
+/* CUPTI is detached between cycles (kineto's TEARDOWN_CUPTI) unless PD_PROF_CUPTI_DETACH=0:
+ * attached, it costs every CUDA call about half a microsecond even with all kinds
+ * disabled (docs/performance.md). */
+static bool cupti_detach_wanted(void) {
+  const char *v = getenv("PD_PROF_CUPTI_DETACH");
+  return v == NULL || strcmp(v, "0") != 0;
+}
+
 int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out) {
   g_create_error[0] = '\0';
   if (cfg == NULL || out == NULL) {
@@ -135,9 +144,12 @@ int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out) {
         .driver_api = (p->cfg.activities & PD_ACTIVITY_CUDA_DRIVER) != 0,
         .memory = cfg->profile_memory,
         .buffer_bytes = 0,
+        .detach = cupti_detach_wanted(),
     };
     rc = pd_cupti_source_create(&opt, &p->cupti, g_create_error, sizeof(g_create_error));
     if (rc != 0) goto fail;
+    /* A non-fatal detail (CUPTI could not detach) stays visible as the last error. */
+    snprintf(p->last_error, sizeof(p->last_error), "%s", g_create_error);
   }
   pd_ranges_set_record_shapes(cfg->record_shapes);
   p->state = ST_CREATED;
@@ -281,6 +293,16 @@ static int transit(pd_prof_t *p, pd_sched_action_t prev, int cur) {
         rc = first_err(rc, start_trace(p));
       }
       break;
+  }
+  if (!p->tracing && p->cupti != NULL) {
+    /* Untraced steps follow: take CUPTI out of the process so they cost nothing. Failing
+     * to detach costs only speed, so it is reported but does not fail the step. */
+    char why[256] = "";
+    if (pd_cupti_source_detach(p->cupti, why, sizeof(why)) != 0) {
+      snprintf(p->last_error, sizeof(p->last_error), "warning: %s", why);
+      if (!p->warned_detach) fprintf(stderr, "pd_prof: warning: %s\n", why);
+      p->warned_detach = true;
+    }
   }
   return rc;
 }

@@ -319,6 +319,40 @@ Test(profiler_gpu, untraced_steps_record_nothing_and_stop_hands_over) {
   cr_expect_eq(counts[1], per_step[2] + per_step[3], "kernels in the cycle: %d", counts[1]);
 }
 
+Test(profiler_gpu, cycles_repeat_with_cupti_detached_between) {
+  /* wait=1: CUPTI is detached in every wait step and attached again at the warmup step;
+   * each of the three cycles must still hold exactly its own step's kernels. */
+  char err[512];
+  pd_wl_t *wl = pd_wl_setup(err, sizeof(err));
+  cr_assert_not_null(wl, "workload setup: %s", err);
+  int counts[8] = {0};
+  pd_prof_config_t cfg;
+  pd_prof_config_init(&cfg);
+  cfg.schedule = (pd_schedule_t){.wait = 1, .warmup = 1, .active = 1, .repeat = 3};
+  cfg.on_trace_ready = count_kernels_cb;
+  cfg.user = counts;
+  pd_prof_t *p = NULL;
+  int rc = pd_prof_create(&cfg, &p);
+  cr_assert_eq(rc, 0, "pd_prof_create: %s", pd_prof_last_error(NULL));
+  cr_assert_eq(pd_prof_start(p), 0);
+  double ms;
+  for (int step = 0; step < 10; step++) {
+    pd_wl_spec_t spec = {.kernels = 3 + step, .kernel_us = 10};
+    cr_assert_eq(pd_wl_run(wl, &spec, &ms, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(pd_prof_step(p), 0, "step %d: %s", step, pd_prof_last_error(p));
+  }
+  cr_assert_eq(pd_prof_stop(p), 0, "%s", pd_prof_last_error(p));
+  cr_expect_eq(pd_prof_dropped_records(p), 0u);
+  cr_expect(strncmp(pd_prof_last_error(p), "warning", 7) != 0, "%s", pd_prof_last_error(p));
+  pd_prof_destroy(p);
+  pd_wl_teardown(wl);
+  cr_assert_eq(counts[0], 3);
+  /* recorded steps 2, 5, 8 ran 5, 8 and 11 kernels */
+  cr_expect_eq(counts[1], 5);
+  cr_expect_eq(counts[2], 8);
+  cr_expect_eq(counts[3], 11);
+}
+
 static void CUPTIAPI other_tool_cb(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                    const void *data) {}
 
