@@ -111,6 +111,10 @@ const char *pd_prof_last_error(const pd_prof_t *prof);
  * when buf is too small or trace_dir is unset. */
 int pd_prof_trace_file_path(const pd_prof_t *prof, char *buf, size_t buflen);
 
+/* Returns the CUPTI API version of the loaded libcupti (cuptiGetVersion, e.g. 130001), or 0
+ * when it cannot be read. Needs no GPU and does not attach CUPTI to the process. */
+int pd_prof_cupti_version(void);
+
 /* ---- host ranges ------------------------------------------------------------- */
 
 /* Opens a named range on the calling thread (and an NVTX range of the same name).

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "pd/pd_common.h"
+#include "pd/pd_prof.h"
 
 #define PD_CUPTI_DEFAULT_BUFFER_BYTES ((size_t)8 << 20)
 /* Buffers kept for reuse after parsing; more are freed so memory stays bounded. */
@@ -672,7 +673,7 @@ int pd_cupti_source_create(const pd_cupti_options_t *opt, pd_cupti_source_t **ou
     if (err)
       snprintf(err, errlen, "no usable CUDA device (cudaGetDeviceCount: %s)",
                ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
-    (void)cudaGetLastError(); /* clear the sticky-free error state */
+    (void)cudaGetLastError(); /* reset the runtime's last-error slot for the caller */
     return PD_ENODEV;
   }
   if (opt->device >= count) {
@@ -838,9 +839,20 @@ int64_t pd_cupti_source_collect(pd_cupti_source_t *src, pd_trace_t *out, int64_t
   return added;
 }
 
+int pd_prof_cupti_version(void) {
+  uint32_t v = 0;
+  if (cuptiGetVersion(&v) != CUPTI_SUCCESS) return 0;
+  return (int)v;
+}
+
 uint64_t pd_cupti_source_dropped(const pd_cupti_source_t *src) {
   (void)src;
   return (uint64_t)atomic_load(&g_cupti.dropped);
+}
+
+uint64_t pd_cupti_source_errors(const pd_cupti_source_t *src) {
+  (void)src;
+  return (uint64_t)atomic_load(&g_cupti.callback_errors);
 }
 
 const pd_device_props_t *pd_cupti_source_device(const pd_cupti_source_t *src) {

@@ -58,6 +58,9 @@ int pd_cupti_source_flush(pd_cupti_source_t *src, bool forced, char *err, size_t
 int64_t pd_cupti_source_collect(pd_cupti_source_t *src, pd_trace_t *out, int64_t window_start_ns);
 /* Records CUPTI dropped so far (summed over completed buffers). */
 uint64_t pd_cupti_source_dropped(const pd_cupti_source_t *src);
+/* CUPTI calls that failed where no error can be returned (inside CUPTI's callbacks, or a
+ * buffer whose records stopped parsing early), summed since create. */
+uint64_t pd_cupti_source_errors(const pd_cupti_source_t *src);
 /* Properties of the configured device, filled at create. */
 const pd_device_props_t *pd_cupti_source_device(const pd_cupti_source_t *src);
 

@@ -38,6 +38,7 @@ struct pd_prof {
   bool tracing;
   int64_t window_start_ns;
   uint64_t dropped_seen; /* dropped count already assigned to a cycle */
+  uint64_t errors_seen;  /* CUPTI callback errors already warned about */
   /* The open ProfilerStep#N range. */
   bool step_open;
   int64_t step_start_ns;
@@ -237,6 +238,14 @@ static int trace_ready(pd_prof_t *p) {
               "pd_prof: warning: CUPTI dropped %llu activity records in the cycle ending at step "
               "%lld; the trace is incomplete\n",
               (unsigned long long)cycle_dropped, (long long)p->step);
+    uint64_t errs = pd_cupti_source_errors(p->cupti);
+    if (errs > p->errors_seen) {
+      fprintf(stderr,
+              "pd_prof: warning: %llu CUPTI buffer calls failed in the cycle ending at step %lld "
+              "(dropped-record count or record parsing); the trace may be incomplete\n",
+              (unsigned long long)(errs - p->errors_seen), (long long)p->step);
+      p->errors_seen = errs;
+    }
   }
   pd_trace_sort(p->cycle);
   if (rc == 0 && p->cfg.on_trace_ready != NULL) {

@@ -11,6 +11,7 @@
 
 #include "cupti_source.h"
 #include "pd/pd_event.h"
+#include "pd/pd_prof.h"
 
 static pd_event_t convert(const void *rec, char *namebuf, size_t len) {
   pd_event_t ev;
@@ -316,4 +317,10 @@ Test(cupti_convert, kernel_and_runtime_pair_share_a_correlation_in_a_trace) {
     cr_expect_str_eq(ev[i].name, "cudaLaunchKernel");
   }
   pd_trace_destroy(t);
+}
+
+Test(cupti_convert, cupti_version_without_gpu) {
+  /* The version comes from the library itself; no device or driver is needed. */
+  int v = pd_prof_cupti_version();
+  cr_expect_eq(v, CUPTI_API_VERSION, "libcupti reports %d, headers say %d", v, CUPTI_API_VERSION);
 }
