@@ -366,7 +366,7 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
     dev.total_global_mem = (uint64_t)prop.totalGlobalMem;
     DEMO_CUDA(cudaDriverGetVersion(&dev.driver_version));
     DEMO_CUDA(cudaRuntimeGetVersion(&dev.runtime_version));
-    dev.cupti_version = 0; /* the profiler core does not expose cuptiGetVersion */
+    dev.cupti_version = pd_prof_cupti_version(); /* 0 when libcupti cannot tell */
   }
   DEMO_CUDA(cudaStreamCreate(&r->stream));
   if (config_note != NULL && !cfg->quiet) printf("%s: note: %s\n", PD_DEMO_PROG, config_note);
