@@ -67,8 +67,7 @@ fi
 [ "$ngpu" -gt 0 ] || die 3 "no GPU visible (nvidia-smi -L lists none); baselines/ untouched"
 
 # A clean tree, so the provenance's commit really describes the code that was measured.
-if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  commit=$(git rev-parse HEAD)
+if commit=$(git rev-parse --verify -q HEAD 2>/dev/null); then
   dirty=$(git status --porcelain --untracked-files=all)
   if [ -n "$dirty" ]; then
     if [ "$force" -eq 0 ]; then
@@ -79,7 +78,7 @@ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     commit="$commit-dirty"
   fi
 else
-  [ "$force" -eq 1 ] || die 1 "not a git checkout: cannot check the tree is clean (use --force)"
+  [ "$force" -eq 1 ] || die 1 "not a git checkout with a commit: cannot check the tree is clean (use --force)"
   commit=unknown
 fi
 commit=${PD_BASELINE_COMMIT:-$commit}
