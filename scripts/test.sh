@@ -246,9 +246,14 @@ if [ "$built" -eq 1 ]; then
     --print-summary --fail-under-line 80 | tee "$covdir/gcovr.log"
   rc=${PIPESTATUS[0]}
   cov_line=$(grep -m1 '^lines:' "$covdir/gcovr.log" || echo "lines: none")
+  # For information, not gated: the same over every src/**/*.c, the GPU-only files that
+  # gcovr.cfg leaves out included (the unit tests cannot reach them without a GPU).
+  all_line=$(gcovr --config /dev/null --root "$root" --object-directory "$root/$build" -j "$jobs" \
+    --filter 'src/.*\.c$' --print-summary --txt "$covdir/summary-all.txt" 2>/dev/null | grep -m1 '^lines:')
   echo "coverage report: $covdir/index.html (Cobertura: $covdir/coverage.xml)"
+  echo "for information, with the GPU-only files counted: ${all_line:-lines: none}"
   if [ "$rc" -eq 0 ]; then
-    record coverage ok "$cov_line (gate 80 %)"
+    record coverage ok "$cov_line (gate 80 %; GPU-only files counted too: ${all_line#lines: })"
   elif [ "$rc" -eq 2 ]; then
     record coverage FAILED "$cov_line is under the 80 % gate"
   else
