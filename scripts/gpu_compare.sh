@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # gpu_compare.sh BUILD_DIR OUT_DIR: the regression gate's comparison step on a GPU host
-# (.github/workflows/gpu.yml). For each scenario it runs profiler_demo with its defaults
-# (the settings scripts/update_baselines.sh records baselines with), then compares the
+# (.github/workflows/gpu.yml). For each scenario it runs profiler_demo with the flags in
+# baselines/acceptance.args (those every baseline was recorded with), then compares the
 # metrics JSON with baselines/<gpu slug>/<scenario>.json through profile_compare, and
 # writes a Markdown table (OUT_DIR/summary.md, also appended to $GITHUB_STEP_SUMMARY when
 # set). Traces, metrics and the per-scenario reports stay in OUT_DIR for upload.
 #
 # A GPU model with no baseline folder is reported as such and not compared (baselines
-# belong to one GPU model). PD_SCENARIOS overrides the scenario list; PD_DEMO_ARGS adds
-# flags to every profiler_demo run.
+# belong to one GPU model). PD_SCENARIOS overrides the scenario list; PD_DEMO_ARGS, when
+# set, replaces the flags of acceptance.args.
 # Exit: 0 all compared scenarios within policy; 1 a regression or a failed run; 2 usage.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
