@@ -58,8 +58,10 @@ const char *pd_sched_action_name(pd_sched_action_t a);
 enum {
   PD_ACTIVITY_CPU = 1u << 0,  /* host ranges */
   PD_ACTIVITY_CUDA = 1u << 1, /* CUPTI: kernels, memcpy, memset, runtime, sync, memory */
-  /* With PD_ACTIVITY_CUDA: also CUDA driver API calls (cuda_driver). Off by default, as in
-   * kineto: it adds host overhead to every launch (docs/performance.md). */
+  /* With PD_ACTIVITY_CUDA: every CUDA driver API call (cuda_driver). Without this bit only
+   * driver-API kernel launches are kept (cuLaunchKernel*, cuGraphLaunch), as kineto does:
+   * cuBLAS launches its kernels that way, and they need a launching call for flows and
+   * attribution. All driver calls add host overhead to each launch (docs/performance.md). */
   PD_ACTIVITY_CUDA_DRIVER = 1u << 2
 };
 

@@ -534,6 +534,22 @@ int pd_cupti_record_to_event(const void *record, pd_event_t *ev, char *namebuf, 
   }
 }
 
+bool pd_cupti_driver_cbid_is_launch(uint32_t cbid) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+      return true;
+    default:
+      return false;
+  }
+}
+
 int pd_cupti_convert_record(const void *record, pd_trace_t *out) {
   if (out == NULL) return PD_EINVAL;
   char namebuf[512];
@@ -736,7 +752,7 @@ static const struct {
 static bool kind_wanted(const pd_cupti_source_t *src, size_t i) {
   switch (k_kinds[i].when) {
     case KIND_DRIVER:
-      return src->opt.driver_api;
+      return src->opt.driver_api || src->opt.driver_launches;
     case KIND_MEMORY:
       return src->opt.memory;
     default:
@@ -821,6 +837,9 @@ int64_t pd_cupti_source_collect(pd_cupti_source_t *src, pd_trace_t *out, int64_t
       }
       pd_event_t ev;
       if (pd_cupti_record_to_event(rec, &ev, namebuf, sizeof(namebuf)) != 1) continue;
+      if (ev.kind == PD_EVENT_DRIVER && !src->opt.driver_api &&
+          !pd_cupti_driver_cbid_is_launch(ev.u.api.cbid))
+        continue; /* launch-only driver tracing: other driver calls are noise */
       if (ev.start_ns < window_start_ns) continue; /* warmup: traced, then discarded */
       int arc = pd_trace_add(out, &ev);
       if (arc < 0)

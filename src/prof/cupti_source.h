@@ -21,7 +21,11 @@ typedef struct pd_cupti_source pd_cupti_source_t;
 
 typedef struct {
   int device;          /* ordinal whose properties describe the trace */
-  bool driver_api;     /* also record CUDA driver API calls (costs launch overhead) */
+  bool driver_api;     /* record every CUDA driver API call (costs launch overhead) */
+  bool driver_launches;/* record driver-API kernel launches (cuLaunchKernel*, cuGraphLaunch):
+                          libraries such as cuBLAS launch this way, and without these
+                          records their kernels have no launching call (no flow, no
+                          attribution to the host range that launched them) */
   bool memory;         /* device memory alloc/free records (MEMORY2) */
   size_t buffer_bytes; /* CUPTI activity buffer size; 0 = default (8 MiB) */
   bool detach;         /* detach CUPTI between cycles (pd_cupti_source_detach) */
@@ -72,6 +76,9 @@ const pd_device_props_t *pd_cupti_source_device(const pd_cupti_source_t *src);
  * PD_EINVAL for NULL arguments. Memory records update the live-bytes tally of the
  * converter (see pd_cupti_convert_reset). */
 int pd_cupti_record_to_event(const void *record, pd_event_t *ev, char *namebuf, size_t namelen);
+/* Returns true for driver API callback ids that launch GPU work (kept when only
+ * driver_launches is asked for). */
+bool pd_cupti_driver_cbid_is_launch(uint32_t cbid);
 /* Converts one record and adds it to out. Returns 1 added, 0 skipped, or a PD_E* code. */
 int pd_cupti_convert_record(const void *record, pd_trace_t *out);
 /* Forgets the live device allocations the converter tracks for total_allocated. */

@@ -143,6 +143,7 @@ int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out) {
     pd_cupti_options_t opt = {
         .device = cfg->device,
         .driver_api = (p->cfg.activities & PD_ACTIVITY_CUDA_DRIVER) != 0,
+        .driver_launches = true,
         .memory = cfg->profile_memory,
         .buffer_bytes = 0,
         .detach = cupti_detach_wanted(),
