@@ -21,15 +21,14 @@ build=${1:-build-gpu}
 die() { echo "gpu_acceptance: $2" >&2; exit "$1"; }
 
 command -v ctest >/dev/null 2>&1 || die 2 "ctest (CMake) is not installed on this host"
-ngpu=0
-command -v nvidia-smi >/dev/null 2>&1 && ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+ngpu=$(scripts/gpu_resources.sh --count)
 if [ "$ngpu" -eq 0 ] && [ "${PD_ALLOW_NO_GPU:-0}" != 1 ]; then
-  die 3 "nvidia-smi sees no GPU; the acceptance tests would only skip (PD_ALLOW_NO_GPU=1 runs them anyway)"
+  die 3 "no GPU on this host (nvidia-smi, /dev/nvidiaN); the acceptance tests would only skip (PD_ALLOW_NO_GPU=1 runs them anyway)"
 fi
 if [ ! -d "$build" ]; then
   command -v cmake >/dev/null 2>&1 || die 2 "no build directory '$build' and no cmake; run scripts/gpu_prepare.sh where the toolchain is"
   archs=native
-  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || archs="80-real;90-real;90-virtual"
+  [ "$ngpu" -gt 0 ] || archs="80-real;90-real;90-virtual"
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=$archs" &&
     cmake --build "$build" -j"$(nproc)" || die 2 "build failed"
 fi
@@ -93,7 +92,7 @@ else
   # CUDA_VISIBLE_DEVICES allows. RESOURCE_GROUPS needs a spec to be enforced; without one
   # ctest ignores it.
   args+=(-j 1)
-  echo "gpu_acceptance: $ngpu GPU(s) seen by nvidia-smi, none listable as CTest resources; running tests one at a time"
+  echo "gpu_acceptance: $ngpu GPU(s) on this host, none listable as CTest resources; running tests one at a time"
 fi
 (cd "$build" && ctest "${args[@]}" "$@")
 rc=$?

