@@ -57,11 +57,14 @@ static size_t utf8_seq_len(const unsigned char *s, size_t *valid_prefix) {
 void pd_json_write_string(FILE *out, const char *s) {
   if (out == NULL) return;
   if (s == NULL) {
-    fwrite_unlocked("null", 1, 4, out);
+    fwrite("null", 1, 4, out);
     return;
   }
   static const char hex[] = "0123456789abcdef";
   const unsigned char *p = (const unsigned char *)s;
+  /* One lock for the whole string, then the unlocked calls: the string stays in one
+   * piece if other threads write to the same FILE, at the cost of one lock. */
+  flockfile(out);
   putc_unlocked('"', out);
   /* Write runs of bytes that need no escaping with one fwrite: most names are plain
    * ASCII, and this keeps the trace writer's hot path to a scan and a copy. */
@@ -104,6 +107,7 @@ void pd_json_write_string(FILE *out, const char *s) {
   }
   if (p > run) fwrite_unlocked(run, 1, (size_t)(p - run), out);
   putc_unlocked('"', out);
+  funlockfile(out);
 }
 
 /* ---- numbers --------------------------------------------------------------------------- */
@@ -148,5 +152,5 @@ void pd_json_write_double(FILE *out, double v) {
   if (out == NULL) return;
   char buf[64];
   size_t n = pd_json_format_double(buf, sizeof buf, v);
-  fwrite_unlocked(buf, 1, n, out);
+  fwrite(buf, 1, n, out);
 }

@@ -74,8 +74,10 @@ int pd_occupancy_estimate(const pd_device_props_t *dev, int threads_per_block, i
   if (dev->max_shared_mem_per_sm > 0) {
     int reserved = dev->compute_major >= 8 ? SMEM_RESERVED_SM80 : 0;
     int per_block = round_up(smem_per_block, SMEM_ALLOC_UNIT) + reserved;
+    /* Unknown opt-in limit: cap at the SM's memory rather than at the 48 KiB default,
+     * so a kernel that did launch with more is not reported as unlaunchable. */
     int block_cap = dev->max_shared_mem_per_block_optin > 0 ? dev->max_shared_mem_per_block_optin
-                                                             : dev->max_shared_mem_per_block;
+                                                             : dev->max_shared_mem_per_sm;
     if (block_cap > 0 && smem_per_block > block_cap) {
       out->limiter = "shared memory";
       return 0;
@@ -400,9 +402,10 @@ static void write_device_props(pd_trace_writer_t *w, const pd_device_props_t *d,
   p = put_i64(p, d->max_shared_mem_per_sm);
   p = PUT_LIT(p, ",\"numSms\":");
   p = put_i64(p, d->num_sms);
-  p = PUT_LIT(p, ",\"sharedMemPerBlockOptin\":");
-  p = put_i64(p, d->max_shared_mem_per_block_optin > 0 ? d->max_shared_mem_per_block_optin
-                                                       : d->max_shared_mem_per_block);
+  if (d->max_shared_mem_per_block_optin > 0) { /* left out when the source did not say */
+    p = PUT_LIT(p, ",\"sharedMemPerBlockOptin\":");
+    p = put_i64(p, d->max_shared_mem_per_block_optin);
+  }
   p = PUT_LIT(p, ",\"maxBlocksPerMultiprocessor\":");
   p = put_i64(p, d->max_blocks_per_sm);
   p = PUT_LIT(p, "}");

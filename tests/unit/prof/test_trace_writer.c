@@ -246,6 +246,17 @@ Test(trace_writer, top_level_keys) {
   cr_expect_eq(num(d, "sharedMemPerBlockOptin"), 232448);
   cJSON_Delete(root);
   pd_trace_destroy(t);
+
+  /* a source that does not know the opt-in limit: the key is left out, not invented */
+  t = pd_trace_create();
+  pd_device_props_t nd = h100();
+  nd.max_shared_mem_per_block_optin = 0;
+  pd_trace_add_device(t, &nd);
+  root = write_and_parse(t, &meta, NULL);
+  cr_expect_null(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "deviceProperties"), 0),
+                                     "sharedMemPerBlockOptin"));
+  cJSON_Delete(root);
+  pd_trace_destroy(t);
 }
 
 Test(trace_writer, categories_rows_and_times) {
@@ -558,6 +569,12 @@ Test(occupancy, limits) {
   expect_occ(96, 40, 0, 17, 51.0 / 64.0, "registers");  /* 1280 regs/warp: 51 warps */
   pd_device_props_t d = h100();
   pd_occupancy_t o;
+  /* opt-in limit unknown: 64 KiB per block still launches (3 blocks of 65 KiB fit) */
+  d.max_shared_mem_per_block_optin = 0;
+  cr_assert_eq(pd_occupancy_estimate(&d, 128, 32, 65536, &o), 0);
+  cr_expect_eq(o.blocks_per_sm, 3, "got %d", o.blocks_per_sm);
+  cr_expect_str_eq(o.limiter, "shared memory");
+  d = h100();
   cr_expect_eq(pd_occupancy_estimate(NULL, 128, 32, 0, &o), PD_EINVAL);
   cr_expect_eq(pd_occupancy_estimate(&d, 0, 32, 0, &o), PD_EINVAL);
   cr_expect_eq(pd_occupancy_estimate(&d, 128, -1, 0, &o), PD_EINVAL);
