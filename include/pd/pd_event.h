@@ -151,20 +151,25 @@ typedef struct pd_trace pd_trace_t;
 
 /* Returns a new empty trace, or NULL when out of memory. Free with pd_trace_destroy(). */
 pd_trace_t *pd_trace_create(void);
+/* Frees the trace, its events and strings (pointers into it die with it). NULL: no-op. */
 void pd_trace_destroy(pd_trace_t *trace);
 /* Drops all events, strings and devices; keeps allocated capacity. */
 void pd_trace_reset(pd_trace_t *trace);
 /* Returns a copy of s owned by the trace (equal strings share one copy), or NULL on
  * out of memory. NULL in, NULL out. */
 const char *pd_trace_intern(pd_trace_t *trace, const char *s);
-/* Copies ev into the trace; name and shape strings are interned. Returns 0 or PD_ENOMEM. */
+/* Copies ev into the trace; name and shape strings (shape for RANGE and CPU_OP) are
+ * interned, so the caller's buffers may be reused at once. ev may point into this same
+ * trace. Returns 0, PD_EINVAL or PD_ENOMEM. */
 int pd_trace_add(pd_trace_t *trace, const pd_event_t *ev);
-/* Returns the number of events and a pointer to them (valid until the next add/reset). */
+/* Returns the number of events (0 for NULL). */
 size_t pd_trace_count(const pd_trace_t *trace);
+/* Returns the events, owned by the trace, valid until the next add/reset. */
 const pd_event_t *pd_trace_events(const pd_trace_t *trace);
-/* Mutable access, e.g. to sort in place. */
+/* Mutable access, e.g. to sort in place or fix up fields; same lifetime. */
 pd_event_t *pd_trace_events_mut(pd_trace_t *trace);
-/* Sorts events by start time (stable: equal starts keep their insertion order). */
+/* Sorts events by start time (stable: equal starts keep their insertion order), in
+ * O(n log n); already-sorted input costs one pass. */
 void pd_trace_sort(pd_trace_t *trace);
 /* Returns the name to show for ev. MEMCPY records with a known copy kind and MEMSET
  * records with a known memory kind get Kineto's name ("Memcpy HtoD (Pinned -> Device)",
@@ -175,12 +180,16 @@ const char *pd_event_display_name(const pd_event_t *ev, char *buf, size_t buflen
 /* Returns Kineto's text for a copy kind ("HtoD") / memory kind ("Pinned"); never NULL. */
 const char *pd_memcpy_kind_name(pd_memcpy_kind_t k);
 const char *pd_mem_kind_name(pd_mem_kind_t k);
-/* Device properties carried with the trace. */
+/* Copies one device's properties into the trace. Returns 0, PD_EINVAL or PD_ENOMEM. */
 int pd_trace_add_device(pd_trace_t *trace, const pd_device_props_t *props);
+/* Returns the number of devices carried with the trace. */
 size_t pd_trace_device_count(const pd_trace_t *trace);
+/* Returns the devices, owned by the trace, valid until the next add_device/reset. */
 const pd_device_props_t *pd_trace_devices(const pd_trace_t *trace);
-/* Records lost by the source (CUPTI buffer overflow) while this trace was collected. */
+/* Sets the records lost by the source (CUPTI buffer overflow) while this trace was
+ * collected; pd_metrics_from_trace() reports it as dropped_records. */
 void pd_trace_set_dropped(pd_trace_t *trace, uint64_t dropped);
+/* Returns that count (0 for NULL). */
 uint64_t pd_trace_dropped(const pd_trace_t *trace);
 
 #ifdef __cplusplus

@@ -25,9 +25,9 @@ extern "C" {
 typedef struct {
   const char *name;  /* owned by the table */
   const char *shape; /* owned by the table; NULL unless grouped by shape */
-  int64_t calls;
-  int64_t self_cpu_ns;
-  int64_t cpu_total_ns;
+  int64_t calls;         /* op instances (kernel view: GPU activities) */
+  int64_t self_cpu_ns;   /* duration minus direct children (nested ranges, API calls) */
+  int64_t cpu_total_ns;  /* duration */
   int64_t self_cuda_ns;  /* GPU time of kernels/memcpy/memset launched directly in this range */
   int64_t cuda_total_ns; /* ... plus those launched in ranges nested inside it */
   int64_t kernel_count;  /* GPU activities attributed (self) */
@@ -53,18 +53,23 @@ int pd_sort_key_parse(const char *text, pd_sort_key_t *key);
 typedef struct pd_op_table pd_op_table_t;
 
 typedef enum {
-  PD_GROUP_BY_RANGE = 0,       /* host ranges are the "ops" (key_averages) */
+  PD_GROUP_BY_RANGE = 0,       /* host ranges and CUDA API calls are the "ops" (key_averages) */
   PD_GROUP_BY_RANGE_AND_SHAPE, /* key_averages(group_by_input_shape=True) */
   PD_GROUP_BY_KERNEL           /* kernel-level view: GPU activities by name */
 } pd_group_by_t;
 
 /* Returns a new empty table, NULL on out of memory. Free with pd_op_table_destroy(). */
 pd_op_table_t *pd_op_table_create(pd_group_by_t group_by);
+/* Frees the table and its rows' strings. NULL: no-op. */
 void pd_op_table_destroy(pd_op_table_t *table);
-/* Adds one trace's events (a cycle) to the table. Returns 0 or PD_ENOMEM. */
+/* Adds one trace's events (a cycle) to the table; rows accumulate over calls. The
+ * trace's order does not matter. O(n log n). Returns 0, PD_EINVAL or PD_ENOMEM. */
 int pd_op_table_add_trace(pd_op_table_t *table, const pd_trace_t *trace);
+/* Sorts rows by key, largest first (ties by name), like torch's sort_by. */
 void pd_op_table_sort(pd_op_table_t *table, pd_sort_key_t key);
+/* Returns the number of rows. */
 size_t pd_op_table_count(const pd_op_table_t *table);
+/* Returns the rows, owned by the table, valid until the next add/sort/destroy. */
 const pd_op_stat_t *pd_op_table_rows(const pd_op_table_t *table);
 /* Prints the table like torch's key_averages().table(): Name, Self CPU %, Self CPU,
  * CPU total %, CPU total, CPU time avg, Self CUDA, Self CUDA %, CUDA total, CUDA time
@@ -179,9 +184,11 @@ const char *pd_bottleneck_name(pd_bottleneck_t b);
 /* Returns 0 and sets *b for a name, PD_EINVAL when unknown. */
 int pd_bottleneck_parse(const char *name, pd_bottleneck_t *b);
 /* Applies the rule table in order; the first rule that fires names the bottleneck,
- * `compute` when none does. */
+ * `compute` (rule "none") when none does. Fills *v (no allocation). NaN metrics never
+ * fire a rule. */
 void pd_diagnose(const pd_metrics_t *m, pd_verdict_t *v);
-/* Prints the rule table (name, condition, threshold) as Markdown, for the README. */
+/* Prints the rule table (order, rule, bottleneck, condition with its thresholds,
+ * evidence template) as Markdown; docs/diagnosis.md carries the same text. */
 void pd_diagnose_print_rules(FILE *out);
 
 /* ---- small statistics helpers ---------------------------------------------------------- */
