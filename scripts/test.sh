@@ -27,7 +27,7 @@ for arg in "$@"; do
     --no-asan) do_asan=0 ;;
     --no-lint) do_lint=0 ;;
     -h | --help)
-      sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -39,6 +39,9 @@ done
 
 build=${PD_TEST_BUILD_DIR:-build-test}
 asan_build=${PD_TEST_ASAN_DIR:-build-test-asan}
+# Absolute from here on: relative names are taken from the repository root.
+case "$build" in /*) ;; *) build=$root/$build ;; esac
+case "$asan_build" in /*) ;; *) asan_build=$root/$asan_build ;; esac
 jobs=${PD_JOBS:-$(nproc)}
 case "$jobs" in '' | *[!0-9]* | 0)
   echo "test.sh: PD_JOBS='$jobs' is not a positive integer" >&2
@@ -144,7 +147,7 @@ if [ "$built" -eq 1 ]; then
 
   # ---- unit tests ----------------------------------------------------------------------
   group "unit: ctest -L unit"
-  junit=$root/$build/unit-junit.xml
+  junit=$build/unit-junit.xml
   (cd "$build" && ctest -L unit --no-tests=error --output-on-failure -j"$jobs" --output-junit "$junit")
   rc=$?
   read -r total passed nfail skipped ctested cfailed < <(ctest_counts "$junit")
@@ -157,12 +160,12 @@ if [ "$built" -eq 1 ]; then
 
   # ---- acceptance tests ----------------------------------------------------------------
   group "acceptance: ctest -L acceptance"
-  junit=$root/$build/acceptance-junit.xml
+  junit=$build/acceptance-junit.xml
   args=(-L acceptance --no-tests=error --output-on-failure --output-junit "$junit")
   if [ "$ngpu" -gt 0 ]; then
     # One GPU per test. A spec listing no GPU would make every test fail for want of
     # resources, so with none listable (CUDA_VISIBLE_DEVICES by UUID) run one at a time.
-    spec=$root/$build/gpu_resources.json
+    spec=$build/gpu_resources.json
     nspec=$(scripts/gpu_resources.sh "$spec")
     if [ "$nspec" -gt 0 ]; then args+=(--resource-spec-file "$spec" -j "$nspec"); fi
   fi
@@ -213,7 +216,7 @@ if [ "$do_asan" -eq 1 ]; then
       export ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1
       export LSAN_OPTIONS=suppressions=$root/scripts/lsan.supp:print_suppressions=0
       export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-      junit=$root/$asan_build/unit-junit.xml
+      junit=$asan_build/unit-junit.xml
       (cd "$asan_build" && ctest -L unit --no-tests=error --output-on-failure -j"$jobs" --output-junit "$junit")
       rc=$?
       unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
@@ -238,14 +241,14 @@ if [ "$built" -eq 1 ]; then
   covdir=$build/coverage
   rm -rf "$covdir"
   mkdir -p "$covdir"
-  gcovr --config gcovr.cfg --root "$root" --object-directory "$root/$build" -j "$jobs" \
+  gcovr --config gcovr.cfg --root "$root" --object-directory "$build" -j "$jobs" \
     --html-details "$covdir/index.html" --xml "$covdir/coverage.xml" --txt "$covdir/summary.txt" \
     --print-summary --fail-under-line 80 | tee "$covdir/gcovr.log"
   rc=${PIPESTATUS[0]}
   cov_line=$(grep -m1 '^lines:' "$covdir/gcovr.log" || echo "lines: none")
   # For information, not gated: the same over every src/**/*.c, the GPU-only files that
   # gcovr.cfg leaves out included (the unit tests cannot reach them without a GPU).
-  all_line=$(gcovr --config /dev/null --root "$root" --object-directory "$root/$build" -j "$jobs" \
+  all_line=$(gcovr --config /dev/null --root "$root" --object-directory "$build" -j "$jobs" \
     --filter 'src/.*\.c$' --print-summary --txt "$covdir/summary-all.txt" 2>/dev/null | grep -m1 '^lines:')
   echo "coverage report: $covdir/index.html (Cobertura: $covdir/coverage.xml)"
   echo "for information, with the GPU-only files counted: ${all_line:-lines: none}"
