@@ -18,6 +18,7 @@ cd "$(dirname "$0")/.." || exit 2
 root=$PWD
 build=${1:-build-gpu}
 [ "$#" -gt 0 ] && shift
+case "$build" in /*) ;; *) build=$root/$build ;; esac
 die() { echo "gpu_acceptance: $2" >&2; exit "$1"; }
 
 command -v ctest >/dev/null 2>&1 || die 2 "ctest (CMake) is not installed on this host"
@@ -45,8 +46,8 @@ if [ -n "$src" ] && [ ! "$src" -ef "$root" ]; then
     die 2 "cannot create the symlink $src -> $root (permissions?)"
   echo "gpu_acceptance: linked $src -> $root (the build's recorded source dir)"
 fi
-if [ -n "$bdir" ] && [ ! "$bdir" -ef "$root/$build" ]; then
-  die 2 "'$build' was configured as $bdir, which is not $root/$build here (renamed, or built outside the source tree?); keep its name or rebuild"
+if [ -n "$bdir" ] && [ ! "$bdir" -ef "$build" ]; then
+  die 2 "'$build' was configured as $bdir, which is not $build here (renamed, or built outside the source tree?); keep its name or rebuild"
 fi
 
 # Library path: CUDA's own libraries from the host, then what the bundle adds.
@@ -57,7 +58,7 @@ done
 if [ -d .gpu_bundle/lib ]; then
   ldconfig_bin=$(command -v ldconfig || echo /sbin/ldconfig)
   host_libs=$("$ldconfig_bin" -p 2>/dev/null || true)
-  missing_dir=$root/$build/.host_missing_libs
+  missing_dir=$build/.host_missing_libs
   rm -rf "$missing_dir" && mkdir -p "$missing_dir"
   nmiss=0
   for lib in .gpu_bundle/lib/*; do
@@ -81,9 +82,9 @@ unresolved=$(find "$build/tests/acceptance" -type f -perm -u+x -exec sh -c \
 [ -z "$unresolved" ] || die 2 "libraries not found:
 $unresolved"
 
-spec=$root/$build/gpu_resources.json
+spec=$build/gpu_resources.json
 nspec=$(scripts/gpu_resources.sh "$spec")
-args=(-L acceptance --no-tests=error --output-on-failure --output-junit "$root/$build/acceptance-junit.xml")
+args=(-L acceptance --no-tests=error --output-on-failure --output-junit "$build/acceptance-junit.xml")
 if [ "$nspec" -gt 0 ]; then
   args+=(--resource-spec-file "$spec" -j "$nspec")
   echo "gpu_acceptance: $nspec GPU(s) in $spec, one per test"
@@ -96,6 +97,7 @@ else
 fi
 (cd "$build" && ctest "${args[@]}" "$@")
 rc=$?
+# grep, not a JUnit parser: the GPU host may have no Python.
 skipped=$(grep -c '<skipped' "$build/acceptance-junit.xml" 2>/dev/null || true)
 if [ "$rc" -eq 0 ] && [ "$ngpu" -gt 0 ] && [ "${skipped:-0}" -gt 0 ]; then
   die 4 "$skipped acceptance test(s) skipped although $ngpu GPU(s) are visible (see the SKIPPED lines above)"
