@@ -110,17 +110,19 @@ void pd_cnn_config_init(pd_cnn_config_t *cfg) {
   cfg->sync_mode = PD_SYNC_NONE;
 }
 
-static int config_check(const pd_cnn_config_t *c) {
-  if (c->batch < 1 || c->batch > 65536) return PD_EINVAL;
-  if (!(c->lr > 0.0f) || !isfinite(c->lr)) return PD_EINVAL;
-  if (!(c->weight_decay >= 0.0f) || !isfinite(c->weight_decay)) return PD_EINVAL;
-  if ((unsigned)c->tiny_mode > (unsigned)PD_TINY_GRAPH) return PD_EINVAL;
+/* Returns NULL when the config is valid, else the text naming the bad field. */
+static const char *config_check(const pd_cnn_config_t *c) {
+  if (c->batch < 1 || c->batch > 65536) return "batch must be 1..65536";
+  if (!(c->lr > 0.0f) || !isfinite(c->lr)) return "lr must be a finite value > 0";
+  if (!(c->weight_decay >= 0.0f) || !isfinite(c->weight_decay))
+    return "weight_decay must be a finite value >= 0";
+  if ((unsigned)c->tiny_mode > (unsigned)PD_TINY_GRAPH) return "tiny_mode is not a pd_tiny_mode_t";
   if (c->tiny_mode != PD_TINY_OFF && (c->tiny_ops_depth < 1 || c->tiny_ops_depth > CNN_MAX_DEPTH))
-    return PD_EINVAL;
-  if ((unsigned)c->alloc_mode > (unsigned)PD_ALLOC_CHURN) return PD_EINVAL;
-  if (c->churn_buffers < 0) return PD_EINVAL;
-  if ((unsigned)c->sync_mode > (unsigned)PD_SYNC_FORCED) return PD_EINVAL;
-  return 0;
+    return "tiny_ops_depth must be 1..100000 when the TinyOpsBlock is on";
+  if ((unsigned)c->alloc_mode > (unsigned)PD_ALLOC_CHURN) return "alloc_mode is not a pd_alloc_mode_t";
+  if (c->churn_buffers < 0) return "churn_buffers must be >= 0";
+  if ((unsigned)c->sync_mode > (unsigned)PD_SYNC_FORCED) return "sync_mode is not a pd_sync_mode_t";
+  return NULL;
 }
 
 /* ---- host ranges ------------------------------------------------------------------- */
@@ -329,8 +331,8 @@ int pd_cnn_create(const pd_cnn_config_t *cfg, cudaStream_t stream, pd_cnn_t **ou
   if (out == NULL) return PD_EINVAL;
   *out = NULL;
   if (cfg == NULL) return PD_EINVAL;
-  if (config_check(cfg) != 0)
-    return cnn_fail(PD_EINVAL, __FILE__, __LINE__, "pd_cnn_create", "config value out of range");
+  const char *bad = config_check(cfg);
+  if (bad != NULL) return cnn_fail(PD_EINVAL, __FILE__, __LINE__, "pd_cnn_create", bad);
   pd_cnn_t *m = calloc(1, sizeof(*m));
   if (m == NULL) return PD_ENOMEM;
   m->cfg = *cfg;
@@ -626,3 +628,8 @@ int cnn_debug_buffers(struct pd_cnn *m, float **params, float **grads, const cnn
 }
 
 cnn_state_t *cnn_debug_state(struct pd_cnn *m) { return m ? m->state : NULL; }
+
+void *cnn_debug_buffer(struct pd_cnn *m, cnn_buf_id_t id) {
+  if (m == NULL || (unsigned)id >= CNN_B_COUNT) return NULL;
+  return m->buf[id];
+}

@@ -64,19 +64,20 @@ __device__ __forceinline__ void store_vec(T *p, const float (&in)[Vec<T>::N]) {
 /* ---- forward kernels ------------------------------------------------------------ */
 
 /* conv1's im2col from the fp32 NCHW images; one thread per 16-byte vector of a row. */
-template <typename T>
+template <typename T, typename I>
 __global__ void k_im2col_nchw(const float *__restrict__ x, int n, int c, int h, int w, int k,
                               int kpad, T *__restrict__ cols) {
   constexpr int V = Vec<T>::N;
   const int nvec = kpad / V;
-  const int64_t total = (int64_t)n * h * w * nvec;
-  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const I total = (I)n * h * w * nvec;
+  const I i = (I)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= total) return;
-  const int v = (int)(i % nvec);
-  const int64_t p = i / nvec;
-  const int xw = (int)(p % w);
-  const int xh = (int)((p / w) % h);
-  const int64_t ni = p / ((int64_t)w * h);
+  const int v = (int)(i % (I)nvec);
+  const I pi = i / (I)nvec;
+  const int xw = (int)(pi % (I)w);
+  const int xh = (int)((pi / (I)w) % (I)h);
+  const int64_t ni = (int64_t)(pi / ((I)w * h));
+  const int64_t p = (int64_t)pi;
   float vals[V];
 #pragma unroll
   for (int j = 0; j < V; j++) {
@@ -96,19 +97,20 @@ __global__ void k_im2col_nchw(const float *__restrict__ x, int n, int c, int h, 
 
 /* im2col of an NHWC tensor; cin and k are multiples of the vector width, so a vector
  * never straddles two taps and the bias tail starts on a vector boundary. */
-template <typename T, bool kRelu>
+template <typename T, bool kRelu, typename I>
 __global__ void k_im2col_nhwc(const T *__restrict__ x, int n, int h, int w, int cin, int k,
                               int kpad, T *__restrict__ cols) {
   constexpr int V = Vec<T>::N;
   const int nvec = kpad / V;
-  const int64_t total = (int64_t)n * h * w * nvec;
-  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const I total = (I)n * h * w * nvec;
+  const I i = (I)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= total) return;
-  const int v = (int)(i % nvec);
-  const int64_t p = i / nvec;
-  const int xw = (int)(p % w);
-  const int xh = (int)((p / w) % h);
-  const int64_t ni = p / ((int64_t)w * h);
+  const int v = (int)(i % (I)nvec);
+  const I pi = i / (I)nvec;
+  const int xw = (int)(pi % (I)w);
+  const int xh = (int)((pi / (I)w) % (I)h);
+  const int64_t ni = (int64_t)(pi / ((I)w * h));
+  const int64_t p = (int64_t)pi;
   const int k0 = v * V;
   float vals[V];
   if (k0 < k) {
@@ -132,19 +134,20 @@ __global__ void k_im2col_nhwc(const T *__restrict__ x, int n, int h, int w, int 
 }
 
 /* 2x2 max pool of relu(x), NaN-propagating like torch. */
-template <typename T>
+template <typename T, typename I>
 __global__ void k_maxpool2_relu(const T *__restrict__ x, int n, int h, int w, int c,
                                 T *__restrict__ y) {
   constexpr int V = Vec<T>::N;
   const int nvec = c / V, oh = h / 2, ow = w / 2;
-  const int64_t total = (int64_t)n * oh * ow * nvec;
-  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const I total = (I)n * oh * ow * nvec;
+  const I i = (I)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= total) return;
-  const int v = (int)(i % nvec);
-  const int64_t q = i / nvec;
-  const int qw = (int)(q % ow);
-  const int qh = (int)((q / ow) % oh);
-  const int64_t ni = q / ((int64_t)ow * oh);
+  const int v = (int)(i % (I)nvec);
+  const I qi = i / (I)nvec;
+  const int qw = (int)(qi % (I)ow);
+  const int qh = (int)((qi / (I)ow) % (I)oh);
+  const int64_t ni = (int64_t)(qi / ((I)ow * oh));
+  const int64_t q = (int64_t)qi;
   float best[V];
 #pragma unroll
   for (int j = 0; j < V; j++) best[j] = -INFINITY;
@@ -317,17 +320,18 @@ __global__ void k_tiny_bwd_fused(const T *__restrict__ dout, T *__restrict__ din
 
 /* ---- backward kernels ----------------------------------------------------------- */
 
-template <typename T>
+template <typename T, typename I>
 __global__ void k_avgpool_relu_bwd(const T *__restrict__ x, const T *__restrict__ dy, int n,
                                    int hw, int c, T *__restrict__ dx) {
   constexpr int V = Vec<T>::N;
   const int nvec = c / V;
-  const int64_t total = (int64_t)n * hw * nvec;
-  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const I total = (I)n * hw * nvec;
+  const I i = (I)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= total) return;
-  const int v = (int)(i % nvec);
-  const int64_t p = i / nvec;
-  const int64_t ni = p / hw;
+  const int v = (int)(i % (I)nvec);
+  const I pi = i / (I)nvec;
+  const int64_t ni = (int64_t)(pi / (I)hw);
+  const int64_t p = (int64_t)pi;
   float xv[V], g[V];
   load_vec(x + p * c + v * V, xv);
   load_vec(dy + ni * c + v * V, g);
@@ -359,20 +363,20 @@ __device__ __forceinline__ void col2im_gather(const T *__restrict__ dcols, int64
 
 /* col2im -> 2x2 max pool backward (first maximum wins, NaN like torch) -> ReLU
  * backward; one thread per pooled pixel and channel vector writes all 4 inputs. */
-template <typename T>
+template <typename T, typename I>
 __global__ void k_col2im_maxpool_relu_bwd(const T *__restrict__ dcols, int n, int h, int w,
                                           int cin, int kpad, const T *__restrict__ x,
                                           T *__restrict__ dx) {
   constexpr int V = Vec<T>::N;
   const int nvec = cin / V;
-  const int64_t total = (int64_t)n * h * w * nvec;
-  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const I total = (I)n * h * w * nvec;
+  const I i = (I)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= total) return;
-  const int v = (int)(i % nvec);
-  const int64_t q = i / nvec;
-  const int qw = (int)(q % w);
-  const int qh = (int)((q / w) % h);
-  const int64_t ni = q / ((int64_t)w * h);
+  const int v = (int)(i % (I)nvec);
+  const I qi = i / (I)nvec;
+  const int qw = (int)(qi % (I)w);
+  const int qh = (int)((qi / (I)w) % (I)h);
+  const int64_t ni = (int64_t)(qi / ((I)w * h));
   float g[V];
   col2im_gather(dcols, ni, qh, qw, h, w, cin, kpad, v * V, g);
   const int xh = 2 * h, xw = 2 * w;
@@ -402,19 +406,20 @@ __global__ void k_col2im_maxpool_relu_bwd(const T *__restrict__ dcols, int n, in
   }
 }
 
-template <typename T>
+template <typename T, typename I>
 __global__ void k_col2im_relu_bwd(const T *__restrict__ dcols, int n, int h, int w, int cin,
                                   int kpad, const T *__restrict__ x, T *__restrict__ dx) {
   constexpr int V = Vec<T>::N;
   const int nvec = cin / V;
-  const int64_t total = (int64_t)n * h * w * nvec;
-  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const I total = (I)n * h * w * nvec;
+  const I i = (I)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= total) return;
-  const int v = (int)(i % nvec);
-  const int64_t q = i / nvec;
-  const int qw = (int)(q % w);
-  const int qh = (int)((q / w) % h);
-  const int64_t ni = q / ((int64_t)w * h);
+  const int v = (int)(i % (I)nvec);
+  const I qi = i / (I)nvec;
+  const int qw = (int)(qi % (I)w);
+  const int qh = (int)((qi / (I)w) % (I)h);
+  const int64_t ni = (int64_t)(qi / ((I)w * h));
+  const int64_t q = (int64_t)qi;
   float g[V];
   col2im_gather(dcols, ni, qh, qw, h, w, cin, kpad, v * V, g);
   if (x != nullptr) {
@@ -509,6 +514,20 @@ unsigned blocks_for(int64_t total) { return (unsigned)((total + kThreads - 1) / 
 
 int vec_width(cnn_dtype_t dt) { return dt == CNN_F16 ? 8 : 4; }
 
+/* Index math in 32 bits whenever the thread count allows: 64-bit division is a long
+ * software sequence, and the elementwise kernels do several per thread (it made the
+ * conv2 im2col instruction-bound). Addresses are still computed in 64 bits. */
+#define CNN_INDEX_DISPATCH(total, ...)      \
+  do {                                      \
+    if ((total) <= (int64_t)UINT32_MAX) {   \
+      using I = uint32_t;                   \
+      __VA_ARGS__                           \
+    } else {                                \
+      using I = uint64_t;                   \
+      __VA_ARGS__                           \
+    }                                       \
+  } while (0)
+
 int check_launch(const char *file, int line, const char *what) {
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return cnn_fail(PD_ECUDA, file, line, what, cudaGetErrorString(e));
@@ -531,12 +550,14 @@ extern "C" int cnn_im2col_nchw(cnn_dtype_t dt, const float *x, int n, const cnn_
                                void *cols, cudaStream_t stream) {
   if (!geom_ok(g) || n < 1 || x == nullptr || cols == nullptr) return PD_EINVAL;
   const int64_t total = (int64_t)n * g->h * g->w * (g->kpad / vec_width(dt));
-  if (dt == CNN_F16)
-    k_im2col_nchw<__half><<<blocks_for(total), kThreads, 0, stream>>>(
-        x, n, g->cin, g->h, g->w, g->k, g->kpad, static_cast<__half *>(cols));
-  else
-    k_im2col_nchw<float><<<blocks_for(total), kThreads, 0, stream>>>(
-        x, n, g->cin, g->h, g->w, g->k, g->kpad, static_cast<float *>(cols));
+  CNN_INDEX_DISPATCH(total, {
+    if (dt == CNN_F16)
+      k_im2col_nchw<__half, I><<<blocks_for(total), kThreads, 0, stream>>>(
+          x, n, g->cin, g->h, g->w, g->k, g->kpad, static_cast<__half *>(cols));
+    else
+      k_im2col_nchw<float, I><<<blocks_for(total), kThreads, 0, stream>>>(
+          x, n, g->cin, g->h, g->w, g->k, g->kpad, static_cast<float *>(cols));
+  });
   return CNN_LAUNCHED("k_im2col_nchw");
 }
 
@@ -546,21 +567,23 @@ extern "C" int cnn_im2col_nhwc(cnn_dtype_t dt, const void *x, int n, const cnn_c
     return PD_EINVAL;
   const int64_t total = (int64_t)n * g->h * g->w * (g->kpad / vec_width(dt));
   const unsigned blocks = blocks_for(total);
-  if (dt == CNN_F16) {
-    const __half *xs = static_cast<const __half *>(x);
-    __half *cs = static_cast<__half *>(cols);
-    if (relu)
-      k_im2col_nhwc<__half, true><<<blocks, kThreads, 0, stream>>>(xs, n, g->h, g->w, g->cin, g->k, g->kpad, cs);
-    else
-      k_im2col_nhwc<__half, false><<<blocks, kThreads, 0, stream>>>(xs, n, g->h, g->w, g->cin, g->k, g->kpad, cs);
-  } else {
-    const float *xs = static_cast<const float *>(x);
-    float *cs = static_cast<float *>(cols);
-    if (relu)
-      k_im2col_nhwc<float, true><<<blocks, kThreads, 0, stream>>>(xs, n, g->h, g->w, g->cin, g->k, g->kpad, cs);
-    else
-      k_im2col_nhwc<float, false><<<blocks, kThreads, 0, stream>>>(xs, n, g->h, g->w, g->cin, g->k, g->kpad, cs);
-  }
+  CNN_INDEX_DISPATCH(total, {
+    if (dt == CNN_F16) {
+      const __half *xs = static_cast<const __half *>(x);
+      __half *cs = static_cast<__half *>(cols);
+      if (relu)
+        k_im2col_nhwc<__half, true, I><<<blocks, kThreads, 0, stream>>>(xs, n, g->h, g->w, g->cin, g->k, g->kpad, cs);
+      else
+        k_im2col_nhwc<__half, false, I><<<blocks, kThreads, 0, stream>>>(xs, n, g->h, g->w, g->cin, g->k, g->kpad, cs);
+    } else {
+      const float *xs = static_cast<const float *>(x);
+      float *cs = static_cast<float *>(cols);
+      if (relu)
+        k_im2col_nhwc<float, true, I><<<blocks, kThreads, 0, stream>>>(xs, n, g->h, g->w, g->cin, g->k, g->kpad, cs);
+      else
+        k_im2col_nhwc<float, false, I><<<blocks, kThreads, 0, stream>>>(xs, n, g->h, g->w, g->cin, g->k, g->kpad, cs);
+    }
+  });
   return CNN_LAUNCHED("k_im2col_nhwc");
 }
 
@@ -569,12 +592,14 @@ extern "C" int cnn_maxpool2_relu(cnn_dtype_t dt, const void *x, int n, int h, in
   if (n < 1 || h < 2 || w < 2 || h % 2 || w % 2 || c < 8 || c % 8 || x == nullptr || y == nullptr)
     return PD_EINVAL;
   const int64_t total = (int64_t)n * (h / 2) * (w / 2) * (c / vec_width(dt));
-  if (dt == CNN_F16)
-    k_maxpool2_relu<__half><<<blocks_for(total), kThreads, 0, stream>>>(
-        static_cast<const __half *>(x), n, h, w, c, static_cast<__half *>(y));
-  else
-    k_maxpool2_relu<float><<<blocks_for(total), kThreads, 0, stream>>>(
-        static_cast<const float *>(x), n, h, w, c, static_cast<float *>(y));
+  CNN_INDEX_DISPATCH(total, {
+    if (dt == CNN_F16)
+      k_maxpool2_relu<__half, I><<<blocks_for(total), kThreads, 0, stream>>>(
+          static_cast<const __half *>(x), n, h, w, c, static_cast<__half *>(y));
+    else
+      k_maxpool2_relu<float, I><<<blocks_for(total), kThreads, 0, stream>>>(
+          static_cast<const float *>(x), n, h, w, c, static_cast<float *>(y));
+  });
   return CNN_LAUNCHED("k_maxpool2_relu");
 }
 
@@ -676,14 +701,16 @@ extern "C" int cnn_avgpool_relu_backward(cnn_dtype_t dt, const void *x, const vo
   if (n < 1 || hw < 1 || c < 8 || c % 8 || x == nullptr || dy == nullptr || dx == nullptr)
     return PD_EINVAL;
   const int64_t total = (int64_t)n * hw * (c / vec_width(dt));
-  if (dt == CNN_F16)
-    k_avgpool_relu_bwd<__half><<<blocks_for(total), kThreads, 0, stream>>>(
-        static_cast<const __half *>(x), static_cast<const __half *>(dy), n, hw, c,
-        static_cast<__half *>(dx));
-  else
-    k_avgpool_relu_bwd<float><<<blocks_for(total), kThreads, 0, stream>>>(
-        static_cast<const float *>(x), static_cast<const float *>(dy), n, hw, c,
-        static_cast<float *>(dx));
+  CNN_INDEX_DISPATCH(total, {
+    if (dt == CNN_F16)
+      k_avgpool_relu_bwd<__half, I><<<blocks_for(total), kThreads, 0, stream>>>(
+          static_cast<const __half *>(x), static_cast<const __half *>(dy), n, hw, c,
+          static_cast<__half *>(dx));
+    else
+      k_avgpool_relu_bwd<float, I><<<blocks_for(total), kThreads, 0, stream>>>(
+          static_cast<const float *>(x), static_cast<const float *>(dy), n, hw, c,
+          static_cast<float *>(dx));
+  });
   return CNN_LAUNCHED("k_avgpool_relu_bwd");
 }
 
@@ -693,14 +720,16 @@ extern "C" int cnn_col2im_maxpool_relu_backward(cnn_dtype_t dt, const void *dcol
   if (!geom_ok(g) || n < 1 || g->cin % 8 || dcols == nullptr || x == nullptr || dx == nullptr)
     return PD_EINVAL;
   const int64_t total = (int64_t)n * g->h * g->w * (g->cin / vec_width(dt));
-  if (dt == CNN_F16)
-    k_col2im_maxpool_relu_bwd<__half><<<blocks_for(total), kThreads, 0, stream>>>(
-        static_cast<const __half *>(dcols), n, g->h, g->w, g->cin, g->kpad,
-        static_cast<const __half *>(x), static_cast<__half *>(dx));
-  else
-    k_col2im_maxpool_relu_bwd<float><<<blocks_for(total), kThreads, 0, stream>>>(
-        static_cast<const float *>(dcols), n, g->h, g->w, g->cin, g->kpad,
-        static_cast<const float *>(x), static_cast<float *>(dx));
+  CNN_INDEX_DISPATCH(total, {
+    if (dt == CNN_F16)
+      k_col2im_maxpool_relu_bwd<__half, I><<<blocks_for(total), kThreads, 0, stream>>>(
+          static_cast<const __half *>(dcols), n, g->h, g->w, g->cin, g->kpad,
+          static_cast<const __half *>(x), static_cast<__half *>(dx));
+    else
+      k_col2im_maxpool_relu_bwd<float, I><<<blocks_for(total), kThreads, 0, stream>>>(
+          static_cast<const float *>(dcols), n, g->h, g->w, g->cin, g->kpad,
+          static_cast<const float *>(x), static_cast<float *>(dx));
+  });
   return CNN_LAUNCHED("k_col2im_maxpool_relu_bwd");
 }
 
@@ -708,14 +737,16 @@ extern "C" int cnn_col2im_relu_backward(cnn_dtype_t dt, const void *dcols, const
                                         int n, const void *x, void *dx, cudaStream_t stream) {
   if (!geom_ok(g) || n < 1 || g->cin % 8 || dcols == nullptr || dx == nullptr) return PD_EINVAL;
   const int64_t total = (int64_t)n * g->h * g->w * (g->cin / vec_width(dt));
-  if (dt == CNN_F16)
-    k_col2im_relu_bwd<__half><<<blocks_for(total), kThreads, 0, stream>>>(
-        static_cast<const __half *>(dcols), n, g->h, g->w, g->cin, g->kpad,
-        static_cast<const __half *>(x), static_cast<__half *>(dx));
-  else
-    k_col2im_relu_bwd<float><<<blocks_for(total), kThreads, 0, stream>>>(
-        static_cast<const float *>(dcols), n, g->h, g->w, g->cin, g->kpad,
-        static_cast<const float *>(x), static_cast<float *>(dx));
+  CNN_INDEX_DISPATCH(total, {
+    if (dt == CNN_F16)
+      k_col2im_relu_bwd<__half, I><<<blocks_for(total), kThreads, 0, stream>>>(
+          static_cast<const __half *>(dcols), n, g->h, g->w, g->cin, g->kpad,
+          static_cast<const __half *>(x), static_cast<__half *>(dx));
+    else
+      k_col2im_relu_bwd<float, I><<<blocks_for(total), kThreads, 0, stream>>>(
+          static_cast<const float *>(dcols), n, g->h, g->w, g->cin, g->kpad,
+          static_cast<const float *>(x), static_cast<float *>(dx));
+  });
   return CNN_LAUNCHED("k_col2im_relu_bwd");
 }
 

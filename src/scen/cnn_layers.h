@@ -150,6 +150,9 @@ struct pd_cnn;
  * gradient buffer is NULL between steps when it is a temporary), plus the plan.
  * Owned by the model. */
 int cnn_debug_buffers(struct pd_cnn *cnn, float **params, float **grads, const cnn_plan_t **plan);
+/* Device pointer of one per-step buffer: valid between steps only for buffers that are
+ * not temporaries (churn_buffers = 0); NULL otherwise. Owned by the model. */
+void *cnn_debug_buffer(struct pd_cnn *cnn, cnn_buf_id_t id);
 /* Device pointer of the model's step state. Owned by the model. */
 cnn_state_t *cnn_debug_state(struct pd_cnn *cnn);
 /* Number of step buffers routed through the allocator each step (0..CNN_TEMP_MAX). */

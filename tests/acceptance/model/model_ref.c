@@ -288,8 +288,36 @@ static double *ref_alloc(size_t n) {
   return p;
 }
 
+/* Decision-following pieces of the model reference: `d` holds the values whose signs
+ * and maxima decide, `v` the values that flow. */
+static void dec_relu(const double *d, const double *v, double *y, size_t n) {
+  for (size_t i = 0; i < n; i++) y[i] = d[i] > 0.0 ? v[i] : 0.0;
+}
+
+/* First maximum of each 2x2 window of d (torch's rule), then the ReLU on it. Forward:
+ * y = v at that position when d > 0 there. Backward (dy != NULL): dx gets dy there. */
+static void dec_maxpool(const double *d, const double *v, int n, int h, int w, int c, double *y,
+                        const double *dy, double *dx) {
+  if (dx) memset(dx, 0, (size_t)n * h * w * c * sizeof(double));
+  for (int b = 0; b < n; b++)
+    for (int oh = 0; oh < h / 2; oh++)
+      for (int ow = 0; ow < w / 2; ow++)
+        for (int ch = 0; ch < c; ch++) {
+          double best = -INFINITY;
+          size_t arg = 0;
+          for (int j = 0; j < 4; j++) {
+            const size_t at = (((size_t)b * h + 2 * oh + j / 2) * w + 2 * ow + j % 2) * c + ch;
+            if (d[at] > best) best = d[at], arg = at;
+          }
+          const size_t o = (((size_t)b * (h / 2) + oh) * (w / 2) + ow) * c + ch;
+          if (y) y[o] = d[arg] > 0.0 ? v[arg] : 0.0;
+          if (dx && d[arg] > 0.0) dx[arg] += dy[o];
+        }
+}
+
 double ref_model_grads(const cnn_plan_t *plan, const float *params, const float *images,
-                       const int32_t *labels, int tiny_depth, double *grads) {
+                       const int32_t *labels, int tiny_depth, const float *const dec[3],
+                       double *grads) {
   const int n = plan->batch;
   const cnn_conv_geom_t *g1 = &plan->conv[0], *g2 = &plan->conv[1], *g3 = &plan->conv[2];
   const size_t np = plan->param_count;
@@ -299,22 +327,31 @@ double ref_model_grads(const cnn_plan_t *plan, const float *params, const float 
                *w3 = w + plan->param[CNN_P_CONV3].offset, *wl = w + plan->param[CNN_P_LIN_W].offset,
                *bl = w + plan->param[CNN_P_LIN_B].offset;
   const size_t s1 = (size_t)n * 32 * 32, s3 = (size_t)n * 16 * 16;
+  const size_t sz[3] = {s1 * 32, s1 * 64, s3 * 128};
   /* NCHW images to NHWC. */
   double *x0 = ref_alloc(s1 * 3);
   for (int b = 0; b < n; b++)
     for (int c = 0; c < 3; c++)
       for (int p = 0; p < 1024; p++) x0[((size_t)b * 1024 + p) * 3 + c] = images[((size_t)b * 3 + c) * 1024 + p];
-  double *y1 = ref_alloc(s1 * 32), *a1 = ref_alloc(s1 * 32);
-  double *y2 = ref_alloc(s1 * 64), *a2 = ref_alloc(s1 * 64), *p2 = ref_alloc(s3 * 64);
-  double *y3 = ref_alloc(s3 * 128), *a3 = ref_alloc(s3 * 128);
+  double *y1 = ref_alloc(sz[0]), *a1 = ref_alloc(sz[0]);
+  double *y2 = ref_alloc(sz[1]), *p2 = ref_alloc(s3 * 64);
+  double *y3 = ref_alloc(sz[2]), *a3 = ref_alloc(sz[2]);
   double *f = ref_alloc((size_t)n * 128), *t = ref_alloc((size_t)n * 128), *z = ref_alloc((size_t)n * 10);
+  double *dd[3] = {NULL, NULL, NULL};
+  for (int i = 0; i < 3; i++) {
+    if (dec == NULL || dec[i] == NULL) continue;
+    dd[i] = ref_alloc(sz[i]);
+    for (size_t j = 0; j < sz[i]; j++) dd[i][j] = dec[i][j];
+  }
   ref_conv_forward(x0, n, g1, w1, y1);
-  ref_relu(y1, a1, s1 * 32);
+  const double *d1 = dd[0] ? dd[0] : y1;
+  dec_relu(d1, y1, a1, sz[0]);
   ref_conv_forward(a1, n, g2, w2, y2);
-  ref_relu(y2, a2, s1 * 64);
-  ref_maxpool_forward(a2, n, 32, 32, 64, p2);
+  const double *d2 = dd[1] ? dd[1] : y2;
+  dec_maxpool(d2, y2, n, 32, 32, 64, p2, NULL, NULL);
   ref_conv_forward(p2, n, g3, w3, y3);
-  ref_relu(y3, a3, s3 * 128);
+  const double *d3 = dd[2] ? dd[2] : y3;
+  dec_relu(d3, y3, a3, sz[2]);
   ref_avgpool_forward(a3, n, 256, 128, f);
   const double *lin_in = f;
   if (tiny_depth > 0) {
@@ -339,21 +376,21 @@ double ref_model_grads(const cnn_plan_t *plan, const float *params, const float 
     ref_tiny_backward(dt, df, (size_t)n * 128, tiny_depth);
   else
     memcpy(df, dt, (size_t)n * 128 * sizeof(double));
-  double *da3 = ref_alloc(s3 * 128), *dy3 = ref_alloc(s3 * 128);
+  double *da3 = ref_alloc(sz[2]), *dy3 = ref_alloc(sz[2]);
   ref_avgpool_backward(df, n, 256, 128, da3);
-  ref_relu_backward(y3, da3, dy3, s3 * 128);
+  ref_relu_backward(d3, da3, dy3, sz[2]);
   ref_conv_wgrad(p2, dy3, n, g3, grads + plan->param[CNN_P_CONV3].offset);
-  double *dp2 = ref_alloc(s3 * 64), *da2 = ref_alloc(s1 * 64), *dy2 = ref_alloc(s1 * 64);
+  double *dp2 = ref_alloc(s3 * 64), *dy2 = ref_alloc(sz[1]);
   ref_conv_dgrad(dy3, w3, n, g3, dp2);
-  ref_maxpool_backward(a2, dp2, n, 32, 32, 64, da2);
-  ref_relu_backward(y2, da2, dy2, s1 * 64);
+  dec_maxpool(d2, y2, n, 32, 32, 64, NULL, dp2, dy2);
   ref_conv_wgrad(a1, dy2, n, g2, grads + plan->param[CNN_P_CONV2].offset);
-  double *da1 = ref_alloc(s1 * 32), *dy1 = ref_alloc(s1 * 32);
+  double *da1 = ref_alloc(sz[0]), *dy1 = ref_alloc(sz[0]);
   ref_conv_dgrad(dy2, w2, n, g2, da1);
-  ref_relu_backward(y1, da1, dy1, s1 * 32);
+  ref_relu_backward(d1, da1, dy1, sz[0]);
   ref_conv_wgrad(x0, dy1, n, g1, grads + plan->param[CNN_P_CONV1].offset);
 
-  double *bufs[] = {w, x0, y1, a1, y2, a2, p2, y3, a3, f, t, z, dz, dt, df, da3, dy3, dp2, da2, dy2, da1, dy1};
+  double *bufs[] = {w, x0, y1, a1, y2, p2, y3, a3, f, t, z, dz, dt, df, da3, dy3, dp2, dy2, da1, dy1,
+                    dd[0], dd[1], dd[2]};
   for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
   return loss;
 }
