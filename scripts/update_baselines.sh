@@ -89,9 +89,12 @@ trap 'rm -rf "$tmp"' EXIT
 
 echo "update_baselines: $runs run(s) of each scenario on $(nvidia-smi -L | head -n 1)"
 echo "update_baselines: flags: ${run_args[*]}"
-for s in "${scenarios[@]}"; do
-  mkdir -p "$tmp/runs/$s"
-  for ((i = 1; i <= runs; i++)); do
+for s in "${scenarios[@]}"; do mkdir -p "$tmp/runs/$s"; done
+# Round after round over all scenarios rather than one scenario's runs back to back, so
+# each scenario's runs spread over the whole session and its baseline's spread includes
+# the drift of a shared machine (docs/gate.md).
+for ((i = 1; i <= runs; i++)); do
+  for s in "${scenarios[@]}"; do
     log=$tmp/runs/$s/$i.log
     rc=0
     "$demo" --scenario "$s" "${run_args[@]}" --trace_dir "$tmp/traces" \
@@ -104,8 +107,8 @@ for s in "${scenarios[@]}"; do
       tail -n 20 "$log" >&2
       die 1 "nothing recorded; baselines/ untouched"
     fi
-    printf '  %-13s run %d/%d  avg step %s s\n' "$s" "$i" "$runs" \
-      "$(sed -n 's/.*"avg_step_time_s": *\([-0-9.eE+]*\).*/\1/p' "$tmp/runs/$s/$i.json" | head -n 1)"
+    printf '  run %d/%d  %-13s avg step %s s\n' "$i" "$runs" "$s" \
+      "$(grep -o '"avg_step_time_s":[[:space:]]*[-0-9.eE+]*' "$tmp/runs/$s/$i.json" | head -n 1 | sed 's/.*:[[:space:]]*//')"
   done
 done
 

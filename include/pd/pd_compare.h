@@ -118,6 +118,25 @@ void pd_cmp_policy_derive(const char *metric, const double *run_values, size_t n
  * computed from, or NULL when it has none. Static storage. */
 const char *pd_cmp_metric_samples_key(const char *metric);
 
+/* Statistics the gate derives from the per-step samples itself, beside the tool's
+ * metrics. step_time_p10_s, the 10th percentile of a run's step times, moves with a
+ * slowdown of every step but hardly with bursts of slow steps from host interference,
+ * which make the mean and median wander between runs (docs/gate.md). */
+typedef struct {
+  const char *name;    /* row name, and its key in a baseline's "policy" */
+  const char *samples; /* the per-step array it is computed from */
+  double q;            /* the quantile of each run's samples */
+} pd_cmp_derived_t;
+
+/* Returns the derived statistics' table and its length (static storage). */
+const pd_cmp_derived_t *pd_cmp_derived_metrics(size_t *count);
+
+/* Fills vals (at most cap) with the q-quantile of each run's slice of doc[samples]: a
+ * baseline's pooled samples are split by its runs[].steps, a plain metrics JSON is one
+ * run. Returns the number of values written; 0 when the samples are absent or empty. */
+size_t pd_cmp_run_quantiles(const cJSON *doc, const char *samples, double q, double *vals,
+                            size_t cap);
+
 /* ---- documents ------------------------------------------------------------------------- */
 
 /* Reads and validates a metrics JSON or baseline (an object, schema_version 1, metrics an

@@ -11,6 +11,7 @@
 
 #include "pd/pd_common.h"
 #include "pd/pd_compare.h"
+#include "pd/pd_stats.h"
 
 /* Writes one line into why; a NULL or empty buffer is allowed. */
 static void cmp_why(char *why, size_t whylen, const char *fmt, ...)
@@ -182,6 +183,52 @@ static int cmp_samples_read(const cJSON *doc, const char *key, const char *who,
     s->v[s->n++] = it->valuedouble;
   }
   return 0;
+}
+
+size_t pd_cmp_run_quantiles(const cJSON *doc, const char *samples, double q, double *vals,
+                            size_t cap) {
+  const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, samples), *it = NULL;
+  int n = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0;
+  if (n <= 0 || cap == 0) return 0;
+  double *xs = malloc((size_t)n * sizeof(*xs));
+  if (xs == NULL) return 0;
+  size_t m = 0;
+  cJSON_ArrayForEach(it, arr) {
+    if (cJSON_IsNumber(it) && isfinite(it->valuedouble)) xs[m++] = it->valuedouble;
+  }
+  /* A baseline's pooled samples are its runs' samples in order: split them by the runs'
+   * step counts when those add up, otherwise treat the array as one run. */
+  const cJSON *runs = cJSON_GetObjectItemCaseSensitive(doc, "runs"), *run = NULL;
+  size_t total = 0, nruns = 0;
+  cJSON_ArrayForEach(run, runs) {
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(run, "steps");
+    if (!cJSON_IsNumber(st) || st->valuedouble < 1) {
+      total = 0;
+      break;
+    }
+    total += (size_t)st->valuedouble;
+    nruns++;
+  }
+  size_t k = 0;
+  if (nruns > 0 && total == m) {
+    size_t at = 0;
+    cJSON_ArrayForEach(run, runs) {
+      size_t len = (size_t)cJSON_GetObjectItemCaseSensitive(run, "steps")->valuedouble;
+      if (k < cap) vals[k++] = pd_quantile(xs + at, len, q);
+      at += len;
+    }
+  } else if (m > 0) {
+    vals[k++] = pd_quantile(xs, m, q);
+  }
+  free(xs);
+  return k;
+}
+
+/* Returns the mean of n values, NaN for none. */
+static double cmp_mean(const double *v, size_t n) {
+  double sum = 0.0;
+  for (size_t i = 0; i < n; i++) sum += v[i];
+  return n > 0 ? sum / (double)n : NAN;
 }
 
 /* Reads a metric value: a number, or null (NaN). Other types are an error. */
@@ -452,11 +499,11 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
   const cJSON *bst = cJSON_GetObjectItemCaseSensitive(bm, "avg_step_time_s");
   double base_step = cJSON_IsNumber(bst) ? bst->valuedouble : NAN;
 
-  size_t cap = 0;
+  size_t cap_rows = 0;
   const cJSON *it = NULL;
   cJSON_ArrayForEach(it, bm) {
     if (rc != 0) break;
-    pd_cmp_row_t *r = cmp_row_add(rep, &cap, it->string);
+    pd_cmp_row_t *r = cmp_row_add(rep, &cap_rows, it->string);
     if (r == NULL) {
       rc = PD_ENOMEM;
       break;
@@ -477,10 +524,44 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
     size_t k = skey != NULL && strcmp(skey, keys[1]) == 0 ? 1 : 0;
     cmp_eval(r, skey ? &sb[k] : NULL, skey ? &sn[k] : NULL, rep->alpha);
   }
+  /* The gate's own statistics from the per-step samples, where the baseline has them. */
+  size_t nderived = 0;
+  const pd_cmp_derived_t *derived = pd_cmp_derived_metrics(&nderived);
+  for (size_t d = 0; d < nderived && rc == 0; d++) {
+    size_t k = strcmp(derived[d].samples, keys[1]) == 0 ? 1 : 0;
+    if (sb[k].n == 0) continue;
+    size_t cap = sb[k].n > sn[k].n ? sb[k].n : sn[k].n;
+    double *vals = malloc((cap + 1) * sizeof(*vals));
+    pd_cmp_row_t *r = vals != NULL ? cmp_row_add(rep, &cap_rows, derived[d].name) : NULL;
+    if (r == NULL) {
+      free(vals);
+      rc = PD_ENOMEM;
+      break;
+    }
+    size_t nb = pd_cmp_run_quantiles(baseline, derived[d].samples, derived[d].q, vals, cap);
+    r->base = cmp_mean(vals, nb);
+    pd_cmp_policy_derive(derived[d].name, vals, nb, base_step, &r->policy);
+    const cJSON *pol = cJSON_GetObjectItemCaseSensitive(policy, derived[d].name);
+    if (pol != NULL) rc = cmp_policy_read(pol, derived[d].name, &r->policy, why, whylen);
+    size_t nn = pd_cmp_run_quantiles(current, derived[d].samples, derived[d].q, vals, cap);
+    r->now = cmp_mean(vals, nn);
+    free(vals);
+    if (rc != 0) break;
+    if (nn == 0) {
+      r->verdict = PD_CMP_SKIPPED;
+      snprintf(r->note, sizeof(r->note), "insufficient samples: the current run has no %s",
+               derived[d].samples);
+      continue;
+    }
+    cmp_eval(r, &sb[k], &sn[k], rep->alpha);
+    size_t len = strlen(r->note);
+    snprintf(r->note + len, sizeof(r->note) - len, " [p%.0f of each run's %s]",
+             derived[d].q * 100.0, derived[d].samples);
+  }
   cJSON_ArrayForEach(it, cm) {
     if (rc != 0) break;
     if (cJSON_GetObjectItemCaseSensitive(bm, it->string) != NULL) continue;
-    pd_cmp_row_t *r = cmp_row_add(rep, &cap, it->string);
+    pd_cmp_row_t *r = cmp_row_add(rep, &cap_rows, it->string);
     if (r == NULL) {
       rc = PD_ENOMEM;
       break;
@@ -497,7 +578,7 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
 
   /* The verdict's bottleneck must match. */
   if (rc == 0) {
-    pd_cmp_row_t *r = cmp_row_add(rep, &cap, "verdict.bottleneck");
+    pd_cmp_row_t *r = cmp_row_add(rep, &cap_rows, "verdict.bottleneck");
     if (r == NULL) {
       rc = PD_ENOMEM;
     } else {

@@ -100,6 +100,18 @@ static void pro_add_num_or_null(cJSON *obj, const char *key, double v) {
     cJSON_AddNullToObject(obj, key);
 }
 
+/* Writes one metric's policy into the policy object. Returns 0 or PD_ENOMEM. */
+static int pro_policy_add(cJSON *policy, const char *metric, const pd_cmp_policy_t *p) {
+  cJSON *o = cJSON_AddObjectToObject(policy, metric);
+  if (o == NULL) return PD_ENOMEM;
+  cJSON_AddStringToObject(o, "direction", pd_cmp_direction_name(p->direction));
+  cJSON_AddStringToObject(o, "mode", pd_cmp_mode_name(p->mode));
+  cJSON_AddNumberToObject(o, "tolerance", p->tolerance);
+  cJSON_AddNumberToObject(o, "band", p->band);
+  cJSON_AddNumberToObject(o, "min_abs", p->min_abs);
+  return 0;
+}
+
 /* Builds the baseline into out; returns 0 or a PD_E code. */
 static int pro_build(const cJSON *const *docs, const char *const *names, size_t n,
                      const pd_promote_info_t *info, cJSON *out) {
@@ -151,27 +163,32 @@ static int pro_build(const cJSON *const *docs, const char *const *names, size_t 
     }
   }
 
-  /* Policy from the between-run spread. */
+  /* Policy from the between-run spread: the tool's metrics, then the gate's own
+   * statistics of each run's samples (the pooled arrays split by runs[].steps). */
   cJSON *policy = cJSON_AddObjectToObject(out, "policy");
   const cJSON *st = cJSON_GetObjectItemCaseSensitive(metrics, "avg_step_time_s");
   double step = cJSON_IsNumber(st) ? st->valuedouble : NAN;
   const cJSON *it = NULL;
+  int rc = policy != NULL ? 0 : PD_ENOMEM;
   cJSON_ArrayForEach(it, metrics) {
-    if (policy == NULL) break;
+    if (rc != 0) break;
     size_t k = 0;
     pro_run_values(runs, it->string, vals, &k);
     pd_cmp_policy_t p;
     pd_cmp_policy_derive(it->string, vals, k, step, &p);
-    cJSON *o = cJSON_AddObjectToObject(policy, it->string);
-    if (o == NULL) break;
-    cJSON_AddStringToObject(o, "direction", pd_cmp_direction_name(p.direction));
-    cJSON_AddStringToObject(o, "mode", pd_cmp_mode_name(p.mode));
-    cJSON_AddNumberToObject(o, "tolerance", p.tolerance);
-    cJSON_AddNumberToObject(o, "band", p.band);
-    cJSON_AddNumberToObject(o, "min_abs", p.min_abs);
+    rc = pro_policy_add(policy, it->string, &p);
+  }
+  size_t nderived = 0;
+  const pd_cmp_derived_t *derived = pd_cmp_derived_metrics(&nderived);
+  for (size_t d = 0; d < nderived && rc == 0; d++) {
+    size_t k = pd_cmp_run_quantiles(out, derived[d].samples, derived[d].q, vals, nruns + 1);
+    if (k == 0) continue;
+    pd_cmp_policy_t p;
+    pd_cmp_policy_derive(derived[d].name, vals, k, step, &p);
+    rc = pro_policy_add(policy, derived[d].name, &p);
   }
   free(vals);
-  if (policy == NULL) return PD_ENOMEM;
+  if (rc != 0) return rc;
 
   /* Verdict: the bottleneck most runs named (ties: the earliest), with that run's rule
    * and evidence; a split is written into provenance so a reviewer sees it. */

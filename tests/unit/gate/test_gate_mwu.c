@@ -205,10 +205,18 @@ Test(gate, gpu_slug) {
 
 Test(gate, policy_defaults_follow_metric_kinds) {
   pd_cmp_policy_t p;
-  pd_cmp_policy_default("avg_step_time_s", &p);
+  /* the shift statistic: a few percent; the burst-driven step times: wide */
+  pd_cmp_policy_default("step_time_p10_s", &p);
   cr_assert_eq(p.mode, PD_CMP_MODE_SIGNIFICANCE);
   cr_assert_eq(p.direction, PD_CMP_DIR_LOWER_IS_BETTER);
   cr_assert(p.tolerance > 0.0 && p.tolerance < 0.05, "tolerance %g", p.tolerance);
+  pd_cmp_policy_t avg, p95;
+  pd_cmp_policy_default("avg_step_time_s", &avg);
+  pd_cmp_policy_default("p95_step_time_s", &p95);
+  cr_assert_eq(avg.mode, PD_CMP_MODE_SIGNIFICANCE);
+  cr_assert_eq(avg.direction, PD_CMP_DIR_LOWER_IS_BETTER);
+  cr_assert_gt(avg.tolerance, p.tolerance);
+  cr_assert_gt(p95.tolerance, avg.tolerance);
   pd_cmp_policy_default("kernels_per_step", &p);
   cr_assert_eq(p.mode, PD_CMP_MODE_EXACT);
   pd_cmp_policy_default("gpu_busy_fraction", &p);
@@ -219,25 +227,35 @@ Test(gate, policy_defaults_follow_metric_kinds) {
   pd_cmp_policy_default("no_such_metric", &p);
   cr_assert_eq(p.direction, PD_CMP_DIR_NONE);
   cr_assert_str_eq(pd_cmp_metric_samples_key("p95_step_time_s"), "step_times_s");
+  cr_assert_str_eq(pd_cmp_metric_samples_key("step_time_p10_s"), "step_times_s");
   cr_assert_str_eq(pd_cmp_metric_samples_key("avg_dataloader_wait_s"), "dataloader_wait_s");
   cr_assert_null(pd_cmp_metric_samples_key("kernels_per_step"));
+  size_t n = 0;
+  const pd_cmp_derived_t *d = pd_cmp_derived_metrics(&n);
+  cr_assert_eq(n, 1);
+  cr_assert_str_eq(d[0].name, "step_time_p10_s");
+  cr_assert_float_eq(d[0].q, 0.10, 1e-12);
 }
 
 Test(gate, policy_tolerance_widens_with_between_run_spread) {
   pd_cmp_policy_t quiet, noisy;
   const double tight[] = {0.0100, 0.0100, 0.0101};
-  const double wide[] = {0.0100, 0.0106, 0.0103}; /* relative range 5.8% */
-  pd_cmp_policy_derive("avg_step_time_s", tight, 3, 0.01, &quiet);
-  pd_cmp_policy_derive("avg_step_time_s", wide, 3, 0.01, &noisy);
-  cr_assert(noisy.tolerance > quiet.tolerance, "%g vs %g", noisy.tolerance, quiet.tolerance);
-  cr_assert(noisy.tolerance >= 0.06 / 1.03, "tolerance %g must cover the spread", noisy.tolerance);
+  const double wide[] = {0.0100, 0.0106, 0.0103}; /* sd 0.0003: 2.9% of the mean */
+  pd_cmp_policy_derive("step_time_p10_s", tight, 3, 0.01, &quiet);
+  pd_cmp_policy_derive("step_time_p10_s", wide, 3, 0.01, &noisy);
+  cr_assert_float_eq(quiet.tolerance, 0.03, 1e-12, "the floor: %g", quiet.tolerance);
+  cr_assert(noisy.tolerance >= 3.5 * 0.0003 / 0.0103, "tolerance %g must cover the spread",
+            noisy.tolerance);
   /* Counts that never varied are compared exactly; varying ones within a band. */
   const double same[] = {120, 120, 120}, vary[] = {300, 302, 301};
   pd_cmp_policy_derive("kernels_per_step", same, 3, 0.01, &quiet);
   cr_assert_eq(quiet.mode, PD_CMP_MODE_EXACT);
   pd_cmp_policy_derive("runtime_calls_per_step", vary, 3, 0.01, &noisy);
   cr_assert_eq(noisy.mode, PD_CMP_MODE_BAND);
-  cr_assert(noisy.band >= 2.0 / 301.0);
+  cr_assert(noisy.band >= 0.02, "band %g", noisy.band);
+  /* One run says nothing about spread: the floor. */
+  pd_cmp_policy_derive("step_time_p10_s", wide, 1, 0.01, &quiet);
+  cr_assert_float_eq(quiet.tolerance, 0.03, 1e-12);
   /* Data wait gets an absolute floor from the step time (5% of a 10 ms step). */
   const double waits[] = {1e-5, 2e-5, 1.5e-5};
   pd_cmp_policy_derive("avg_dataloader_wait_s", waits, 3, 0.01, &quiet);
