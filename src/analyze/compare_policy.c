@@ -7,6 +7,7 @@
  * chose them are in docs/gate.md.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pd/pd_compare.h"
@@ -22,8 +23,9 @@
 #define GATE_SHIFT_TOL_FLOOR 0.03
 #define GATE_TIME_TOL_FLOOR 0.25
 #define GATE_TAIL_TOL_FLOOR 0.5
-/* Tolerance (or band) = this many between-run standard deviations (relative to the mean)
- * measured in the baseline's runs, when that is wider than the floor. */
+/* Tolerance (or band) = this many between-run standard deviations (robust: from the
+ * median absolute deviation, relative to the median) measured in the baseline's runs,
+ * when that is wider than the floor. */
 #define GATE_SPREAD_FACTOR 4.0
 /* TIME metrics without per-step samples have no test against noise: a wide band. */
 #define GATE_TIME_BAND_FLOOR 0.5
@@ -194,22 +196,22 @@ void pd_cmp_policy_default(const char *metric, pd_cmp_policy_t *p) {
 void pd_cmp_policy_derive(const char *metric, const double *run_values, size_t n,
                           double step_time_s, pd_cmp_policy_t *p) {
   pd_cmp_policy_default(metric, p);
-  /* Between-run spread: standard deviation of the finite run values over their mean. */
-  double sum = 0.0, sq = 0.0;
+  /* Between-run spread, robustly: 1.4826 x the median absolute deviation of the finite
+   * run values, over their median (the standard deviation for normal data). A run that
+   * landed in a slow state of a shared machine (docs/gate.md) must not widen every
+   * tolerance; such runs are the acceptance suite's confirmation rerun's business. */
+  double *xs = malloc((n > 0 ? n : 1) * sizeof(*xs));
   size_t finite = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (!isfinite(run_values[i])) continue;
-    sum += run_values[i];
-    finite++;
-  }
-  double mean = finite > 0 ? sum / (double)finite : 0.0;
-  for (size_t i = 0; i < n; i++)
-    if (isfinite(run_values[i])) sq += (run_values[i] - mean) * (run_values[i] - mean);
+  for (size_t i = 0; xs != NULL && i < n; i++)
+    if (isfinite(run_values[i])) xs[finite++] = run_values[i];
   double spread = 0.0;
-  if (finite >= 2) {
-    double sd = sqrt(sq / (double)(finite - 1));
-    spread = mean != 0.0 ? sd / fabs(mean) : (sd > 0.0 ? INFINITY : 0.0);
+  if (xs != NULL && finite >= 2) {
+    double median = pd_quantile(xs, finite, 0.5);
+    for (size_t i = 0; i < finite; i++) xs[i] = fabs(xs[i] - median);
+    double sd = 1.4826 * pd_quantile(xs, finite, 0.5);
+    spread = median != 0.0 ? sd / fabs(median) : (sd > 0.0 ? INFINITY : 0.0);
   }
+  free(xs);
   double widened = GATE_SPREAD_FACTOR * spread;
   if (gate_derived(metric) != NULL) {
     p->tolerance = fmax(p->tolerance, widened);

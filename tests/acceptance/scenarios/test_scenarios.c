@@ -443,6 +443,32 @@ static int compare_with(const run_t *r, const char *base, char *report, size_t l
   return rc;
 }
 
+/* The gate's verdict on a run of key against base: profile_compare's exit status, where a
+ * regression (1) counts only when a fresh rerun regresses too. A whole process sometimes
+ * lands in a slow state of a shared machine: on an H200, 4 of about 80 runs were 10-36%
+ * slower in every step, each time alone between normal runs (docs/gate.md). *last is the
+ * run whose report stands; report holds the end of its table. */
+static int gate_verdict(run_t *first, const char *key, const char *scenario,
+                        const char *const *extra, const char *base, run_t **last, char *report,
+                        size_t len) {
+  *last = first;
+  int rc = compare_with(first, base, report, len);
+  if (rc != 1) return rc;
+  char again[96];
+  snprintf(again, sizeof(again), "%s_confirm", key);
+  run_t *second = scen_run(again, scenario, extra);
+  char first_report[2048];
+  snprintf(first_report, sizeof(first_report), "%s", report);
+  *last = second;
+  rc = compare_with(second, base, report, len);
+  if (rc == 0)
+    fprintf(stderr,
+            "test_scenarios: %s regressed against %s in its first run but not in a fresh "
+            "rerun; taken as a slow state of the machine, not a regression. First run:\n%s\n",
+            key, base, first_report);
+  return rc;
+}
+
 /* Returns the verdict of a metric's row in a compare report JSON. */
 static char *report_verdict(const run_t *r, const char *metric_name) {
   static char verdict[32];
@@ -465,12 +491,14 @@ static char *report_verdict(const run_t *r, const char *metric_name) {
 }
 
 static void check_baseline(const char *scenario) {
-  run_t *r = run_named(scenario);
+  run_t *r = run_named(scenario), *last = NULL;
   char base[1024], report[2048];
   baseline_or_skip(r, scenario, base, sizeof(base));
-  int rc = compare_with(r, base, report, sizeof(report));
-  cr_assert_eq(rc, 0, "%s: profile_compare against the baseline exited %d:\n%s", scenario, rc,
-               report);
+  int rc = gate_verdict(r, scenario, scenario, NULL, base, &last, report, sizeof(report));
+  cr_assert_eq(rc, 0,
+               "%s: profile_compare against the baseline exited %d (a regression in the run and "
+               "in its rerun, when 1):\n%s",
+               scenario, rc, report);
 }
 
 #define SCENARIO_TESTS(name, index)                                                       \
@@ -597,13 +625,13 @@ static void check_injected(const char *key, const char *fraction) {
   char base[1024], report[2048];
   baseline_or_skip(run_clean(), "clean", base, sizeof(base)); /* before spending a run */
   const char *extra[] = {"--inject_slowdown", fraction, NULL};
-  run_t *r = scen_run(key, "clean", extra);
-  int rc = compare_with(r, base, report, sizeof(report));
-  cr_assert_eq(rc, 1, "--inject_slowdown %s: profile_compare exited %d, expected 1 (regression):\n%s",
+  run_t *r = scen_run(key, "clean", extra), *last = NULL;
+  int rc = gate_verdict(r, key, "clean", extra, base, &last, report, sizeof(report));
+  cr_assert_eq(rc, 1, "--inject_slowdown %s: the gate's verdict is exit %d, expected 1 (regression):\n%s",
                fraction, rc, report);
-  cr_assert_str_eq(report_verdict(r, "step_time_p10_s"), "regressed",
+  cr_assert_str_eq(report_verdict(last, "step_time_p10_s"), "regressed",
                    "--inject_slowdown %s: step_time_p10_s is %s:\n%s", fraction,
-                   report_verdict(r, "step_time_p10_s"), report);
+                   report_verdict(last, "step_time_p10_s"), report);
 }
 
 Test(gate, injected_slowdown_25_percent_fails) { check_injected("clean_slowdown_25", "0.25"); }
