@@ -114,12 +114,14 @@ done
 
 slug=$("$compare" --slug "$tmp/runs/clean/1.json") || die 1 "cannot read the device of the runs"
 dest=baselines/$slug
+compare_abs=$(cd "$(dirname "$compare")" && pwd)/$(basename "$compare")
 for s in "${scenarios[@]}"; do
   files=()
-  for ((i = 1; i <= runs; i++)); do files+=("$tmp/runs/$s/$i.json"); done
-  "$compare" --promote "${files[@]}" -o "$tmp/$s.json" --commit "$commit" \
+  for ((i = 1; i <= runs; i++)); do files+=("$s/$i.json"); done
+  # From inside the runs folder, so each run's "source" reads "clean/1.json", not a temp path.
+  (cd "$tmp/runs" && "$compare_abs" --promote "${files[@]}" -o "$tmp/$s.json" --commit "$commit" \
     --command "profiler_demo --scenario $s ${run_args[*]} (x$runs, scripts/update_baselines.sh)" \
-    >/dev/null || die 1 "promoting $s failed; baselines/ untouched"
+    >/dev/null) || die 1 "promoting $s failed; baselines/ untouched"
 done
 
 # What changed: the new baseline (its mean metrics, pooled samples) against the old one.

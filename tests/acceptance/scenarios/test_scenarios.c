@@ -445,7 +445,7 @@ static int compare_with(const run_t *r, const char *base, char *report, size_t l
 
 /* The gate's verdict on a run of key against base: profile_compare's exit status, where a
  * regression (1) counts only when a fresh rerun regresses too. A whole process sometimes
- * lands in a slow state of a shared machine: on an H200, 4 of about 80 runs were 10-36%
+ * lands in a slow state of a shared machine: on an H200, 4 of 100 runs were 10-36%
  * slower in every step, each time alone between normal runs (docs/gate.md). *last is the
  * run whose report stands; report holds the end of its table. */
 static int gate_verdict(run_t *first, const char *key, const char *scenario,
@@ -619,8 +619,8 @@ Test(fix_knobs, pooled_allocator_lowers_alloc_calls) {
 /* An unchanged rerun of clean passing is clean_within_baseline_policy. An injected
  * slowdown of the step (a fraction of the mean warmup step, spun inside every profiled
  * step) must fail the comparison on step_time_p10_s, the gate's shift statistic. 25% is
- * far beyond any tolerance; 10% is three times its 3% floor, and in 100 runs on an H200 a
- * 10% injection was caught 100 times and a 5% one 93 to 100 times (docs/gate.md). */
+ * far beyond any tolerance; 10% is three times its 3% floor (on an H200 both 10% and 5%
+ * injections were caught in 20 of 20 runs, docs/gate.md). */
 static void check_injected(const char *key, const char *fraction) {
   char base[1024], report[2048];
   baseline_or_skip(run_clean(), "clean", base, sizeof(base)); /* before spending a run */
