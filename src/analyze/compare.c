@@ -13,10 +13,9 @@
 #include "pd/pd_compare.h"
 #include "pd/pd_stats.h"
 
-/* Writes one line into why; a NULL or empty buffer is allowed. */
-static void cmp_why(char *why, size_t whylen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void cmp_why(char *why, size_t whylen, const char *fmt, ...) {
+#include "compare_internal.h"
+
+void cmp_why(char *why, size_t whylen, const char *fmt, ...) {
   if (why == NULL || whylen == 0) return;
   va_list ap;
   va_start(ap, fmt);
@@ -149,7 +148,7 @@ typedef struct {
   bool present;
 } cmp_samples_t;
 
-static const char *cmp_string_at(const cJSON *obj, const char *a, const char *b) {
+const char *cmp_string_at(const cJSON *obj, const char *a, const char *b) {
   const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, a);
   if (b != NULL) it = cJSON_GetObjectItemCaseSensitive(it, b);
   return cJSON_IsString(it) ? it->valuestring : NULL;

@@ -8,7 +8,6 @@
  * An earlier baseline can be an input too: its runs are taken over one by one.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,21 +16,7 @@
 #include "pd/pd_common.h"
 #include "pd/pd_compare.h"
 
-static void pro_why(char *why, size_t whylen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void pro_why(char *why, size_t whylen, const char *fmt, ...) {
-  if (why == NULL || whylen == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, whylen, fmt, ap);
-  va_end(ap);
-}
-
-static const char *pro_str(const cJSON *obj, const char *a, const char *b) {
-  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, a);
-  if (b != NULL) it = cJSON_GetObjectItemCaseSensitive(it, b);
-  return cJSON_IsString(it) ? it->valuestring : NULL;
-}
+#include "compare_internal.h"
 
 /* Appends every element of doc[key] (an array) to dst. */
 static int pro_concat(cJSON *dst, const cJSON *doc, const char *key) {
@@ -55,7 +40,7 @@ static int pro_add_runs(cJSON *runs, const cJSON *doc, const char *name) {
   cJSON_AddStringToObject(run, "source", name != NULL ? name : "?");
   const cJSON *st = cJSON_GetObjectItemCaseSensitive(doc, "step_times_s");
   cJSON_AddNumberToObject(run, "steps", cJSON_IsArray(st) ? cJSON_GetArraySize(st) : 0);
-  const char *bn = pro_str(doc, "verdict", "bottleneck");
+  const char *bn = cmp_string_at(doc, "verdict", "bottleneck");
   if (bn != NULL)
     cJSON_AddStringToObject(run, "bottleneck", bn);
   else
@@ -91,13 +76,6 @@ static void pro_now_utc(char *buf, size_t len) {
   struct tm tmv;
   if (gmtime_r(&t, &tmv) == NULL || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tmv) == 0)
     snprintf(buf, len, "unknown");
-}
-
-static void pro_add_num_or_null(cJSON *obj, const char *key, double v) {
-  if (isfinite(v))
-    cJSON_AddNumberToObject(obj, key, v);
-  else
-    cJSON_AddNullToObject(obj, key);
 }
 
 /* Writes one metric's policy into the policy object. Returns 0 or PD_ENOMEM. */
@@ -159,7 +137,7 @@ static int pro_build(const cJSON *const *docs, const char *const *names, size_t 
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(docs[i], "metrics")) {
       if (cJSON_GetObjectItemCaseSensitive(metrics, it->string) != NULL) continue;
       size_t k = 0;
-      pro_add_num_or_null(metrics, it->string, pro_run_values(runs, it->string, vals, &k));
+      cmp_add_number_or_null(metrics, it->string, pro_run_values(runs, it->string, vals, &k));
     }
   }
 
@@ -196,13 +174,13 @@ static int pro_build(const cJSON *const *docs, const char *const *names, size_t 
   const char *best = NULL;
   int best_count = 0, named = 0;
   cJSON_ArrayForEach(run, runs) {
-    const char *b = pro_str(run, "bottleneck", NULL);
+    const char *b = cmp_string_at(run, "bottleneck", NULL);
     if (b == NULL) continue;
     named++;
     int c = 0;
     const cJSON *other = NULL;
     cJSON_ArrayForEach(other, runs) {
-      const char *o = pro_str(other, "bottleneck", NULL);
+      const char *o = cmp_string_at(other, "bottleneck", NULL);
       if (o != NULL && strcmp(o, b) == 0) c++;
     }
     if (c > best_count) {
@@ -213,7 +191,7 @@ static int pro_build(const cJSON *const *docs, const char *const *names, size_t 
   if (best != NULL) {
     const cJSON *src = NULL;
     for (size_t i = 0; i < n && src == NULL; i++) {
-      const char *b = pro_str(docs[i], "verdict", "bottleneck");
+      const char *b = cmp_string_at(docs[i], "verdict", "bottleneck");
       if (b != NULL && strcmp(b, best) == 0)
         src = cJSON_GetObjectItemCaseSensitive(docs[i], "verdict");
     }
@@ -230,7 +208,7 @@ static int pro_build(const cJSON *const *docs, const char *const *names, size_t 
 
   cJSON *prov = cJSON_AddObjectToObject(out, "provenance");
   if (prov == NULL) return PD_ENOMEM;
-  cJSON_AddStringToObject(prov, "device", pro_str(first, "device", "name"));
+  cJSON_AddStringToObject(prov, "device", cmp_string_at(first, "device", "name"));
   static const char *const versions[] = {"driver", "runtime", "cupti"};
   for (size_t i = 0; i < 3; i++) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(
@@ -240,7 +218,7 @@ static int pro_build(const cJSON *const *docs, const char *const *names, size_t 
     else
       cJSON_AddNullToObject(prov, versions[i]);
   }
-  const char *tv = pro_str(first, "tool", "version");
+  const char *tv = cmp_string_at(first, "tool", "version");
   cJSON_AddStringToObject(prov, "tool_version", tv != NULL ? tv : "unknown");
   char date[40];
   if (info != NULL && info->date != NULL)
@@ -266,26 +244,26 @@ int pd_baseline_promote(const cJSON *const *runs, const char *const *names, size
                         const pd_promote_info_t *info, cJSON **out, char *why, size_t whylen) {
   *out = NULL;
   if (runs == NULL || n == 0) {
-    pro_why(why, whylen, "promote needs at least one metrics JSON");
+    cmp_why(why, whylen, "promote needs at least one metrics JSON");
     return PD_EINVAL;
   }
-  const char *dev0 = pro_str(runs[0], "device", "name");
-  const char *scen0 = pro_str(runs[0], "config", "scenario");
+  const char *dev0 = cmp_string_at(runs[0], "device", "name");
+  const char *scen0 = cmp_string_at(runs[0], "config", "scenario");
   for (size_t i = 0; i < n; i++) {
     const char *name = names != NULL && names[i] != NULL ? names[i] : "input";
-    const char *dev = pro_str(runs[i], "device", "name");
-    const char *scen = pro_str(runs[i], "config", "scenario");
+    const char *dev = cmp_string_at(runs[i], "device", "name");
+    const char *scen = cmp_string_at(runs[i], "config", "scenario");
     if (dev == NULL || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(runs[i], "metrics"))) {
-      pro_why(why, whylen, "%s: not a metrics JSON (device.name or metrics missing)", name);
+      cmp_why(why, whylen, "%s: not a metrics JSON (device.name or metrics missing)", name);
       return PD_EPARSE;
     }
     if (strcmp(dev, dev0) != 0) {
-      pro_why(why, whylen, "%s is from '%s' but %s from '%s': a baseline holds one GPU model",
+      cmp_why(why, whylen, "%s is from '%s' but %s from '%s': a baseline holds one GPU model",
               name, dev, names != NULL && names[0] ? names[0] : "the first input", dev0);
       return PD_EMISMATCH;
     }
     if ((scen == NULL) != (scen0 == NULL) || (scen != NULL && strcmp(scen, scen0) != 0)) {
-      pro_why(why, whylen, "%s is scenario '%s' but the first input is '%s': one scenario per "
+      cmp_why(why, whylen, "%s is scenario '%s' but the first input is '%s': one scenario per "
               "baseline", name, scen ? scen : "?", scen0 ? scen0 : "?");
       return PD_EMISMATCH;
     }
@@ -295,7 +273,7 @@ int pd_baseline_promote(const cJSON *const *runs, const char *const *names, size
   int rc = pro_build(runs, names, n, info, doc);
   if (rc != 0) {
     cJSON_Delete(doc);
-    if (rc == PD_ENOMEM) pro_why(why, whylen, "out of memory building the baseline");
+    if (rc == PD_ENOMEM) cmp_why(why, whylen, "out of memory building the baseline");
     return rc;
   }
   *out = doc;

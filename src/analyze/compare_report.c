@@ -9,6 +9,8 @@
 #include "pd/pd_common.h"
 #include "pd/pd_compare.h"
 
+#include "compare_internal.h"
+
 /* Formats a value cell: "-" when the side has no value, "null" for NaN. */
 static const char *rep_value(const pd_cmp_row_t *r, bool base_side, char *buf, size_t len) {
   if (r->text) {
@@ -84,8 +86,7 @@ void pd_cmp_report_print(FILE *out, const pd_cmp_report_t *rep) {
   fprintf(out, "\nresult: %s\n", res);
 }
 
-/* Adds a number, or null for NaN/Inf (cJSON prints both as null). */
-static void rep_json_num(cJSON *obj, const char *key, double v) {
+void cmp_add_number_or_null(cJSON *obj, const char *key, double v) {
   if (isfinite(v))
     cJSON_AddNumberToObject(obj, key, v);
   else
@@ -123,15 +124,15 @@ cJSON *pd_cmp_report_to_json(const pd_cmp_report_t *rep) {
       cJSON_AddStringToObject(o, "baseline", r->base_text);
       cJSON_AddStringToObject(o, "now", r->now_text);
     } else {
-      rep_json_num(o, "baseline", r->base);
-      rep_json_num(o, "now", r->now);
+      cmp_add_number_or_null(o, "baseline", r->base);
+      cmp_add_number_or_null(o, "now", r->now);
     }
     /* change_pct: +-Inf from a zero baseline is written as a string so it is not lost. */
     if (isinf(r->change_pct))
       cJSON_AddStringToObject(o, "change_pct", r->change_pct > 0 ? "+inf" : "-inf");
     else
-      rep_json_num(o, "change_pct", r->change_pct);
-    rep_json_num(o, "p_value", r->p_value);
+      cmp_add_number_or_null(o, "change_pct", r->change_pct);
+    cmp_add_number_or_null(o, "p_value", r->p_value);
     cJSON_AddNumberToObject(o, "n_baseline", (double)r->n_base);
     cJSON_AddNumberToObject(o, "n_now", (double)r->n_now);
     cJSON_AddStringToObject(o, "verdict", pd_cmp_verdict_name(r->verdict));
