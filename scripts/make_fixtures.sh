@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# make_fixtures.sh [--build DIR] OUT_DIR: records one small real run per scenario on this
+# GPU as test fixtures: OUT_DIR/<scenario>.metrics.json and OUT_DIR/<scenario>.pt.trace.json.gz.
+# Copy them into tests/fixtures/runs/ and commit them after review; the unit tests in
+# tests/unit/fixtures read them (no GPU needed there).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=build
+if [ "${1:-}" = "--build" ]; then
+  [ $# -ge 2 ] || { echo "make_fixtures: --build needs a directory" >&2; exit 2; }
+  build=$2
+  shift 2
+fi
+out=${1:?usage: make_fixtures.sh [--build DIR] OUT_DIR}
+demo=$build/src/cli/profiler_demo/profiler_demo
+[ -x "$demo" ] || { echo "make_fixtures: no profiler_demo at $demo (build first)" >&2; exit 2; }
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for s in clean dataloader sync tiny_ops memory_churn; do
+  "$demo" --scenario "$s" --amp --pin_memory --warmup_steps 5 --profile_steps 4 --seed 1 \
+    --quiet --trace_dir "$work/$s" --output_json "$work/$s.json"
+  trace=$(find "$work/$s" -name '*.pt.trace.json' | head -n 1)
+  [ -n "$trace" ] || { echo "make_fixtures: $s wrote no trace" >&2; exit 1; }
+  gzip -9 -c "$trace" >"$out/$s.pt.trace.json.gz"
+  cp "$work/$s.json" "$out/$s.metrics.json"
+  echo "make_fixtures: $s -> $out/$s.metrics.json ($(du -h "$out/$s.pt.trace.json.gz" | cut -f1) trace)"
+done
