@@ -24,9 +24,10 @@ case "${1:-}" in
     ;;
 esac
 
-# Build: compiler, CMake, pkg-config, the two C libraries. Tests: Criterion, gcovr for the
-# coverage gate, shellcheck for the scripts. git: baselines record the commit.
-packages=(build-essential cmake pkg-config git libcriterion-dev libcjson-dev gcovr shellcheck python3)
+# Build: compiler, CMake, pkg-config, the C libraries (zlib: the analyzer reads gzipped
+# traces). Tests: Criterion, gcovr for the coverage gate, shellcheck for the scripts.
+# git: baselines record the commit.
+packages=(build-essential cmake pkg-config git libcriterion-dev libcjson-dev zlib1g-dev gcovr shellcheck python3)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,61 @@
+/* analyze_internal.h: helpers shared by the analyzer's files (src/analyze/analyze_*.c),
+ * not public: launch attribution, a correlation-id map, number formatting, atomic file
+ * output. Names start with an_ to keep them apart from the public pd_ API.
+ */
+#ifndef PD_ANALYZE_INTERNAL_H
+#define PD_ANALYZE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pd/pd_analyze.h"
+
+/* Which call launched each GPU activity, and in which op it ran. Indexed by event index:
+ * call[i] = index of the RUNTIME/DRIVER event with ev[i]'s correlation id (-1 none);
+ * op[i] = index of the innermost RANGE/CPU_OP open on that call's thread when it began
+ * (-1 none). Only GPU activities (kernel, memcpy, memset) get entries; others are -1. */
+typedef struct {
+  int32_t *call;
+  int32_t *op;
+  size_t n;
+} an_attr_t;
+
+/* Returns 0 or PD_ENOMEM (then *a is empty). Free with an_attr_free(). */
+int an_attr_build(const pd_trace_t *trace, an_attr_t *a);
+void an_attr_free(an_attr_t *a);
+
+static inline bool an_is_gpu_activity(pd_event_kind_t k) {
+  return k == PD_EVENT_KERNEL || k == PD_EVENT_MEMCPY || k == PD_EVENT_MEMSET;
+}
+
+static inline int64_t an_dur(const pd_event_t *e) {
+  return e->end_ns > e->start_ns ? e->end_ns - e->start_ns : 0;
+}
+
+/* Name to show for an event: pd_event_display_name(), and Kineto's names for
+ * synchronization records without one. Result is ev->name, buf or a static string. */
+const char *an_event_name(const pd_event_t *ev, char *buf, size_t len);
+
+/* "12.345 ms" style: ns, us, ms or s with three decimals. */
+void an_fmt_time(char *buf, size_t len, int64_t ns);
+/* Same for a fractional count of ns (per-step averages). */
+void an_fmt_time_d(char *buf, size_t len, double ns);
+/* "786.4 KiB" style (B, KiB, MiB, GiB). */
+void an_fmt_bytes(char *buf, size_t len, double bytes);
+/* Writes s cut to width columns ("..." at the end when cut) into buf. */
+void an_fit(char *buf, size_t len, const char *s, int width);
+
+/* The options a top table was built with (type is NULL there). */
+const pd_top_opts_t *an_top_opts(const pd_top_t *top);
+/* Device total per step of each side of a diff. */
+void an_diff_totals(const pd_diff_t *diff, double *a_ns, double *b_ns);
+
+/* Atomic output: opens "<path>.tmp.<pid>" for writing (*tmp receives the malloc'ed name).
+ * Returns NULL on failure (errno set). */
+FILE *an_atomic_open(const char *path, char **tmp);
+/* Flushes, fsyncs and closes f, renames tmp to path, frees tmp. ok = false (or any error)
+ * removes tmp instead. Returns 0 or PD_EIO. */
+int an_atomic_close(FILE *f, char *tmp, const char *path, bool ok);
+
+#endif /* PD_ANALYZE_INTERNAL_H */

@@ -1,0 +1,167 @@
+/* analyze_report.c: runs every analysis on one trace and prints its summary.
+ *
+ * The step metrics and the verdict come from the profiler core, on the same code path as
+ * a live run: pd_metrics_from_trace() for the GPU-side metrics, and, since a trace file
+ * holds no host-timed samples, per-step samples derived from the trace itself and passed
+ * through pd_metrics_from_samples(): the data wait of a step is the union of its
+ * dataloader ranges (ours: DataLoader.wait; torch: enumerate(DataLoader)#...), and its
+ * step time is the ProfilerStep#N range minus that wait, matching profiler_demo's step
+ * time (data wait excluded). pd_diagnose() then names the bottleneck.
+ */
+#include "analyze_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int null_cmp(const char *a, const char *b) {
+  if (a == b) return 0;
+  if (a == NULL) return -1;
+  if (b == NULL) return 1;
+  return strcmp(a, b);
+}
+
+static int self_cuda_cmp(const void *pa, const void *pb) {
+  const pd_op_stat_t *a = pa, *b = pb;
+  if (a->self_cuda_ns != b->self_cuda_ns) return a->self_cuda_ns > b->self_cuda_ns ? -1 : 1;
+  int c = strcmp(a->name, b->name);
+  return c != 0 ? c : null_cmp(a->shape, b->shape);
+}
+
+/* Orders the key-averages rows as pd_op_table_sort(PD_SORT_SELF_CUDA_TIME_TOTAL) does.
+ * Workaround: pd_op_table_sort() rebuilds its lookup with 64 slots whatever the row
+ * count, and never returns for a table of more than 64 rows (a torch trace has
+ * hundreds of ops); reported to the core. Sorting the rows in place is safe here
+ * because nothing is added to the table afterwards (its lookup is then stale). */
+static void sort_ops_by_self_cuda(pd_op_table_t *ops) {
+  pd_op_stat_t *rows = (pd_op_stat_t *)pd_op_table_rows(ops);
+  size_t n = pd_op_table_count(ops);
+  if (n > 1) qsort(rows, n, sizeof(*rows), self_cuda_cmp);
+}
+
+void pd_analysis_destroy(pd_analysis_t *a) {
+  if (a == NULL) return;
+  pd_breakdown_free(&a->breakdown);
+  free(a->step_times_s);
+  free(a->data_wait_s);
+  pd_top_destroy(a->top);
+  pd_op_table_destroy(a->ops);
+  pd_memtl_free(&a->memory);
+  free(a);
+}
+
+int pd_analysis_run(const pd_trace_t *trace, const pd_trace_info_t *info, const pd_top_opts_t *opts,
+                    pd_analysis_t **out) {
+  if (out != NULL) *out = NULL;
+  if (trace == NULL || out == NULL) return PD_EINVAL;
+  pd_analysis_t *a = calloc(1, sizeof(*a));
+  if (a == NULL) return PD_ENOMEM;
+  a->trace = trace;
+  if (info != NULL) a->info = *info;
+  else a->info.schema_version = -1;
+  pd_metrics_init(&a->metrics);
+
+  int rc = pd_breakdown_compute(trace, -1, &a->breakdown);
+  if (rc == 0) {
+    int mrc = pd_metrics_from_trace(trace, &a->metrics);
+    if (mrc == 0 && !a->breakdown.whole_trace) {
+      size_t n = a->breakdown.nsteps;
+      a->step_times_s = malloc(n * sizeof(double));
+      a->data_wait_s = malloc(n * sizeof(double));
+      if (a->step_times_s == NULL || a->data_wait_s == NULL) {
+        rc = PD_ENOMEM;
+      } else {
+        for (size_t s = 0; s < n; s++) {
+          const pd_step_breakdown_t *st = &a->breakdown.steps[s];
+          a->data_wait_s[s] = (double)st->data_wait_ns / 1e9;
+          a->step_times_s[s] = (double)(st->end_ns - st->start_ns - st->data_wait_ns) / 1e9;
+        }
+        pd_metrics_from_samples(&a->metrics, a->step_times_s, a->data_wait_s, n);
+        pd_diagnose(&a->metrics, &a->verdict);
+        a->have_metrics = true;
+      }
+    } else if (mrc != 0 && mrc != PD_EINVAL) {
+      rc = mrc; /* PD_EINVAL only says there is no step range */
+    }
+  }
+  if (rc == 0) rc = pd_top_build(trace, opts, &a->top);
+  if (rc == 0) {
+    a->ops = pd_op_table_create(PD_GROUP_BY_RANGE);
+    if (a->ops == NULL) rc = PD_ENOMEM;
+    else if ((rc = pd_op_table_add_trace(a->ops, trace)) == 0) sort_ops_by_self_cuda(a->ops);
+  }
+  if (rc == 0) rc = pd_memtl_build(trace, &a->memory);
+  if (rc != 0) {
+    pd_analysis_destroy(a);
+    return rc;
+  }
+  *out = a;
+  return 0;
+}
+
+/* Prints a metric the way its unit reads best. */
+static void print_metric(FILE *out, const char *name, double v) {
+  if (isnan(v)) {
+    fprintf(out, "  %-32s n/a\n", name);
+    return;
+  }
+  size_t len = strlen(name);
+  if (len > 2 && strcmp(name + len - 2, "_s") == 0) {
+    char t[32];
+    an_fmt_time_d(t, sizeof t, v * 1e9);
+    fprintf(out, "  %-32s %-14.6g (%s)\n", name, v, t);
+  } else if (strstr(name, "bytes") != NULL) {
+    char b[32];
+    an_fmt_bytes(b, sizeof b, v);
+    fprintf(out, "  %-32s %-14.6g (%s)\n", name, v, b);
+  } else if (strstr(name, "fraction") != NULL) {
+    fprintf(out, "  %-32s %-14.4f (%.1f%%)\n", name, v, v * 100.0);
+  } else {
+    fprintf(out, "  %-32s %.6g\n", name, v);
+  }
+}
+
+void pd_analysis_print_summary(FILE *out, const pd_analysis_t *a, const char *path) {
+  if (out == NULL || a == NULL) return;
+  const pd_trace_info_t *in = &a->info;
+  char size[32];
+  an_fmt_bytes(size, sizeof size, (double)in->text_bytes);
+  fprintf(out, "Trace %s\n", path ? path : "(memory)");
+  fprintf(out, "  written by %s; %s of JSON%s; read in %.3f s (load %.3f s, parse %.3f s, convert %.3f s)\n",
+          in->torch ? "torch.profiler (Kineto)" : "profiler_demo or another Kineto-style writer", size,
+          in->gzipped ? " (gzip)" : "", in->load_s + in->parse_s + in->convert_s, in->load_s, in->parse_s,
+          in->convert_s);
+  fprintf(out, "  events:");
+  bool first = true;
+  for (int k = 0; k < PD_EVENT_KIND_COUNT; k++) {
+    if (in->kind_counts[k] == 0) continue;
+    fprintf(out, "%s %zu %s", first ? "" : ",", in->kind_counts[k], pd_event_kind_category((pd_event_kind_t)k));
+    first = false;
+  }
+  if (first) fprintf(out, " none");
+  fprintf(out, "; %zu other entries skipped (metadata, flows, other categories)\n", in->skipped);
+  const pd_device_props_t *d = pd_trace_devices(a->trace);
+  for (size_t i = 0; i < pd_trace_device_count(a->trace); i++) {
+    char mem[32];
+    an_fmt_bytes(mem, sizeof mem, (double)d[i].total_global_mem);
+    fprintf(out, "  device %d: %s, compute capability %d.%d, %d SMs, %s\n", d[i].id, d[i].name, d[i].compute_major,
+            d[i].compute_minor, d[i].num_sms, mem);
+  }
+  const pd_breakdown_t *b = &a->breakdown;
+  if (b->whole_trace || b->nsteps == 0) {
+    fprintf(out, "  no ProfilerStep#N range: no step metrics and no verdict\n");
+    return;
+  }
+  fprintf(out, "  %zu steps: ProfilerStep#%lld .. #%lld\n", b->nsteps, (long long)b->steps[0].step,
+          (long long)b->steps[b->nsteps - 1].step);
+  if (!a->have_metrics) return;
+  fprintf(out, "\nStep metrics (step time = ProfilerStep range minus its data wait; data wait = dataloader ranges)\n");
+  size_t nd = 0;
+  const pd_metric_desc_t *desc = pd_metric_descs(&nd);
+  for (size_t i = 0; i < nd; i++) {
+    if (desc[i].kind == PD_METRIC_INFO) continue; /* loss is not in a trace */
+    print_metric(out, desc[i].name, *(const double *)((const char *)&a->metrics + desc[i].offset));
+  }
+  fprintf(out, "\nVerdict: %s (rule %s): %s\n", pd_bottleneck_name(a->verdict.bottleneck), a->verdict.rule,
+          a->verdict.evidence);
+}

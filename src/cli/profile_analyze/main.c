@@ -1,0 +1,278 @@
+/* profile_analyze: reads a trace (ours or torch.profiler's, plain or gzipped) and prints
+ * where the time went, in the spirit of MegEngine's profile_analyze.
+ *
+ *   profile_analyze TRACE [-t N] [--aggregate-by name|type] [--order-by time|memory|calls]
+ *                   [--min-time S] [--type NAME] [--breakdown] [--html OUT.html]
+ *                   [--diff OTHER_TRACE] [--json OUT]
+ *
+ * Exit status: 0 ok; 2 bad input (a bad flag or value, a missing or unreadable trace, not
+ * JSON, not a Chrome trace): one line naming the fault and a synopsis line on stderr,
+ * nothing written; 1 any other failure (out of memory, an output that cannot be written,
+ * which is then left absent). Every input is read and checked before any output is made.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "pd/pd_analyze.h"
+#include "pd/pd_common.h"
+#include "pd/pd_stats.h"
+
+#define EXIT_OK 0
+#define EXIT_FAILURE_ 1
+#define EXIT_BAD_INPUT 2
+
+static const char k_synopsis[] =
+    "usage: profile_analyze TRACE [-t N] [--aggregate-by name|type] [--order-by time|memory|calls] "
+    "[--min-time S] [--type NAME] [--breakdown] [--html OUT.html] [--diff OTHER_TRACE] [--json OUT] "
+    "(--help explains)\n";
+
+static const char k_help[] =
+    "usage: profile_analyze TRACE [options]\n"
+    "\n"
+    "Reads a Chrome trace (profiler_demo's *.pt.trace.json or torch.profiler's, plain or\n"
+    "gzipped) and prints the device top table, the step metrics and the verdict.\n"
+    "\n"
+    "  -t, --top N              rows of each table, N >= 1 (default 10)\n"
+    "  --aggregate-by name|type rows per kernel/copy name or per type (kernel, memcpy,\n"
+    "                           memset, range) (default name)\n"
+    "  --order-by time|memory|calls\n"
+    "                           device self time, bytes moved or calls (default time)\n"
+    "  --min-time S             keep only activities that ran at least S seconds (default 0)\n"
+    "  --type NAME              keep one type (kernel, memcpy, memset, range), or rows whose\n"
+    "                           name or launching op contains NAME (default: all)\n"
+    "  --breakdown              also print the step-time breakdown, GPU idle split, memory\n"
+    "                           timeline and key averages table\n"
+    "  --html OUT.html          write a self-contained HTML report (inline SVG charts)\n"
+    "  --diff OTHER_TRACE       compare device self time per step with a second trace\n"
+    "  --json OUT               write the analysis as JSON\n"
+    "  -h, --help               this text\n"
+    "  --version                the version\n"
+    "\n"
+    "exit status: 0 ok, 1 failure, 2 bad input\n";
+
+typedef struct {
+  const char *trace;
+  int top;
+  pd_top_opts_t opts;
+  bool breakdown;
+  const char *html;
+  const char *diff;
+  const char *json;
+} options_t;
+
+/* Prints one line naming the fault and the synopsis; returns the bad-input status. */
+static int bad_input(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad_input(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "profile_analyze: ");
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n%s", k_synopsis);
+  return EXIT_BAD_INPUT;
+}
+
+static bool parse_int(const char *s, long lo, long hi, int *out) {
+  if (s == NULL || *s == 0) return false;
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno != 0 || *end != 0 || v < lo || v > hi) return false;
+  *out = (int)v;
+  return true;
+}
+
+static bool parse_seconds(const char *s, double *out) {
+  if (s == NULL || *s == 0) return false;
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno != 0 || *end != 0 || !isfinite(v) || v < 0 || v > 1e6) return false;
+  *out = v;
+  return true;
+}
+
+static bool same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  if (strcmp(a, b) == 0) return true;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Fills *o from argv; returns -1 to go on, or the exit status (help, version, bad input). */
+static int parse_options(int argc, char **argv, options_t *o) {
+  memset(o, 0, sizeof(*o));
+  o->top = 10;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+      fputs(k_help, stdout);
+      return EXIT_OK;
+    }
+    if (strcmp(arg, "--version") == 0) {
+      printf("profile_analyze %s\n", PD_VERSION_STRING);
+      return EXIT_OK;
+    }
+    if (arg[0] != '-' || strcmp(arg, "-") == 0) {
+      if (o->trace != NULL) return bad_input("more than one TRACE given ('%s' and '%s')", o->trace, arg);
+      o->trace = arg;
+      continue;
+    }
+    if (strcmp(arg, "--breakdown") == 0) {
+      o->breakdown = true;
+      continue;
+    }
+    /* The rest take a value: "--flag VALUE" or "--flag=VALUE". */
+    char flag[64];
+    const char *value = NULL;
+    const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+    if (eq != NULL) {
+      snprintf(flag, sizeof flag, "%.*s", (int)(eq - arg), arg);
+      value = eq + 1;
+    } else {
+      snprintf(flag, sizeof flag, "%s", arg);
+    }
+    static const char *const valued[] = {"-t",     "--top",  "--aggregate-by", "--order-by", "--min-time",
+                                         "--type", "--html", "--diff",         "--json"};
+    bool known = false;
+    for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= strcmp(flag, valued[k]) == 0;
+    if (!known) return bad_input("unknown option '%s'", arg);
+    if (value == NULL) {
+      if (i + 1 >= argc) return bad_input("%s needs a value", flag);
+      value = argv[++i];
+    }
+    if (strcmp(flag, "-t") == 0 || strcmp(flag, "--top") == 0) {
+      if (!parse_int(value, 1, INT_MAX, &o->top))
+        return bad_input("bad %s value '%s' (allowed: an integer >= 1)", flag, value);
+    } else if (strcmp(flag, "--aggregate-by") == 0) {
+      if (strcmp(value, "name") == 0) o->opts.aggregate = PD_AGG_NAME;
+      else if (strcmp(value, "type") == 0) o->opts.aggregate = PD_AGG_TYPE;
+      else return bad_input("bad --aggregate-by value '%s' (allowed: name, type)", value);
+    } else if (strcmp(flag, "--order-by") == 0) {
+      if (strcmp(value, "time") == 0) o->opts.order = PD_ORDER_TIME;
+      else if (strcmp(value, "memory") == 0) o->opts.order = PD_ORDER_MEMORY;
+      else if (strcmp(value, "calls") == 0) o->opts.order = PD_ORDER_CALLS;
+      else return bad_input("bad --order-by value '%s' (allowed: time, memory, calls)", value);
+    } else if (strcmp(flag, "--min-time") == 0) {
+      double s;
+      if (!parse_seconds(value, &s))
+        return bad_input("bad --min-time value '%s' (allowed: seconds, 0 <= S <= 1e6)", value);
+      o->opts.min_time_ns = (int64_t)llround(s * 1e9);
+    } else if (strcmp(flag, "--type") == 0) {
+      if (*value == 0) return bad_input("--type needs a non-empty NAME");
+      o->opts.type = value;
+    } else {
+      if (*value == 0) return bad_input("%s needs a file name", flag);
+      if (strcmp(flag, "--html") == 0) o->html = value;
+      else if (strcmp(flag, "--diff") == 0) o->diff = value;
+      else o->json = value;
+    }
+  }
+  if (o->trace == NULL) return bad_input("no TRACE given");
+  const char *inputs[] = {o->trace, o->diff};
+  const char *outputs[] = {o->html, o->json};
+  for (size_t i = 0; i < 2; i++) {
+    for (size_t j = 0; j < 2; j++) {
+      if (inputs[i] != NULL && outputs[j] != NULL && same_file(inputs[i], outputs[j]))
+        return bad_input("output '%s' would overwrite the input trace", outputs[j]);
+    }
+  }
+  if (o->html != NULL && o->json != NULL && same_file(o->html, o->json))
+    return bad_input("--html and --json name the same file '%s'", o->html);
+  return -1;
+}
+
+/* Reads one trace; returns 0 or the exit status. */
+static int load(const char *path, pd_trace_t **trace, pd_trace_info_t *info) {
+  char err[1024];
+  *trace = pd_trace_create();
+  if (*trace == NULL) {
+    fprintf(stderr, "profile_analyze: out of memory\n");
+    return EXIT_FAILURE_;
+  }
+  int rc = pd_trace_read_file_info(path, *trace, info, err, sizeof err);
+  if (rc == PD_ENOMEM) {
+    fprintf(stderr, "profile_analyze: %s\n", err);
+    return EXIT_FAILURE_;
+  }
+  if (rc != 0) return bad_input("%s", err);
+  return 0;
+}
+
+static int run(const options_t *o) {
+  pd_trace_t *ta = NULL, *tb = NULL;
+  pd_trace_info_t ia, ib;
+  pd_analysis_t *a = NULL, *b = NULL;
+  pd_diff_t *diff = NULL;
+  int status = load(o->trace, &ta, &ia);
+  if (status == 0 && o->diff != NULL) status = load(o->diff, &tb, &ib);
+  if (status == 0) {
+    int rc = pd_analysis_run(ta, &ia, &o->opts, &a);
+    if (rc == 0 && tb != NULL) rc = pd_analysis_run(tb, &ib, &o->opts, &b);
+    if (rc == 0 && b != NULL)
+      rc = pd_diff_build(a->top, a->have_metrics ? a->metrics.steps : 0, b->top, b->have_metrics ? b->metrics.steps : 0,
+                         &diff);
+    if (rc != 0) {
+      fprintf(stderr, "profile_analyze: analysis failed: %s\n", pd_strerror(rc));
+      status = EXIT_FAILURE_;
+    }
+  }
+  if (status == 0) {
+    pd_analysis_print_summary(stdout, a, o->trace);
+    fputc('\n', stdout);
+    pd_top_print(stdout, a->top, o->top);
+    if (o->breakdown) {
+      fputc('\n', stdout);
+      pd_breakdown_print(stdout, &a->breakdown);
+      fputc('\n', stdout);
+      pd_memtl_print(stdout, &a->memory, &a->breakdown);
+      fprintf(stdout, "\nKey averages (host ranges and ops; sorted by self CUDA time)\n");
+      pd_op_table_print(stdout, a->ops, o->top);
+    }
+    if (diff != NULL) {
+      fprintf(stdout, "\nA = %s\nB = %s", o->trace, o->diff);
+      if (a->have_metrics && b->have_metrics) {
+        fprintf(stdout, "\n  avg step time: A %.3f ms, B %.3f ms; verdict: A %s, B %s",
+                a->metrics.avg_step_time_s * 1e3, b->metrics.avg_step_time_s * 1e3,
+                pd_bottleneck_name(a->verdict.bottleneck), pd_bottleneck_name(b->verdict.bottleneck));
+      }
+      fputc('\n', stdout);
+      pd_diff_print(stdout, diff, o->top);
+    }
+    fflush(stdout);
+    pd_report_t rep = {.path = o->trace, .a = a, .diff_path = o->diff, .b = b, .diff = diff, .limit = o->top};
+    if (o->html != NULL) {
+      int rc = pd_report_html_write(o->html, &rep);
+      if (rc != 0) {
+        fprintf(stderr, "profile_analyze: cannot write %s: %s\n", o->html, pd_strerror(rc));
+        status = EXIT_FAILURE_;
+      }
+    }
+    if (status == 0 && o->json != NULL) {
+      int rc = pd_report_json_write(o->json, &rep);
+      if (rc != 0) {
+        fprintf(stderr, "profile_analyze: cannot write %s: %s\n", o->json, pd_strerror(rc));
+        status = EXIT_FAILURE_;
+        if (o->html != NULL) remove(o->html); /* all outputs or none */
+      }
+    }
+  }
+  pd_diff_destroy(diff);
+  pd_analysis_destroy(a);
+  pd_analysis_destroy(b);
+  pd_trace_destroy(ta);
+  pd_trace_destroy(tb);
+  return status;
+}
+
+int main(int argc, char **argv) {
+  options_t o;
+  int status = parse_options(argc, argv, &o);
+  if (status >= 0) return status;
+  return run(&o);
+}
