@@ -5,6 +5,10 @@
  *   parse + validate (exit 2) -> device check (exit 3) -> output dirs (exit 2 when not
  *   writable) -> data pipeline -> model (exit 4 when the GPU is out of memory) -> warmup
  *   -> profiled steps -> console report -> metrics JSON.
+ *
+ * With --no_profile the same steps run and are timed the same way, but the profiler is
+ * never created (no CUPTI call at all) and no trace directory is made: the run is the
+ * "without" half of the profiler-overhead measurement (bench/overhead/).
  */
 #ifndef PD_CLI_DEMO_H
 #define PD_CLI_DEMO_H
@@ -13,6 +17,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "pd/pd_cnn.h"
+#include "pd/pd_data.h"
+#include "pd/pd_stats.h"
+#include "pd/pd_writers.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -55,6 +64,7 @@ typedef struct {
   int top_n;          /* rows of the ops table; 0: all */
   int sort_by;        /* pd_sort_key_t */
   bool quiet;
+  bool no_profile;    /* same steps without the profiler: host-timed metrics only */
   /* fix knobs: PD_KNOB_SCENARIO (-1) keeps the scenario's setting */
   bool no_sync;
   int tiny_ops_mode;  /* pd_tiny_mode_t or -1 */
@@ -96,7 +106,8 @@ typedef struct {
 } pd_demo_outputs_t;
 
 /* Creates trace_dir and the JSON's parent directory (like mkdir -p, recording what it
- * made) and proves both writable by creating and removing a probe file. Returns 0, or
+ * made) and proves both writable by creating and removing a probe file; with
+ * cfg->no_profile only the JSON's parent (no trace is written). Returns 0, or
  * PD_DEMO_EXIT_USAGE with the reason in err; on failure the directories it made are
  * removed again. */
 int pd_demo_outputs_prepare(const pd_demo_config_t *cfg, pd_demo_outputs_t *outs, char *err, size_t errlen);
@@ -105,6 +116,29 @@ void pd_demo_outputs_track_file(pd_demo_outputs_t *outs, const char *path);
 /* Removes the tracked files, then the directories this run made (deepest first; only
  * those left empty). */
 void pd_demo_outputs_rollback(pd_demo_outputs_t *outs);
+
+/* ---- the metrics JSON -------------------------------------------------------------------- */
+
+/* What a finished run hands to the metrics JSON; every pointer is borrowed. */
+typedef struct {
+  const pd_cnn_config_t *cnn_cfg;   /* the model settings the scenario resolved */
+  const pd_data_config_t *data_cfg; /* the data pipeline's (cpu_work, io_sleep_ms) */
+  const pd_device_info_t *dev;
+  const pd_metrics_t *metrics;      /* NaN: not measured (null in the JSON) */
+  const double *step_s;             /* per timed step, seconds */
+  const double *wait_s;             /* data wait per timed step, seconds */
+  size_t nsamples;
+  const pd_verdict_t *verdict;      /* NULL: not available (--no_profile), written as null */
+  const pd_op_table_t *ops;         /* sorted; NULL: no top ops (empty array) */
+  const char *const *traces;        /* trace files written */
+  size_t ntraces;
+} pd_demo_results_t;
+
+/* Writes cfg->output_json atomically from a run's results (schema v1): config (plus
+ * "no_profile": true for a run without the profiler; profiled runs keep the keys their
+ * baselines have), device, metrics, samples, verdict, top ops (cfg->top_n rows), trace
+ * files. Returns 0 or the writer's PD_E* code; on failure nothing is left at the path. */
+int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *res);
 
 /* ---- the run ---------------------------------------------------------------------------- */
 

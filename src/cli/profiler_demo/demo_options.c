@@ -113,6 +113,9 @@ static const opt_t opts[] = {
      "self_cuda_time_total", "column the ops table is sorted by"},
     {"quiet", OPT_SWITCH, OFF(quiet), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
      "print only the verdict and the output paths"},
+    {"no_profile", OPT_SWITCH, OFF(no_profile), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
+     "run the same steps without the profiler (to measure its overhead); the metrics JSON then has "
+     "step times but no trace metrics, and no trace is written"},
 
     {"no_sync", OPT_SWITCH, OFF(no_sync), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_KNOB, "off",
      "drop the host reads of the loss inside the step (fixes sync)"},
@@ -179,6 +182,7 @@ void pd_demo_config_init(pd_demo_config_t *cfg) {
   cfg->top_n = 15;
   cfg->sort_by = PD_SORT_SELF_CUDA_TIME_TOTAL;
   cfg->quiet = false;
+  cfg->no_profile = false;
   cfg->no_sync = false;
   cfg->tiny_ops_mode = PD_KNOB_SCENARIO;
   cfg->tiny_ops_depth = PD_KNOB_SCENARIO;

@@ -87,8 +87,9 @@ int pd_demo_outputs_prepare(const pd_demo_config_t *cfg, pd_demo_outputs_t *outs
     snprintf(err, errlen, "--output_json '%s' is a directory; it must name a file", cfg->output_json);
     return PD_DEMO_EXIT_USAGE;
   }
-  if (outputs_mkdirs(outs, "--trace_dir", cfg->trace_dir, err, errlen) != 0 ||
-      outputs_probe("--trace_dir", cfg->trace_dir, err, errlen) != 0 ||
+  /* --no_profile writes no trace, so it makes no trace directory either. */
+  if ((!cfg->no_profile && (outputs_mkdirs(outs, "--trace_dir", cfg->trace_dir, err, errlen) != 0 ||
+                            outputs_probe("--trace_dir", cfg->trace_dir, err, errlen) != 0)) ||
       outputs_mkdirs(outs, "--output_json", parent, err, errlen) != 0 ||
       outputs_probe("--output_json", parent, err, errlen) != 0) {
     pd_demo_outputs_rollback(outs);

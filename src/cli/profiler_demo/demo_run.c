@@ -7,6 +7,14 @@
  * "train_step" range around pd_cnn_train_step; synchronize; (optional injected
  * slowdown); t1. Step time is t1 - t0. Only the active steps' samples are kept.
  *
+ * --no_profile runs the same warmup and the same 1 + 1 + profile_steps steps, timed the
+ * same way and with the same host ranges (no-ops without a tracing profiler), but never
+ * creates the profiler: no CUPTI call, no trace, no ops tables. Its metrics JSON keeps
+ * the host-timed metrics (step time, data wait, loss) and the per-step samples; the
+ * GPU-side metrics are null (not measured) and so is the verdict, because the rules that
+ * tell sync, launch overhead and allocator churn apart need those metrics, and a
+ * verdict from the rest would name `compute` for want of evidence.
+ *
  * Any failure after work started removes the files and directories this run created.
  */
 #include <inttypes.h>
@@ -230,17 +238,51 @@ static const char *demo_sort_text(int key) {
   return "unknown";
 }
 
-static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, const pd_verdict_t *v) {
+/* The run's settings under the report's title line. */
+static void demo_print_config_line(const demo_run_t *r) {
+  const pd_demo_config_t *c = r->cfg;
+  printf("  batch_size %d, num_workers %d, prefetch_factor %d%s%s%s, tiny_ops %s, allocator %s, sync %s\n",
+         c->batch_size, c->num_workers, c->prefetch_factor, c->persistent_workers ? ", persistent" : "",
+         c->pin_memory ? ", pin_memory" : "", c->amp ? ", amp" : "", demo_tiny_text(r->cnn_cfg.tiny_mode),
+         demo_alloc_text(r->cnn_cfg.alloc_mode), r->cnn_cfg.sync_mode == PD_SYNC_FORCED ? "forced" : "none");
+  if (c->inject_slowdown > 0) printf("  inject_slowdown %.3f (test only)\n", c->inject_slowdown);
+}
+
+/* The report of a --no_profile run: the host-timed quick stats and why the rest is
+ * missing. */
+static void demo_print_unprofiled(const demo_run_t *r) {
   const pd_demo_config_t *c = r->cfg;
   const pd_metrics_t *m = &r->metrics;
   if (!c->quiet) {
+    printf("\nQuick stats (%d timed steps, profiler off):\n", c->profile_steps);
+    printf("  %-28s %.6f\n", "avg_step_time_s", m->avg_step_time_s);
+    printf("  %-28s %.6f\n", "avg_dataloader_wait_s", m->avg_dataloader_wait_s);
+    printf("  %-28s %.6f / %.6f\n", "p50 / p95 step time (s)", m->p50_step_time_s, m->p95_step_time_s);
+    printf("  %-28s %.1f%%\n", "dataloader wait share", 100.0 * m->dataloader_wait_fraction);
+    printf("  %-28s %.4f -> %.4f\n", "loss (first -> last)", m->loss_first, m->loss_last);
+    printf("  %-28s not measured (null in the metrics JSON)\n", "GPU-side metrics");
+  }
+  printf("\nProfiling: off (--no_profile): no CUPTI, no trace, no ops tables");
+  if (!c->quiet) printf("; --trace_dir, --with_stack, --top_n and --sort_by have no effect");
+  printf("\nVerdict: not available (the rules need the profiler's GPU-side metrics)\n");
+}
+
+static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, const pd_verdict_t *v) {
+  const pd_demo_config_t *c = r->cfg;
+  const pd_metrics_t *m = &r->metrics;
+  if (c->no_profile) {
+    if (!c->quiet) {
+      printf("\n%s: scenario %s on %s (sm_%d%d)\n", PD_DEMO_PROG, pd_scenario_name((pd_scenario_t)c->scenario),
+             dev->name, dev->compute_major, dev->compute_minor);
+      demo_print_config_line(r);
+    }
+    demo_print_unprofiled(r);
+    return;
+  }
+  if (!c->quiet) {
     printf("\n%s: scenario %s on %s (sm_%d%d)\n", PD_DEMO_PROG, pd_scenario_name((pd_scenario_t)c->scenario),
            dev->name, dev->compute_major, dev->compute_minor);
-    printf("  batch_size %d, num_workers %d, prefetch_factor %d%s%s%s, tiny_ops %s, allocator %s, sync %s\n",
-           c->batch_size, c->num_workers, c->prefetch_factor, c->persistent_workers ? ", persistent" : "",
-           c->pin_memory ? ", pin_memory" : "", c->amp ? ", amp" : "", demo_tiny_text(r->cnn_cfg.tiny_mode),
-           demo_alloc_text(r->cnn_cfg.alloc_mode), r->cnn_cfg.sync_mode == PD_SYNC_FORCED ? "forced" : "none");
-    if (c->inject_slowdown > 0) printf("  inject_slowdown %.3f (test only)\n", c->inject_slowdown);
+    demo_print_config_line(r);
     printf("\nQuick stats (%d profiled steps):\n", c->profile_steps);
     printf("  %-28s %.6f\n", "avg_step_time_s", m->avg_step_time_s);
     printf("  %-28s %.6f\n", "avg_dataloader_wait_s", m->avg_dataloader_wait_s);
@@ -268,6 +310,56 @@ static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, 
       v->bottleneck == info->expected_verdict)
     printf("  fix: %s\n", info->fix_hint);
   for (int i = 0; i < r->ntraces; i++) printf("Trace:   %s\n", r->traces[i]);
+}
+
+/* ---- the metrics JSON ------------------------------------------------------------------ */
+
+int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *res) {
+  if (cfg == NULL || res == NULL || res->cnn_cfg == NULL || res->data_cfg == NULL) return PD_EINVAL;
+  const pd_demo_config_t *c = cfg;
+  const pd_cnn_config_t *m = res->cnn_cfg;
+  pd_cfg_entry_t entries[] = {
+      {.key = "scenario", .type = PD_CFG_STRING, .s = pd_scenario_name((pd_scenario_t)c->scenario)},
+      {.key = "batch_size", .type = PD_CFG_INT, .i = c->batch_size},
+      {.key = "num_workers", .type = PD_CFG_INT, .i = c->num_workers},
+      {.key = "prefetch_factor", .type = PD_CFG_INT, .i = c->prefetch_factor},
+      {.key = "persistent_workers", .type = PD_CFG_BOOL, .b = c->persistent_workers},
+      {.key = "pin_memory", .type = PD_CFG_BOOL, .b = c->pin_memory},
+      {.key = "amp", .type = PD_CFG_BOOL, .b = c->amp},
+      {.key = "warmup_steps", .type = PD_CFG_INT, .i = c->warmup_steps},
+      {.key = "profile_steps", .type = PD_CFG_INT, .i = c->profile_steps},
+      {.key = "seed", .type = PD_CFG_INT, .i = c->seed},
+      {.key = "device", .type = PD_CFG_INT, .i = c->device},
+      {.key = "with_stack", .type = PD_CFG_BOOL, .b = c->with_stack},
+      {.key = "cpu_work", .type = PD_CFG_INT, .i = res->data_cfg->cpu_work},
+      {.key = "io_sleep_ms", .type = PD_CFG_INT, .i = res->data_cfg->io_sleep_ms},
+      {.key = "no_sync", .type = PD_CFG_BOOL, .b = c->no_sync},
+      {.key = "sync_mode", .type = PD_CFG_STRING, .s = m->sync_mode == PD_SYNC_FORCED ? "forced" : "none"},
+      {.key = "tiny_ops_mode", .type = PD_CFG_STRING, .s = demo_tiny_text(m->tiny_mode)},
+      {.key = "tiny_ops_depth", .type = PD_CFG_INT, .i = m->tiny_ops_depth},
+      {.key = "allocator", .type = PD_CFG_STRING, .s = demo_alloc_text(m->alloc_mode)},
+      {.key = "churn_buffers", .type = PD_CFG_INT, .i = m->churn_buffers},
+      {.key = "inject_slowdown", .type = PD_CFG_DOUBLE, .d = c->inject_slowdown},
+      /* Last, and only when set: profiled runs' config keeps the keys of the baselines
+       * made before the flag existed, so the gate notes no difference for them. */
+      {.key = "no_profile", .type = PD_CFG_BOOL, .b = true},
+  };
+  const size_t nentries = sizeof(entries) / sizeof(entries[0]);
+  pd_run_report_t report = {
+      .config = entries,
+      .nconfig = c->no_profile ? nentries : nentries - 1,
+      .device = res->dev,
+      .metrics = res->metrics,
+      .step_times_s = res->step_s,
+      .dataloader_wait_s = res->wait_s,
+      .nsteps = res->nsamples,
+      .verdict = res->verdict,
+      .top_ops = res->ops,
+      .top_ops_limit = c->top_n,
+      .trace_files = res->traces,
+      .ntrace_files = res->ntraces,
+  };
+  return pd_metrics_json_write(c->output_json, &report);
 }
 
 /* ---- the run --------------------------------------------------------------------------- */
@@ -340,6 +432,8 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   if (cfg->num_workers == 0) config_note = "--num_workers 0 loads batches on the main thread; "
                                            "--prefetch_factor and --persistent_workers have no effect";
 
+  /* Without the profiler nothing fills the GPU-side metrics: NaN says "not measured". */
+  if (cfg->no_profile) pd_metrics_init(&r->metrics);
   r->progress = !cfg->quiet && isatty(STDOUT_FILENO);
   r->unix_offset_ns = pd_clock_unix_offset_ns();
   r->ops = pd_op_table_create(PD_GROUP_BY_RANGE);
@@ -366,7 +460,8 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
     dev.total_global_mem = (uint64_t)prop.totalGlobalMem;
     DEMO_CUDA(cudaDriverGetVersion(&dev.driver_version));
     DEMO_CUDA(cudaRuntimeGetVersion(&dev.runtime_version));
-    dev.cupti_version = pd_prof_cupti_version(); /* 0 when libcupti cannot tell */
+    /* 0 when libcupti cannot tell, and with --no_profile, which makes no CUPTI call. */
+    dev.cupti_version = cfg->no_profile ? 0 : pd_prof_cupti_version();
   }
   DEMO_CUDA(cudaStreamCreate(&r->stream));
   if (config_note != NULL && !cfg->quiet) printf("%s: note: %s\n", PD_DEMO_PROG, config_note);
@@ -427,7 +522,8 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   const int64_t spin_ns =
       cfg->inject_slowdown > 0 && warm_n > 0 ? (int64_t)(cfg->inject_slowdown * warm_sum / warm_n * 1e9) : 0;
 
-  /* 6. profiler: schedule(wait=1, warmup=1, active=profile_steps, repeat=1) */
+  /* 6. profiler: schedule(wait=1, warmup=1, active=profile_steps, repeat=1). With
+   * --no_profile the schedule only picks which steps are timed, as it would with it. */
   pd_prof_config_t pc;
   pd_prof_config_init(&pc);
   pc.activities = PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA;
@@ -439,27 +535,30 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   pc.user = r;
   pc.trace_dir = cfg->trace_dir;
   pc.device = cfg->device;
-  rc = pd_prof_create(&pc, &r->prof);
-  if (rc != 0) {
-    demo_err("profiler: %s (%s)", pd_strerror(rc), pd_prof_last_error(NULL));
-    exit_code = PD_DEMO_EXIT_RUNTIME;
-    goto done;
-  }
-  rc = pd_prof_start(r->prof);
-  if (rc != 0) {
-    demo_err("profiler start: %s (%s)", pd_strerror(rc), pd_prof_last_error(r->prof));
-    exit_code = PD_DEMO_EXIT_RUNTIME;
-    goto done;
+  if (!cfg->no_profile) {
+    rc = pd_prof_create(&pc, &r->prof);
+    if (rc != 0) {
+      demo_err("profiler: %s (%s)", pd_strerror(rc), pd_prof_last_error(NULL));
+      exit_code = PD_DEMO_EXIT_RUNTIME;
+      goto done;
+    }
+    rc = pd_prof_start(r->prof);
+    if (rc != 0) {
+      demo_err("profiler start: %s (%s)", pd_strerror(rc), pd_prof_last_error(r->prof));
+      exit_code = PD_DEMO_EXIT_RUNTIME;
+      goto done;
+    }
   }
 
   /* 7. exactly 1 + 1 + profile_steps steps, aligned with the schedule */
   const int total = 2 + cfg->profile_steps;
+  const char *phase = cfg->no_profile ? "timed" : "profiled";
   r->prev_end_ns = pd_clock_now_ns();
   for (int s = 0; s < total; s++) {
-    demo_progress(r, "profiled", s + 1, total);
+    demo_progress(r, phase, s + 1, total);
     int code = demo_step(r, spin_ns, &res);
     if (code != 0) {
-      exit_code = demo_step_failed(r, &res, code, "profiled", s);
+      exit_code = demo_step_failed(r, &res, code, phase, s);
       goto done;
     }
     if (cfg->warmup_steps == 0 && s == 0) {
@@ -479,7 +578,7 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
       wait_s[nsamples] = res.wait_s;
       nsamples++;
     }
-    rc = pd_prof_step(r->prof);
+    rc = r->prof != NULL ? pd_prof_step(r->prof) : 0;
     if (rc != 0) {
       demo_progress_clear(r);
       demo_err("profiler step %d: %s (%s%s%s)", s, pd_strerror(rc), pd_prof_last_error(r->prof),
@@ -491,14 +590,19 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
     r->prev_end_ns = pd_clock_now_ns();
   }
   demo_progress_clear(r);
-  rc = pd_prof_stop(r->prof);
+  rc = r->prof != NULL ? pd_prof_stop(r->prof) : 0;
   if (rc != 0) {
     demo_err("profiler stop: %s (%s%s%s)", pd_strerror(rc), pd_prof_last_error(r->prof), r->cb_error[0] ? "; " : "",
              r->cb_error);
     exit_code = PD_DEMO_EXIT_RUNTIME;
     goto done;
   }
-  if (r->cycles == 0 || nsamples != cfg->profile_steps) {
+  if (cfg->no_profile && nsamples != cfg->profile_steps) {
+    demo_err("%d of %d active steps were timed; expected all of them", nsamples, cfg->profile_steps);
+    exit_code = PD_DEMO_EXIT_RUNTIME;
+    goto done;
+  }
+  if (!cfg->no_profile && (r->cycles == 0 || nsamples != cfg->profile_steps)) {
     demo_err("the profiler handed over %d cycles and %d of %d active steps were timed; expected one full cycle",
              r->cycles, nsamples, cfg->profile_steps);
     exit_code = PD_DEMO_EXIT_RUNTIME;
@@ -517,67 +621,45 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
     r->metrics.loss_last = loss;
   }
   pd_metrics_from_samples(&r->metrics, step_s, wait_s, (size_t)nsamples);
-  const double dropped = (double)pd_prof_dropped_records(r->prof);
-  if (dropped > r->metrics.dropped_records) r->metrics.dropped_records = dropped;
   pd_verdict_t verdict;
-  pd_diagnose(&r->metrics, &verdict);
-
-  pd_sort_key_t sort_key = (pd_sort_key_t)cfg->sort_by;
-  pd_op_table_sort(r->ops, sort_key);
-  pd_op_table_sort(r->kernels, sort_key);
+  memset(&verdict, 0, sizeof(verdict));
+  if (cfg->no_profile) {
+    r->metrics.steps = nsamples;
+  } else {
+    const double dropped = (double)pd_prof_dropped_records(r->prof);
+    if (dropped > r->metrics.dropped_records) r->metrics.dropped_records = dropped;
+    pd_diagnose(&r->metrics, &verdict);
+    pd_sort_key_t sort_key = (pd_sort_key_t)cfg->sort_by;
+    pd_op_table_sort(r->ops, sort_key);
+    pd_op_table_sort(r->kernels, sort_key);
+  }
   demo_print_report(r, &dev, &verdict);
 
   /* 9. metrics JSON, written last and atomically */
   {
-    const pd_demo_config_t *c = cfg;
-    const pd_cnn_config_t *m = &r->cnn_cfg;
-    pd_cfg_entry_t entries[] = {
-        {.key = "scenario", .type = PD_CFG_STRING, .s = pd_scenario_name((pd_scenario_t)c->scenario)},
-        {.key = "batch_size", .type = PD_CFG_INT, .i = c->batch_size},
-        {.key = "num_workers", .type = PD_CFG_INT, .i = c->num_workers},
-        {.key = "prefetch_factor", .type = PD_CFG_INT, .i = c->prefetch_factor},
-        {.key = "persistent_workers", .type = PD_CFG_BOOL, .b = c->persistent_workers},
-        {.key = "pin_memory", .type = PD_CFG_BOOL, .b = c->pin_memory},
-        {.key = "amp", .type = PD_CFG_BOOL, .b = c->amp},
-        {.key = "warmup_steps", .type = PD_CFG_INT, .i = c->warmup_steps},
-        {.key = "profile_steps", .type = PD_CFG_INT, .i = c->profile_steps},
-        {.key = "seed", .type = PD_CFG_INT, .i = c->seed},
-        {.key = "device", .type = PD_CFG_INT, .i = c->device},
-        {.key = "with_stack", .type = PD_CFG_BOOL, .b = c->with_stack},
-        {.key = "cpu_work", .type = PD_CFG_INT, .i = r->data_cfg.cpu_work},
-        {.key = "io_sleep_ms", .type = PD_CFG_INT, .i = r->data_cfg.io_sleep_ms},
-        {.key = "no_sync", .type = PD_CFG_BOOL, .b = c->no_sync},
-        {.key = "sync_mode", .type = PD_CFG_STRING, .s = m->sync_mode == PD_SYNC_FORCED ? "forced" : "none"},
-        {.key = "tiny_ops_mode", .type = PD_CFG_STRING, .s = demo_tiny_text(m->tiny_mode)},
-        {.key = "tiny_ops_depth", .type = PD_CFG_INT, .i = m->tiny_ops_depth},
-        {.key = "allocator", .type = PD_CFG_STRING, .s = demo_alloc_text(m->alloc_mode)},
-        {.key = "churn_buffers", .type = PD_CFG_INT, .i = m->churn_buffers},
-        {.key = "inject_slowdown", .type = PD_CFG_DOUBLE, .d = c->inject_slowdown},
-    };
     const char *trace_list[PD_DEMO_MAX_TRACES];
     for (int i = 0; i < r->ntraces; i++) trace_list[i] = r->traces[i];
-    pd_run_report_t report = {
-        .config = entries,
-        .nconfig = sizeof(entries) / sizeof(entries[0]),
-        .device = &dev,
+    const pd_demo_results_t results = {
+        .cnn_cfg = &r->cnn_cfg,
+        .data_cfg = &r->data_cfg,
+        .dev = &dev,
         .metrics = &r->metrics,
-        .step_times_s = step_s,
-        .dataloader_wait_s = wait_s,
-        .nsteps = (size_t)nsamples,
-        .verdict = &verdict,
-        .top_ops = r->ops,
-        .top_ops_limit = c->top_n,
-        .trace_files = trace_list,
-        .ntrace_files = (size_t)r->ntraces,
+        .step_s = step_s,
+        .wait_s = wait_s,
+        .nsamples = (size_t)nsamples,
+        .verdict = cfg->no_profile ? NULL : &verdict,
+        .ops = cfg->no_profile ? NULL : r->ops,
+        .traces = trace_list,
+        .ntraces = (size_t)r->ntraces,
     };
-    rc = pd_metrics_json_write(c->output_json, &report);
+    rc = pd_demo_metrics_write(cfg, &results);
     if (rc != 0) {
-      demo_err("writing --output_json '%s': %s", c->output_json, pd_strerror(rc));
+      demo_err("writing --output_json '%s': %s", cfg->output_json, pd_strerror(rc));
       exit_code = PD_DEMO_EXIT_RUNTIME;
       goto done;
     }
     json_written = true;
-    printf("Metrics: %s\n", c->output_json);
+    printf("Metrics: %s\n", cfg->output_json);
   }
 
 done:
