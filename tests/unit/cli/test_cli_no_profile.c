@@ -28,7 +28,9 @@
 #define ARGC(...) ((int)(sizeof((const char *const[]){"profiler_demo", __VA_ARGS__}) / sizeof(char *)))
 #define PARSE(cfg, err, ...) pd_demo_config_parse(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), (cfg), (err), sizeof(err))
 
-static char *capture(void (*print)(FILE *)) {
+/* Returns what print writes (caller frees). Not inlined: once inlined, GCC's Release build
+ * takes the returned buffer for a pointer to the local that open_memstream fills. */
+static __attribute__((noinline)) char *capture(void (*print)(FILE *)) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
