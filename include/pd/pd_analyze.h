@@ -35,7 +35,7 @@ typedef struct {
   int64_t base_time_ns;   /* baseTimeNanoseconds (0 when absent): event times count from it */
   int schema_version;     /* schemaVersion, -1 when absent */
   bool gzipped;           /* the file was gzip-compressed */
-  bool torch;             /* written by torch.profiler (cpu_op events or a trace_id key) */
+  bool torch;             /* written by torch.profiler (a trace_id key, or ops with an External id) */
   char trace_name[512];   /* traceName, "" when absent */
   size_t text_bytes;      /* JSON text size (after decompression) */
   size_t json_events;     /* entries in traceEvents */

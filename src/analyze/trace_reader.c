@@ -440,6 +440,8 @@ static int convert_x(conv_t *cv, pd_event_kind_t kind, const char *name, const c
       ev.u.range.step = -1;
       break; /* the container keeps shapes of host ranges only */
     }
+    /* torch's record functions carry an External id; our writer never writes one */
+    if (cJSON_GetObjectItemCaseSensitive(args, "External id") != NULL) cv->torch = true;
     const cJSON *dims = cJSON_GetObjectItemCaseSensitive(args, "Input Dims");
     if (cJSON_IsString(dims)) {
       ev.u.range.shape = dims->valuestring;
@@ -523,7 +525,6 @@ static int convert_entry(conv_t *cv, const cJSON *e) {
     }
   }
   if (ph == NULL || isnan(ts)) return 0;
-  if (cat != NULL && strcmp(cat, "cpu_op") == 0) cv->torch = true;
   if ((ph[0] == 'i' || ph[0] == 'I') && ph[1] == 0) {
     if (cat != NULL && strcmp(cat, "cpu_instant_event") == 0 && name != NULL && strcmp(name, "[memory]") == 0) {
       int rc = convert_memory(cv, pid, tid, ts, args);

@@ -1,0 +1,243 @@
+/* test_cli.c: the real profile_analyze program on the torch fixtures, without a GPU.
+ *
+ * Each case runs the binary with its output captured and checks the exit status (0 ok,
+ * 1 failure, 2 bad input), what it prints, and that bad input leaves exactly one line
+ * naming the fault (plus the synopsis line), nothing on stdout and no output file.
+ */
+#include <criterion/criterion.h>
+#include <cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char g_dir[256];
+static char g_out[1 << 17]; /* stdout of the last run */
+static char g_err[1 << 14]; /* stderr of the last run */
+
+static void setup(void) {
+  snprintf(g_dir, sizeof g_dir, "/tmp/pd_analyze_cli.XXXXXX");
+  cr_assert_not_null(mkdtemp(g_dir), "mkdtemp: %s", strerror(errno));
+}
+
+static void teardown(void) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+}
+
+TestSuite(cli, .init = setup, .fini = teardown);
+
+static const char *in_dir(const char *name) {
+  static char bufs[16][512];
+  static int next;
+  char *b = bufs[next++ % 16];
+  snprintf(b, 512, "%s/%s", g_dir, name);
+  return b;
+}
+
+static const char *fixture(const char *name) {
+  static char bufs[4][512];
+  static int next;
+  const char *src = getenv("PD_SOURCE_DIR");
+  cr_assert_not_null(src, "PD_SOURCE_DIR is not set (run through ctest)");
+  char *b = bufs[next++ % 4];
+  snprintf(b, 512, "%s/tests/fixtures/torch/%s", src, name);
+  return b;
+}
+
+static void slurp_into(const char *path, char *buf, size_t cap) {
+  buf[0] = 0;
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return;
+  size_t n = fread(buf, 1, cap - 1, f);
+  buf[n] = 0;
+  fclose(f);
+}
+
+/* Runs profile_analyze with a NULL-terminated argument list; returns its exit status. */
+static int pa_run(const char *first, ...) {
+  const char *bin = getenv("PD_BINARY_DIR");
+  cr_assert_not_null(bin, "PD_BINARY_DIR is not set (run through ctest)");
+  char exe[512];
+  snprintf(exe, sizeof exe, "%s/src/cli/profile_analyze/profile_analyze", bin);
+  const char *argv[40] = {exe};
+  int argc = 1;
+  va_list ap;
+  va_start(ap, first);
+  for (const char *a = first; a != NULL && argc < 39; a = va_arg(ap, const char *)) argv[argc++] = a;
+  va_end(ap);
+  argv[argc] = NULL;
+  char out[512], err[512];
+  snprintf(out, sizeof out, "%s/.stdout", g_dir);
+  snprintf(err, sizeof err, "%s/.stderr", g_dir);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fo < 0 || fe < 0) _exit(126);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    execv(exe, (char *const *)argv);
+    _exit(127);
+  }
+  int st = 0;
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  slurp_into(out, g_out, sizeof g_out);
+  slurp_into(err, g_err, sizeof g_err);
+  unlink(out);
+  unlink(err);
+  cr_assert(WIFEXITED(st), "profile_analyze did not exit normally");
+  return WEXITSTATUS(st);
+}
+
+static bool exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* Entries in the temp dir (no dot files): bad input must leave none. */
+static int dir_entries(void) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -v '^\\.' | wc -l", g_dir);
+  FILE *p = popen(cmd, "r");
+  int n = -1;
+  if (p != NULL) {
+    if (fscanf(p, "%d", &n) != 1) n = -1;
+    pclose(p);
+  }
+  return n;
+}
+
+/* One line naming the fault, then the synopsis; nothing on stdout, nothing written. */
+static void expect_bad_input(int rc, const char *words) {
+  cr_expect_eq(rc, 2, "exit %d, stderr: %s", rc, g_err);
+  cr_expect_str_eq(g_out, "", "nothing on stdout");
+  cr_expect(strncmp(g_err, "profile_analyze: ", 17) == 0, "stderr: %s", g_err);
+  const char *nl = strchr(g_err, '\n');
+  cr_assert_not_null(nl);
+  cr_expect(strstr(g_err, words) != NULL && strstr(g_err, words) < nl, "first line lacks '%s': %s", words, g_err);
+  cr_expect(strncmp(nl + 1, "usage: profile_analyze TRACE", 28) == 0, "synopsis: %s", nl + 1);
+  cr_expect(strchr(nl + 1, '\n') != NULL && strchr(nl + 1, '\n')[1] == 0, "exactly two lines: %s", g_err);
+  cr_expect_eq(dir_entries(), 0, "bad input writes nothing");
+}
+
+Test(cli, default_run_on_torch_trace) {
+  int rc = pa_run(fixture("torch_sync.pt.trace.json.gz"), NULL);
+  cr_assert_eq(rc, 0, "stderr: %s", g_err);
+  cr_expect(strstr(g_out, "written by torch.profiler") != NULL);
+  cr_expect(strstr(g_out, "4 steps: ProfilerStep#2 .. #5") != NULL);
+  cr_expect(strstr(g_out, "Verdict: sync") != NULL, "%s", g_out);
+  cr_expect(strstr(g_out, "Device self time: top 10 of") != NULL);
+  cr_expect(strstr(g_out, "Step time breakdown") == NULL, "breakdown only with --breakdown");
+  cr_expect_str_eq(g_err, "");
+}
+
+Test(cli, every_option_and_reports) {
+  const char *html = in_dir("r.html"), *json = in_dir("r.json");
+  int rc = pa_run(fixture("torch_memory_churn.pt.trace.json.gz"), "-t", "3", "--aggregate-by=type", "--order-by",
+                  "memory", "--min-time", "1e-6", "--breakdown", "--html", html, "--json", json, "--diff",
+                  fixture("torch_sync.pt.trace.json.gz"), NULL);
+  cr_assert_eq(rc, 0, "stderr: %s", g_err);
+  cr_expect(strstr(g_out, "(by type, ordered by memory)") != NULL, "%s", g_out);
+  cr_expect(strstr(g_out, "Step time breakdown") != NULL);
+  cr_expect(strstr(g_out, "Device memory timeline") != NULL);
+  cr_expect(strstr(g_out, "Key averages") != NULL);
+  cr_expect(strstr(g_out, "Diff of device self time per step") != NULL);
+  cr_expect(exists(html));
+  char buf[1 << 16];
+  slurp_into(html, buf, sizeof buf);
+  cr_expect(strstr(buf, "<svg") != NULL);
+  static char js[1 << 20];
+  slurp_into(json, js, sizeof js);
+  cJSON *root = cJSON_Parse(js);
+  cr_assert_not_null(root, "JSON report parses");
+  cJSON *top = cJSON_GetObjectItem(root, "top");
+  cr_expect_str_eq(cJSON_GetObjectItem(top, "aggregate_by")->valuestring, "type");
+  cr_expect_str_eq(cJSON_GetObjectItem(top, "order_by")->valuestring, "memory");
+  cr_expect_eq(cJSON_GetObjectItem(top, "min_time_ns")->valuedouble, 1000.0);
+  cJSON *rows = cJSON_GetObjectItem(top, "rows");
+  cr_assert_eq(cJSON_GetArraySize(rows), 3);
+  for (int i = 1; i < 3; i++)
+    cr_expect_geq(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, i - 1), "bytes")->valuedouble,
+                  cJSON_GetObjectItem(cJSON_GetArrayItem(rows, i), "bytes")->valuedouble, "ordered by bytes");
+  cr_expect_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 2), "type")->valuestring, "kernel",
+                   "kernels move no bytes");
+  cr_expect(cJSON_IsObject(cJSON_GetObjectItem(root, "diff")));
+  cJSON_Delete(root);
+}
+
+Test(cli, type_filter_and_plain_trace) {
+  int rc = pa_run(fixture("torch_sync.pt.trace.json.gz"), "--type", "memcpy", "--order-by", "calls", NULL);
+  cr_assert_eq(rc, 0, "stderr: %s", g_err);
+  cr_expect(strstr(g_out, "Memcpy HtoD (Pinned -> Device)") != NULL, "%s", g_out);
+  cr_expect(strstr(g_out, "  kernel  ") == NULL, "only copies");
+  rc = pa_run(fixture("torch_sync.pt.trace.json.gz"), "--type", "aten::cudnn_convolution", "-t", "2", NULL);
+  cr_assert_eq(rc, 0);
+  cr_expect(strstr(g_out, "top 2 of") != NULL);
+  cr_expect(strstr(g_out, "aten::cudnn_convolution") != NULL);
+}
+
+Test(cli, help_and_version) {
+  cr_expect_eq(pa_run("--help", NULL), 0);
+  cr_expect(strstr(g_out, "--aggregate-by name|type") != NULL);
+  cr_expect(strstr(g_out, "exit status") != NULL);
+  cr_expect_eq(pa_run("--version", NULL), 0);
+  cr_expect(strncmp(g_out, "profile_analyze ", 16) == 0);
+}
+
+Test(cli, bad_input_missing_file) {
+  expect_bad_input(pa_run(in_dir("missing.json"), "--html", in_dir("x.html"), NULL), "No such file");
+}
+
+Test(cli, bad_input_not_json) {
+  const char *p = in_dir("notjson.json");
+  FILE *f = fopen(p, "w");
+  fputs("this is not json {", f);
+  fclose(f);
+  char html[512];
+  snprintf(html, sizeof html, "%s", in_dir("x.html"));
+  int rc = pa_run(p, "--html", html, "--json", in_dir("x.json"), NULL);
+  unlink(p);
+  expect_bad_input(rc, "not valid JSON");
+}
+
+Test(cli, bad_input_diff_trace) {
+  expect_bad_input(pa_run(fixture("torch_sync.pt.trace.json.gz"), "--diff", in_dir("gone.json"), "--json",
+                          in_dir("x.json"), NULL),
+                   "gone.json");
+}
+
+Test(cli, bad_input_flags) {
+  const char *t = fixture("torch_sync.pt.trace.json.gz");
+  expect_bad_input(pa_run(t, "--frobnicate", NULL), "unknown option '--frobnicate'");
+  expect_bad_input(pa_run(t, "-t", "abc", NULL), "bad -t value 'abc'");
+  expect_bad_input(pa_run(t, "-t", "0", NULL), "bad -t value '0'");
+  expect_bad_input(pa_run(t, "--top=-3", NULL), "bad --top value '-3'");
+  expect_bad_input(pa_run(t, "-t", NULL), "-t needs a value");
+  expect_bad_input(pa_run(t, "--aggregate-by", "op", NULL), "bad --aggregate-by value 'op'");
+  expect_bad_input(pa_run(t, "--order-by", "size", NULL), "bad --order-by value 'size'");
+  expect_bad_input(pa_run(t, "--min-time", "-1", NULL), "bad --min-time value '-1'");
+  expect_bad_input(pa_run(t, "--min-time", "1ms", NULL), "bad --min-time value '1ms'");
+  expect_bad_input(pa_run(t, "--type", "", NULL), "--type needs a non-empty NAME");
+  expect_bad_input(pa_run(t, "--html=", NULL), "--html needs a file name");
+  expect_bad_input(pa_run(NULL), "no TRACE given");
+  expect_bad_input(pa_run(t, t, NULL), "more than one TRACE");
+  expect_bad_input(pa_run(t, "--json", t, NULL), "would overwrite the input trace");
+  expect_bad_input(pa_run(t, "--json", in_dir("a"), "--html", in_dir("a"), NULL), "name the same file");
+}
+
+Test(cli, unwritable_output_fails_cleanly) {
+  const char *html = in_dir("ok.html");
+  int rc = pa_run(fixture("torch_sync.pt.trace.json.gz"), "--html", html, "--json", in_dir("no/dir/r.json"), NULL);
+  cr_expect_eq(rc, 1, "stderr: %s", g_err);
+  cr_expect(strstr(g_err, "cannot write") != NULL, "%s", g_err);
+  cr_expect(!exists(html), "all outputs or none");
+  cr_expect_eq(dir_entries(), 0);
+}
