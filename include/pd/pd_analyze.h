@@ -47,8 +47,9 @@ typedef struct {
 } pd_trace_info_t;
 
 /* The one trace-microseconds -> nanoseconds conversion: rounds us * 1000 to the nearest
- * integer. Trace ts values are microseconds with three decimals after
- * baseTimeNanoseconds; a ts read as a double is exact to 1 ns up to ~9e12 us. */
+ * integer (NaN gives 0, out of range saturates). Trace ts values are microseconds with
+ * three decimals after baseTimeNanoseconds; read as a double, a ts converts exactly below
+ * 2^41 us and within 1 ns up to 2^42 us. */
 int64_t pd_trace_us_to_ns(double us);
 
 /* Reads the Chrome trace at path (gzip detected by content) into out, which is reset

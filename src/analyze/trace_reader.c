@@ -669,14 +669,17 @@ static int convert_document(const cJSON *root, const char *label, pd_trace_t *ou
   return 0;
 }
 
-static int parse_and_convert(const char *text, size_t len, const char *label, pd_trace_t *out,
+/* Parses text (freed here when owned: the tree holds its own copies, so the text need
+ * not stay alive while the events are made) and converts the tree. */
+static int parse_and_convert(char *text, bool owned, size_t len, const char *label, pd_trace_t *out,
                              pd_trace_info_t *info, char *err, size_t errlen) {
   int64_t t0 = pd_clock_now_ns();
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
   info->parse_s = seconds_since(t0);
+  size_t at = root == NULL && end != NULL && end >= text ? (size_t)(end - text) : 0;
+  if (owned) free(text);
   if (root == NULL) {
-    size_t at = end != NULL && end >= text ? (size_t)(end - text) : 0;
     if (len == 0) set_err(err, errlen, "'%s' is empty (not JSON)", label);
     else set_err(err, errlen, "'%s' is not valid JSON (parse error near byte %zu)", label, at);
     return PD_EPARSE;
@@ -700,7 +703,7 @@ int pd_trace_read_buffer(const char *text, size_t len, pd_trace_t *out, pd_trace
   info->schema_version = -1;
   info->text_bytes = len;
   pd_trace_reset(out);
-  int rc = parse_and_convert(text, len, "<buffer>", out, info, err, errlen);
+  int rc = parse_and_convert((char *)text, false, len, "<buffer>", out, info, err, errlen);
   if (rc != 0) pd_trace_reset(out);
   return rc;
 }
@@ -724,8 +727,7 @@ int pd_trace_read_file_info(const char *path, pd_trace_t *out, pd_trace_info_t *
   info->load_s = seconds_since(t0);
   if (rc != 0) return rc;
   info->text_bytes = len;
-  rc = parse_and_convert(text, len, path, out, info, err, errlen);
-  free(text);
+  rc = parse_and_convert(text, true, len, path, out, info, err, errlen);
   if (rc != 0) pd_trace_reset(out);
   return rc;
 }

@@ -245,8 +245,9 @@ Test(report, diff_per_step) {
   cr_expect(strstr(text, "-100.0%") != NULL);
   cr_expect(strstr(text, "A 6.500 us, B 2.500 us") != NULL, "%s", text);
   free(text);
-  cr_expect_eq(pd_diff_build(NULL, 1, tb, 1, &d), PD_EINVAL);
   pd_diff_destroy(d);
+  cr_expect_eq(pd_diff_build(NULL, 1, tb, 1, &d), PD_EINVAL);
+  cr_expect_null(d);
   pd_top_destroy(ta);
   pd_top_destroy(tb);
   pd_trace_destroy(b);
