@@ -115,6 +115,7 @@ typedef struct pd_top pd_top_t;
 /* Builds the table from a trace's GPU activity. On success *out owns a table: free it
  * with pd_top_destroy(). Returns 0, PD_EINVAL or PD_ENOMEM. */
 int pd_top_build(const pd_trace_t *trace, const pd_top_opts_t *opts, pd_top_t **out);
+/* Frees the table and its strings; NULL is a no-op. */
 void pd_top_destroy(pd_top_t *top);
 /* Rows in table order (valid while the table lives). */
 size_t pd_top_count(const pd_top_t *top);
@@ -144,7 +145,9 @@ typedef struct pd_diff pd_diff_t;
  * |delta_ns|, largest first. *out owns the result; free with pd_diff_destroy(). Returns
  * 0, PD_EINVAL or PD_ENOMEM. */
 int pd_diff_build(const pd_top_t *a, int a_steps, const pd_top_t *b, int b_steps, pd_diff_t **out);
+/* Frees the diff; NULL is a no-op. */
 void pd_diff_destroy(pd_diff_t *diff);
+/* Rows in |change| order (valid while the diff lives). */
 size_t pd_diff_count(const pd_diff_t *diff);
 const pd_diff_row_t *pd_diff_rows(const pd_diff_t *diff);
 /* Prints the diff table (limit <= 0: every row). */
@@ -217,6 +220,7 @@ typedef struct {
  * is none; an empty trace gives no step). kernel_wait_ns < 0 means the default. Returns
  * 0, PD_EINVAL or PD_ENOMEM; on failure *out is empty. */
 int pd_breakdown_compute(const pd_trace_t *trace, int64_t kernel_wait_ns, pd_breakdown_t *out);
+/* Frees b->steps and zeroes *b; NULL is a no-op. */
 void pd_breakdown_free(pd_breakdown_t *b);
 /* Prints one row per step (time per part, GPU util, idle split, data wait) and a total
  * row. */
@@ -243,6 +247,7 @@ typedef struct {
  * pd_memtl_free(). An empty timeline (npoints 0) means the trace has no device memory
  * events. */
 int pd_memtl_build(const pd_trace_t *trace, pd_memtl_t *out);
+/* Frees m->points and zeroes *m; NULL is a no-op. */
 void pd_memtl_free(pd_memtl_t *m);
 /* Prints the summary and per-step allocation counts (b may be NULL). */
 void pd_memtl_print(FILE *out, const pd_memtl_t *m, const pd_breakdown_t *b);
@@ -267,6 +272,7 @@ typedef struct {
  * free with pd_analysis_destroy(). Returns 0, PD_EINVAL or PD_ENOMEM. */
 int pd_analysis_run(const pd_trace_t *trace, const pd_trace_info_t *info, const pd_top_opts_t *opts,
                     pd_analysis_t **out);
+/* Frees the analysis (not its trace); NULL is a no-op. */
 void pd_analysis_destroy(pd_analysis_t *a);
 /* Prints the trace summary, step metrics and verdict. */
 void pd_analysis_print_summary(FILE *out, const pd_analysis_t *a, const char *path);

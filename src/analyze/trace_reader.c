@@ -14,6 +14,8 @@
  * pd_trace_us_to_ns(), the one conversion, so start_ns counts from baseTimeNanoseconds.
  * Copy/set kinds are parsed from Kineto's names ("Memcpy HtoD (Pinned -> Device)"), and
  * the name is dropped when the kinds regenerate it, so our traces round-trip exactly.
+ * Mangled kernel names ("_ZN...", as CUPTI reports our own kernels) are demangled to the
+ * qualified name with template arguments (analyze_demangle.c), as Kineto shows them.
  * Range depth is rebuilt from time nesting per thread after sorting.
  */
 #define _GNU_SOURCE
@@ -31,6 +33,8 @@
 
 #include <cJSON.h>
 #include <zlib.h>
+
+#include "analyze_internal.h"
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
@@ -396,9 +400,16 @@ static int convert_x(conv_t *cv, pd_event_kind_t kind, const char *name, const c
   read_common_args(args, &ev, device_row);
 
   switch (kind) {
-  case PD_EVENT_KERNEL:
+  case PD_EVENT_KERNEL: {
     read_kernel_args(args, &ev);
+    /* CUPTI's mangled names, shown readable as Kineto shows them */
+    char readable[1024];
+    if (name != NULL && an_demangle(name, readable, sizeof readable)) {
+      ev.name = readable;
+      return pd_trace_add(cv->out, &ev); /* interns the name before readable goes */
+    }
     break;
+  }
   case PD_EVENT_MEMCPY:
   case PD_EVENT_MEMSET: {
     uint64_t bytes = (uint64_t)i64_of(cJSON_GetObjectItemCaseSensitive(args, "bytes"), 0);

@@ -594,3 +594,52 @@ Test(reader, bad_input, .init = make_dir, .fini = remove_dir) {
   cr_expect_eq(pd_trace_read_buffer("{}", 2, t, NULL, NULL, 0), PD_EPARSE, "no err buffer is fine");
   pd_trace_destroy(t);
 }
+
+/* ---- kernel name demangling --------------------------------------------------------------- */
+
+/* Expected texts are c++filt's output up to the parameter list (return type dropped). */
+static const struct {
+  const char *mangled, *readable;
+} k_names[] = {
+    {"_ZN47_GLOBAL__N__d9dd58db_14_cnn_kernels_cu_62a9d67813k_im2col_nhwcI6__halfLb0EEEvPKT_iiiiiiPS2_",
+     "(anonymous namespace)::k_im2col_nhwc<__half, false>"},
+    {"_ZN47_GLOBAL__N__d9dd58db_14_cnn_kernels_cu_62a9d67812k_grad_checkEPKflP11cnn_state_t",
+     "(anonymous namespace)::k_grad_check"},
+    {"_ZN7cutlass7Kernel2I61cutlass_80_wmma_tensorop_s161616gemm_f16_32x32_32x1_nt_align2EEvNT_6ParamsE",
+     "cutlass::Kernel2<cutlass_80_wmma_tensorop_s161616gemm_f16_32x32_32x1_nt_align2>"},
+    {"_ZN8cublasLt19splitKreduce_kernelILi32ELi16EiffffLb0EfffLb1ELb0ELb0ELb0EEEvNS_18cublasSplitKParamsIT4_EEPKT2_",
+     "cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, float, false, float, float, float, true, false, "
+     "false, false>"},
+    {"_Z1fI1AI1BIiEEEvv", "f<A<B<int> > >"},
+    {"_Z3fooILj5ELl3ELin2EEvv", "foo<5u, 3l, -2>"},
+    {"_ZN2ns3barIPKcRiEEvv", "ns::bar<char const*, int&>"},
+    /* not understood: kept as they are */
+    {"_ZN3fooC1Ev", "_ZN3fooC1Ev"},
+    {"_ZSt4cout", "_ZSt4cout"},
+    {"_ZN3fo", "_ZN3fo"},
+    {"_Z1fIT_Evv", "_Z1fIT_Evv"},
+    {"_Z99short", "_Z99short"},
+    {"_Z1fILf3EEvv", "_Z1fILf3EEvv"},
+    {"void at::native::kernel<float>(int)", "void at::native::kernel<float>(int)"},
+};
+
+Test(reader, kernel_names_demangled) {
+  char json[8192];
+  size_t n = (size_t)snprintf(json, sizeof json, "{\"traceEvents\":[");
+  size_t count = sizeof k_names / sizeof k_names[0];
+  for (size_t i = 0; i < count; i++)
+    n += (size_t)snprintf(json + n, sizeof json - n,
+                          "%s{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"%s\",\"pid\":0,\"tid\":7,\"ts\":%zu,\"dur\":1}",
+                          i ? "," : "", k_names[i].mangled, i + 1);
+  n += (size_t)snprintf(json + n, sizeof json - n,
+                        ",{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"_Z1fv\",\"pid\":1,\"tid\":1,\"ts\":99,\"dur\":1}]}");
+  cr_assert_lt(n, sizeof json);
+  pd_trace_t *t = pd_trace_create();
+  char err[256];
+  cr_assert_eq(pd_trace_read_buffer(json, n, t, NULL, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(pd_trace_count(t), count + 1);
+  for (size_t i = 0; i < count; i++)
+    cr_expect_str_eq(pd_trace_events(t)[i].name, k_names[i].readable, "%s", k_names[i].mangled);
+  cr_expect_str_eq(pd_trace_events(t)[count].name, "_Z1fv", "only kernel names are demangled");
+  pd_trace_destroy(t);
+}
