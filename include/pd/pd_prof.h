@@ -58,10 +58,12 @@ const char *pd_sched_action_name(pd_sched_action_t a);
 enum {
   PD_ACTIVITY_CPU = 1u << 0,  /* host ranges */
   PD_ACTIVITY_CUDA = 1u << 1, /* CUPTI: kernels, memcpy, memset, runtime, sync, memory */
-  /* With PD_ACTIVITY_CUDA: every CUDA driver API call (cuda_driver). Without this bit only
-   * driver-API kernel launches are kept (cuLaunchKernel*, cuGraphLaunch), as kineto does:
-   * cuBLAS launches its kernels that way, and they need a launching call for flows and
-   * attribution. All driver calls add host overhead to each launch (docs/performance.md). */
+  /* With PD_ACTIVITY_CUDA: full API tracing, every CUDA driver API call (cuda_driver) and
+   * the query-only runtime calls (cudaGetLastError, cudaGetDevice, ...). Without this bit
+   * only driver-API kernel launches are kept (cuLaunchKernel*, cuGraphLaunch), as kineto
+   * does: cuBLAS launches its kernels that way, and they need a launching call for flows
+   * and attribution; query-only runtime calls are not recorded, since each record costs
+   * CUPTI time and they say nothing about GPU work (docs/performance.md). */
   PD_ACTIVITY_CUDA_DRIVER = 1u << 2
 };
 

@@ -752,12 +752,58 @@ static const struct {
 static bool kind_wanted(const pd_cupti_source_t *src, size_t i) {
   switch (k_kinds[i].when) {
     case KIND_DRIVER:
-      return src->opt.driver_api || src->opt.driver_launches;
+      return src->opt.driver_api; /* launches alone: see api_filter_apply() */
     case KIND_MEMORY:
       return src->opt.memory;
     default:
       return true;
   }
+}
+
+/* Runtime calls that only query state. Their records say nothing about the GPU work yet
+ * each costs CUPTI time per call: the model checks cudaGetLastError after every launch,
+ * so in a launch-bound step they would double the runtime records. Recorded only when
+ * full API tracing (driver_api) is asked for. */
+static const CUpti_CallbackId k_quiet_runtime[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaPeekAtLastError_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceCount_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetAttribute_v5000,
+};
+/* Driver calls that launch GPU work; recorded alone (without the DRIVER kind) when only
+ * driver_launches is asked for, so other driver calls cost nothing. */
+static const CUpti_CallbackId k_launch_driver[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+};
+
+/* Applies the per-API selections after the kinds are enabled (the RUNTIME and DRIVER kinds
+ * reset them when enabled later). on = false undoes them. */
+static int api_filter_apply(const pd_cupti_source_t *src, bool on, char *err, size_t errlen) {
+  if (src->opt.driver_api) return 0; /* full API tracing: every call recorded */
+  for (size_t i = 0; i < sizeof(k_quiet_runtime) / sizeof(k_quiet_runtime[0]); i++) {
+    CUptiResult r = cuptiActivityEnableRuntimeApi(k_quiet_runtime[i], on ? 0 : 1);
+    if (r != CUPTI_SUCCESS) {
+      cupti_errtext(err, errlen, "cuptiActivityEnableRuntimeApi", r);
+      return cupti_code(r);
+    }
+  }
+  if (!src->opt.driver_launches) return 0;
+  for (size_t i = 0; i < sizeof(k_launch_driver) / sizeof(k_launch_driver[0]); i++) {
+    CUptiResult r = cuptiActivityEnableDriverApi(k_launch_driver[i], on ? 1 : 0);
+    if (r != CUPTI_SUCCESS) {
+      cupti_errtext(err, errlen, "cuptiActivityEnableDriverApi", r);
+      return cupti_code(r);
+    }
+  }
+  return 0;
 }
 
 static void disable_first(const pd_cupti_source_t *src, size_t n) {
@@ -781,6 +827,12 @@ int pd_cupti_source_enable(pd_cupti_source_t *src, char *err, size_t errlen) {
       return cupti_code(r);
     }
   }
+  rc = api_filter_apply(src, true, err, errlen);
+  if (rc != 0) {
+    (void)api_filter_apply(src, false, NULL, 0);
+    disable_first(src, K_NKINDS);
+    return rc;
+  }
   src->enabled = true;
   return 0;
 }
@@ -788,7 +840,7 @@ int pd_cupti_source_enable(pd_cupti_source_t *src, char *err, size_t errlen) {
 int pd_cupti_source_disable(pd_cupti_source_t *src, char *err, size_t errlen) {
   if (src == NULL) return PD_EINVAL;
   if (!src->enabled) return 0;
-  int rc = 0;
+  int rc = api_filter_apply(src, false, err, errlen);
   for (size_t i = 0; i < K_NKINDS; i++) {
     if (!kind_wanted(src, i)) continue;
     CUptiResult r = cuptiActivityDisable(k_kinds[i].kind);
