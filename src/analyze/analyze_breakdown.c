@@ -10,13 +10,17 @@
  * that sum to the step exactly. GPU busy = kernel + memcpy + memset parts (the union of
  * GPU activity on all streams and devices, as pd_metrics_from_trace counts it).
  *
- * Idle time (step minus GPU busy) is split as Holistic Trace Analysis does, applied to
- * the union of GPU activity: each idle gap ends when some work starts; if the call that
- * launched that work began after the gap opened, the GPU waited for the host (host
- * wait); else, if the gap is shorter than the kernel-wait threshold (HTA's default 30
- * ns), it is launch overhead between queued work (kernel wait); else other (waits on
- * events or streams, work without a launching call in the trace, the tail after the
- * last activity).
+ * Idle time (step minus GPU busy) is split into Holistic Trace Analysis' categories,
+ * applied to the union of GPU activity: each idle gap ends when some work starts; if the
+ * call that launched that work had not returned when the gap opened, the GPU waited for
+ * the host to enqueue it (host wait); else the work was queued, and a gap shorter than
+ * the kernel-wait threshold is launch overhead between queued work (kernel wait); the
+ * rest is other (waits on events or streams, long gaps without a launching call in the
+ * trace, the tail after the last activity). Two choices differ from HTA, for reasons
+ * measured on our traces (docs/analyzer.md): the call's end, not its start, decides
+ * whether work was queued (a cudaLaunchKernel takes ~3 us, so by HTA's rule a
+ * launch-bound loop hardly shows any host wait), and the default threshold is 3 us, not
+ * 30 ns (no gap between back-to-back kernels on a Hopper GPU is that short).
  */
 #include "analyze_internal.h"
 
@@ -153,13 +157,13 @@ static int build_part_segments(const pd_event_t *ev, size_t n, seg_t **out, size
 
 typedef struct {
   int64_t start, end;
-  int64_t launch; /* start of the launching call; INT64_MIN unknown */
+  int64_t launch; /* end of the launching call (the work is enqueued); INT64_MIN unknown */
 } act_t;
 
 static int act_cmp(const void *pa, const void *pb) {
   const act_t *a = pa, *b = pb;
   if (a->start != b->start) return a->start < b->start ? -1 : 1;
-  /* on equal starts the earliest launch decides whether the host was late */
+  /* on equal starts the earliest enqueue decides whether the host was late */
   return (a->launch > b->launch) - (a->launch < b->launch);
 }
 
@@ -183,7 +187,7 @@ static int build_idle_segments(const pd_trace_t *trace, int64_t kernel_wait_ns, 
     if (!an_is_gpu_activity(ev[i].kind) || ev[i].end_ns <= ev[i].start_ns) continue;
     acts[k].start = ev[i].start_ns;
     acts[k].end = ev[i].end_ns;
-    acts[k].launch = attr.call[i] >= 0 ? ev[attr.call[i]].start_ns : INT64_MIN;
+    acts[k].launch = attr.call[i] >= 0 ? ev[attr.call[i]].end_ns : INT64_MIN;
     k++;
   }
   an_attr_free(&attr);

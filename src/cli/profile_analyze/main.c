@@ -241,6 +241,15 @@ static int run(const options_t *o) {
                 a->metrics.avg_step_time_s * 1e3, b->metrics.avg_step_time_s * 1e3,
                 pd_bottleneck_name(a->verdict.bottleneck), pd_bottleneck_name(b->verdict.bottleneck));
       }
+      const pd_step_breakdown_t *ta_ = &a->breakdown.total, *tb_ = &b->breakdown.total;
+      if (a->breakdown.nsteps > 0 && b->breakdown.nsteps > 0) {
+        int64_t la = ta_->end_ns - ta_->start_ns, lb = tb_->end_ns - tb_->start_ns;
+        fprintf(stdout, "\n  GPU busy: A %.1f%%, B %.1f%%; GPU idle waiting for the host: A %.1f%%, B %.1f%% of the time",
+                la > 0 ? 100.0 * (double)ta_->gpu_busy_ns / (double)la : 0.0,
+                lb > 0 ? 100.0 * (double)tb_->gpu_busy_ns / (double)lb : 0.0,
+                la > 0 ? 100.0 * (double)ta_->idle_ns[PD_IDLE_HOST_WAIT] / (double)la : 0.0,
+                lb > 0 ? 100.0 * (double)tb_->idle_ns[PD_IDLE_HOST_WAIT] / (double)lb : 0.0);
+      }
       fputc('\n', stdout);
       pd_diff_print(stdout, diff, o->top);
     }

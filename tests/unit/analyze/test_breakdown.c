@@ -110,9 +110,10 @@ Test(breakdown, priority_carving) {
 }
 
 /* Four kernels on one stream, step [0, 1000):
- *   call@10 -> k1 [100,200); call@20 -> k2 [210,300): gap 10 ns, queued -> kernel wait
- *   call@250 -> k3 [400,500): gap [300,400) queued but 100 ns -> other (30 ns threshold)
- *   call@600 -> k4 [650,700): call after the GPU went idle at 500 -> host wait 150
+ *   call [10,15) -> k1 [100,200); call [20,25) -> k2 [210,300): gap 10 ns, queued -> kernel wait
+ *   call [250,255) -> k3 [400,500): gap [300,400), queued, 100 ns -> kernel wait under the
+ *     default 3 us threshold, other under a 50 ns one
+ *   call [600,605) -> k4 [650,700): enqueued after the GPU went idle at 500 -> host wait 150
  *   leading [0,100): host wait; trailing [700,1000): other. */
 static void four_kernels(void) {
   add(PD_EVENT_RANGE, "ProfilerStep#0", 0, 1000, 0);
@@ -134,15 +135,36 @@ Test(breakdown, idle_split_hta) {
   const pd_step_breakdown_t *s = &b.steps[0];
   cr_expect_eq(s->gpu_busy_ns, 340);
   cr_expect_eq(s->idle_ns[PD_IDLE_HOST_WAIT], 100 + 150);
-  cr_expect_eq(s->idle_ns[PD_IDLE_KERNEL_WAIT], 10);
-  cr_expect_eq(s->idle_ns[PD_IDLE_OTHER], 100 + 300);
+  cr_expect_eq(s->idle_ns[PD_IDLE_KERNEL_WAIT], 10 + 100);
+  cr_expect_eq(s->idle_ns[PD_IDLE_OTHER], 300);
   cr_expect_eq(idle_sum(s) + s->gpu_busy_ns, 1000);
   pd_breakdown_free(&b);
 
-  /* a 200 ns threshold makes the queued 100 ns gap launch overhead too */
-  cr_assert_eq(pd_breakdown_compute(g_t, 200, &b), 0);
-  cr_expect_eq(b.steps[0].idle_ns[PD_IDLE_KERNEL_WAIT], 110);
-  cr_expect_eq(b.steps[0].idle_ns[PD_IDLE_OTHER], 300);
+  /* a 50 ns threshold leaves the queued 100 ns gap to "other" */
+  cr_assert_eq(pd_breakdown_compute(g_t, 50, &b), 0);
+  cr_expect_eq(b.steps[0].idle_ns[PD_IDLE_KERNEL_WAIT], 10);
+  cr_expect_eq(b.steps[0].idle_ns[PD_IDLE_OTHER], 100 + 300);
+  pd_breakdown_free(&b);
+}
+
+/* The launch call's end decides: k2's call starts before k1 ends but returns after it,
+ * so the GPU waited for the host ([200,300) host wait; HTA's start rule would call the
+ * work queued). A kernel with no launching call in the trace after a long gap: other. */
+Test(breakdown, idle_host_wait_by_call_end) {
+  add(PD_EVENT_RANGE, "ProfilerStep#0", 0, 10000, 0);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 0, 10, 1);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 150, 260, 2);
+  add(PD_EVENT_KERNEL, "k1", 100, 200, 1);
+  add(PD_EVENT_KERNEL, "k2", 300, 400, 2);
+  add(PD_EVENT_KERNEL, "orphan", 5000, 5100, 99);
+  add(PD_EVENT_KERNEL, "orphan", 5200, 5300, 98);
+  pd_trace_sort(g_t);
+  pd_breakdown_t b;
+  cr_assert_eq(pd_breakdown_compute(g_t, -1, &b), 0);
+  const pd_step_breakdown_t *s = &b.steps[0];
+  cr_expect_eq(s->idle_ns[PD_IDLE_HOST_WAIT], 100 + 100, "leading gap and [200,300)");
+  cr_expect_eq(s->idle_ns[PD_IDLE_KERNEL_WAIT], 100, "[5100,5200): short, no call");
+  cr_expect_eq(s->idle_ns[PD_IDLE_OTHER], 4600 + 4700, "[400,5000) and the tail");
   pd_breakdown_free(&b);
 }
 
@@ -299,7 +321,7 @@ Test(breakdown, print) {
   fclose(f);
   cr_expect(strstr(text, "kernel > memcpy > memset > runtime > dataloader > cpu_exec > other") != NULL, "%s", text);
   cr_expect(strstr(text, "34.0%") != NULL, "GPU util of the step: %s", text);
-  cr_expect(strstr(text, "host_wait 250 ns") != NULL, "%s", text);
+  cr_expect(strstr(text, "host_wait 250 ns, kernel_wait 110 ns, other 300 ns") != NULL, "%s", text);
   free(text);
   pd_breakdown_free(&b);
 
