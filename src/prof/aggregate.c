@@ -91,6 +91,9 @@ static uint64_t ptr_hash(const void *a, const void *b) {
 
 static int table_grow_slots(pd_op_table_t *t) {
   size_t n = t->nslots ? t->nslots * 2 : 64;
+  /* Rebuilding after a sort starts from nslots = 0: size for the rows already there, at
+   * most half full, or the probe loop below would never find a free slot. */
+  while (n < 2 * (t->nrows + 1)) n *= 2;
   uint32_t *slots = calloc(n, sizeof(*slots));
   if (slots == NULL) return PD_ENOMEM;
   for (size_t r = 0; r < t->nrows; r++) {

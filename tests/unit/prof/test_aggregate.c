@@ -377,3 +377,28 @@ Test(aggregate, table_units_names_and_shapes) {
   pd_op_table_destroy(tab);
   pd_trace_destroy(t);
 }
+
+/* More distinct ops than the lookup's first size (64): sorting rebuilds the lookup for
+ * every row, and adding another trace afterwards still finds each row. */
+Test(aggregate, sort_with_many_rows_then_add_again, .timeout = 10) {
+  pd_trace_t *t = pd_trace_create();
+  cr_assert_not_null(t);
+  char name[32];
+  for (int i = 0; i < 300; i++) {
+    snprintf(name, sizeof(name), "op%03d", i);
+    add(t, mk(PD_EVENT_RANGE, 1000 * i, 1000 * i + 10 + i, name, 1, 0));
+  }
+  pd_op_table_t *tab = pd_op_table_create(PD_GROUP_BY_RANGE);
+  cr_assert_not_null(tab);
+  cr_assert_eq(pd_op_table_add_trace(tab, t), 0);
+  cr_assert_eq(pd_op_table_count(tab), 300);
+  pd_op_table_sort(tab, PD_SORT_CPU_TIME_TOTAL);
+  const pd_op_stat_t *rows = pd_op_table_rows(tab);
+  cr_assert_str_eq(rows[0].name, "op299");
+  cr_assert_eq(pd_op_table_add_trace(tab, t), 0);
+  cr_assert_eq(pd_op_table_count(tab), 300, "rows duplicated after the sort: %zu",
+               pd_op_table_count(tab));
+  cr_assert_eq(pd_op_table_rows(tab)[0].calls, 2);
+  pd_op_table_destroy(tab);
+  pd_trace_destroy(t);
+}
