@@ -752,7 +752,7 @@ static const struct {
 static bool kind_wanted(const pd_cupti_source_t *src, size_t i) {
   switch (k_kinds[i].when) {
     case KIND_DRIVER:
-      return src->opt.driver_api; /* launches alone: see api_filter_apply() */
+      return src->opt.driver_api || src->opt.driver_launches; /* see api_filter_apply() */
     case KIND_MEMORY:
       return src->opt.memory;
     default:
@@ -771,21 +771,11 @@ static const CUpti_CallbackId k_quiet_runtime[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceCount_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetAttribute_v5000,
 };
-/* Driver calls that launch GPU work; recorded alone (without the DRIVER kind) when only
- * driver_launches is asked for, so other driver calls cost nothing. */
-static const CUpti_CallbackId k_launch_driver[] = {
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
-    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
-};
-
-/* Applies the per-API selections after the kinds are enabled (the RUNTIME and DRIVER kinds
- * reset them when enabled later). on = false undoes them. */
+/* Applies the per-API selections after the kinds are enabled (enabling the RUNTIME or
+ * DRIVER kind resets them). With launches only, every other driver call's record is
+ * switched off one callback id at a time: enabling just the launch ids without the DRIVER
+ * kind produced no records on CUDA 13 (H100, driver 580), so the kind stays on and the
+ * rest are turned off. on = false needs no undo for the driver ids: the kind goes off. */
 static int api_filter_apply(const pd_cupti_source_t *src, bool on, char *err, size_t errlen) {
   if (src->opt.driver_api) return 0; /* full API tracing: every call recorded */
   for (size_t i = 0; i < sizeof(k_quiet_runtime) / sizeof(k_quiet_runtime[0]); i++) {
@@ -795,14 +785,11 @@ static int api_filter_apply(const pd_cupti_source_t *src, bool on, char *err, si
       return cupti_code(r);
     }
   }
-  if (!src->opt.driver_launches) return 0;
-  for (size_t i = 0; i < sizeof(k_launch_driver) / sizeof(k_launch_driver[0]); i++) {
-    CUptiResult r = cuptiActivityEnableDriverApi(k_launch_driver[i], on ? 1 : 0);
-    if (r != CUPTI_SUCCESS) {
-      cupti_errtext(err, errlen, "cuptiActivityEnableDriverApi", r);
-      return cupti_code(r);
-    }
-  }
+  if (!on || !src->opt.driver_launches) return 0;
+  for (uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_INVALID + 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE;
+       cbid++)
+    if (!pd_cupti_driver_cbid_is_launch(cbid))
+      (void)cuptiActivityEnableDriverApi(cbid, 0); /* best effort: retired ids may refuse */
   return 0;
 }
 
