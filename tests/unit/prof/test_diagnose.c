@@ -177,16 +177,16 @@ Test(diagnose, rule_table_markdown) {
   free(md);
 }
 
-/* docs/diagnosis.md carries the table between two markers; it must be byte for byte
- * what the code prints. Regenerate with: PD_UPDATE_DOCS=1 ./test_prof_diagnose */
-Test(diagnose, docs_table_matches_code) {
+/* docs/diagnosis.md and README.md carry the table between two markers; it must be byte
+ * for byte what the code prints. Regenerate with: PD_UPDATE_DOCS=1 ./test_prof_diagnose */
+static void check_rules_block(const char *relpath) {
   const char *src = getenv("PD_SOURCE_DIR");
   cr_assert_not_null(src, "PD_SOURCE_DIR is not set (ctest sets it)");
   char path[4096];
-  snprintf(path, sizeof path, "%s/docs/diagnosis.md", src);
+  snprintf(path, sizeof path, "%s/%s", src, relpath);
   FILE *f = fopen(path, "rb");
   cr_assert_not_null(f, "cannot open %s", path);
-  static char doc[65536];
+  static char doc[262144];
   size_t n = fread(doc, 1, sizeof doc - 1, f);
   fclose(f);
   doc[n] = 0;
@@ -206,8 +206,12 @@ Test(diagnose, docs_table_matches_code) {
   } else {
     size_t len = (size_t)(e - b);
     cr_expect(len == strlen(md) && strncmp(b, md, len) == 0,
-              "docs/diagnosis.md is out of date; run PD_UPDATE_DOCS=1 PD_SOURCE_DIR=... %s\n--- docs:\n%.*s\n--- code:\n%s",
-              "test_prof_diagnose", (int)len, b, md);
+              "%s is out of date; run PD_UPDATE_DOCS=1 PD_SOURCE_DIR=... %s\n--- docs:\n%.*s\n--- code:\n%s",
+              relpath, "test_prof_diagnose", (int)len, b, md);
   }
   free(md);
 }
+
+Test(diagnose, docs_table_matches_code) { check_rules_block("docs/diagnosis.md"); }
+
+Test(diagnose, readme_table_matches_code) { check_rules_block("README.md"); }
