@@ -538,7 +538,10 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
       break;
     }
     size_t nb = pd_cmp_run_quantiles(baseline, derived[d].samples, derived[d].q, vals, cap);
-    r->base = cmp_mean(vals, nb);
+    /* The baseline's value is the median over its runs, like the spread the tolerance
+     * comes from: a run recorded in a slow state of the machine (2 of 10 on an H100, 21%
+     * slower in every step) must not move it, or a real 5% slowdown hides under it. */
+    r->base = nb > 0 ? pd_quantile(vals, nb, 0.5) : NAN;
     pd_cmp_policy_derive(derived[d].name, vals, nb, base_step, &r->policy);
     const cJSON *pol = cJSON_GetObjectItemCaseSensitive(policy, derived[d].name);
     if (pol != NULL) rc = cmp_policy_read(pol, derived[d].name, &r->policy, why, whylen);

@@ -366,6 +366,31 @@ Test(cli, clear_slowdown_fails) {
   cJSON_Delete(rep);
 }
 
+/* A baseline with runs recorded in a slow state of the machine (two of seven 21% slower
+ * in every step, as seen on an H100): the shift statistic's baseline value is the median
+ * over runs, so a 6% slowdown against the normal runs is still caught. */
+Test(cli, slow_baseline_runs_do_not_hide_a_slowdown) {
+  static const double scales[7] = {1.000, 1.21, 0.998, 1.002, 1.21, 0.999, 1.001};
+  const char *args[7];
+  for (int i = 0; i < 7; i++) {
+    char name[32];
+    snprintf(name, sizeof(name), "srun%d.json", i);
+    args[i] = fx_write(fx_run(scales[i], NSTEPS), name);
+  }
+  const char *base = path_in("slow_baseline.json");
+  cr_assert_eq(pc_run("--promote", args[0], args[1], args[2], args[3], args[4], args[5], args[6],
+                      "-o", base, NULL),
+               0, "%s", g_out);
+  cJSON *rep = NULL;
+  cr_assert_eq(compare_json(fx_write(fx_run(1.06, NSTEPS), "cur.json"), base, &rep), 1, "%s",
+               g_out);
+  cr_assert_str_eq(row_verdict(rep, "step_time_p10_s"), "regressed");
+  cJSON_Delete(rep);
+  cr_assert_eq(compare_json(fx_write(fx_run(1.0, NSTEPS), "cur.json"), base, &rep), 0, "%s",
+               g_out);
+  cJSON_Delete(rep);
+}
+
 Test(cli, bursts_of_slow_steps_are_not_a_slowdown) {
   /* every 4th step 1.4x as long (host interference): the mean rises 10%, p95 40%, the
    * median and the 10th percentile stay; within policy */
