@@ -391,6 +391,55 @@ Test(cli, slow_baseline_runs_do_not_hide_a_slowdown) {
   cJSON_Delete(rep);
 }
 
+/* A run of the dataloader bottleneck: the verdict says so. */
+static cJSON *fx_run_dataloader(double scale) {
+  cJSON *d = fx_run(scale, NSTEPS);
+  cJSON *v = cJSON_GetObjectItem(d, "verdict");
+  cJSON_ReplaceItemInObject(v, "bottleneck", cJSON_CreateString("dataloader"));
+  return d;
+}
+
+/* With the dataloader bottleneck the step-time statistics are reported, not gated (the
+ * idle GPU's step time wanders between hosts); a slower step then passes, while a count
+ * still fails. */
+Test(cli, dataloader_baseline_reports_step_time_only) {
+  const char *args[3];
+  for (int i = 0; i < 3; i++) {
+    char name[32];
+    snprintf(name, sizeof(name), "drun%d.json", i);
+    args[i] = fx_write(fx_run_dataloader(1.0 + 0.002 * i), name);
+  }
+  const char *base = path_in("dl_baseline.json");
+  cr_assert_eq(pc_run("--promote", args[0], args[1], args[2], "-o", base, NULL), 0, "%s", g_out);
+  cJSON *b = fx_load(base);
+  const char *const step[] = {"avg_step_time_s", "p50_step_time_s", "p95_step_time_s",
+                              "step_time_p10_s"};
+  for (size_t i = 0; i < 4; i++) {
+    const cJSON *pol = cJSON_GetObjectItem(cJSON_GetObjectItem(b, "policy"), step[i]);
+    cr_assert_not_null(pol, "no policy for %s", step[i]);
+    cr_assert_str_eq(cJSON_GetObjectItem(pol, "direction")->valuestring, "none", "%s", step[i]);
+  }
+  const cJSON *kpol = cJSON_GetObjectItem(cJSON_GetObjectItem(b, "policy"), "kernels_per_step");
+  cr_assert_str_eq(cJSON_GetObjectItem(kpol, "direction")->valuestring, "lower_is_better");
+  cJSON_Delete(b);
+  /* Every step 60% slower (what an H100 host showed), the GPU work the same. */
+  cJSON *slow = fx_run_dataloader(1.6), *cur = fx_run_dataloader(1.0);
+  cJSON_ReplaceItemInObject(cur, "step_times_s",
+                            cJSON_Duplicate(cJSON_GetObjectItem(slow, "step_times_s"), 1));
+  for (size_t i = 0; i < 3; i++)
+    fx_set_metric(cur, step[i],
+                  cJSON_Duplicate(cJSON_GetObjectItem(cJSON_GetObjectItem(slow, "metrics"), step[i]), 1));
+  cJSON_Delete(slow);
+  cJSON *rep = NULL;
+  cr_assert_eq(compare_json(fx_write(cur, "cur.json"), base, &rep), 0, "%s", g_out);
+  cr_assert_str_eq(row_verdict(rep, "step_time_p10_s"), "ok");
+  cJSON_Delete(rep);
+  cJSON *more = fx_run_dataloader(1.0);
+  fx_set_metric(more, "kernels_per_step", cJSON_CreateNumber(999));
+  cr_assert_eq(compare_json(fx_write(more, "cur.json"), base, &rep), 1, "%s", g_out);
+  cJSON_Delete(rep);
+}
+
 Test(cli, bursts_of_slow_steps_are_not_a_slowdown) {
   /* every 4th step 1.4x as long (host interference): the mean rises 10%, p95 40%, the
    * median and the 10th percentile stay; within policy */
