@@ -182,21 +182,6 @@ static pd_mem_kind_t map_mem_kind(unsigned k) {
   }
 }
 
-static const char *mem_kind_text(pd_mem_kind_t k) {
-  switch (k) {
-    case PD_MEM_PAGEABLE:
-      return "Pageable";
-    case PD_MEM_PINNED:
-      return "Pinned";
-    case PD_MEM_DEVICE:
-      return "Device";
-    case PD_MEM_MANAGED:
-      return "Managed";
-    default:
-      return "Unknown";
-  }
-}
-
 static pd_memcpy_kind_t map_copy_kind(unsigned k) {
   switch (k) {
     case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
@@ -216,23 +201,6 @@ static pd_memcpy_kind_t map_copy_kind(unsigned k) {
       return PD_MEMCPY_PTOP;
     default:
       return PD_MEMCPY_UNKNOWN;
-  }
-}
-
-static const char *copy_kind_text(pd_memcpy_kind_t k) {
-  switch (k) {
-    case PD_MEMCPY_HTOD:
-      return "HtoD";
-    case PD_MEMCPY_DTOH:
-      return "DtoH";
-    case PD_MEMCPY_DTOD:
-      return "DtoD";
-    case PD_MEMCPY_HTOH:
-      return "HtoH";
-    case PD_MEMCPY_PTOP:
-      return "PtoP";
-    default:
-      return "Unknown";
   }
 }
 
@@ -436,8 +404,8 @@ int pd_cupti_record_to_event(const void *record, pd_event_t *ev, char *namebuf, 
       ev->u.memcpy.src_kind = map_mem_kind(m->srcKind);
       ev->u.memcpy.dst_kind = map_mem_kind(m->dstKind);
       /* kineto's naming: "Memcpy HtoD (Pinned -> Device)" */
-      snprintf(namebuf, namelen, "Memcpy %s (%s -> %s)", copy_kind_text(ev->u.memcpy.copy_kind),
-               mem_kind_text(ev->u.memcpy.src_kind), mem_kind_text(ev->u.memcpy.dst_kind));
+      snprintf(namebuf, namelen, "Memcpy %s (%s -> %s)", pd_memcpy_kind_name(ev->u.memcpy.copy_kind),
+               pd_mem_kind_name(ev->u.memcpy.src_kind), pd_mem_kind_name(ev->u.memcpy.dst_kind));
       ev->name = namebuf;
       return 1;
     }
@@ -453,7 +421,7 @@ int pd_cupti_record_to_event(const void *record, pd_event_t *ev, char *namebuf, 
       ev->pid = (uint32_t)getpid();
       ev->u.memset.bytes = m->bytes;
       ev->u.memset.dst_kind = map_mem_kind(m->memoryKind);
-      snprintf(namebuf, namelen, "Memset (%s)", mem_kind_text(ev->u.memset.dst_kind));
+      snprintf(namebuf, namelen, "Memset (%s)", pd_mem_kind_name(ev->u.memset.dst_kind));
       ev->name = namebuf;
       return 1;
     }
