@@ -19,6 +19,7 @@
 
 #include "pd/pd_analyze.h"
 #include "pd/pd_writers.h"
+#include "pd_test_util.h"
 
 static const char *fixture(const char *name) {
   static char bufs[4][512];
@@ -188,26 +189,6 @@ Test(reader, torch_memory_churn_fixture) {
 
 /* ---- round trip through the core's writer ---------------------------------------------------- */
 
-static pd_device_props_t h100(void) {
-  pd_device_props_t d;
-  memset(&d, 0, sizeof d);
-  d.id = 0;
-  snprintf(d.name, sizeof d.name, "NVIDIA H100 80GB HBM3");
-  d.total_global_mem = 84929216512ULL;
-  d.compute_major = 9;
-  d.num_sms = 132;
-  d.max_threads_per_block = 1024;
-  d.max_threads_per_sm = 2048;
-  d.max_regs_per_block = 65536;
-  d.max_regs_per_sm = 65536;
-  d.max_shared_mem_per_block = 49152;
-  d.max_shared_mem_per_sm = 233472;
-  d.max_shared_mem_per_block_optin = 232448;
-  d.warp_size = 32;
-  d.max_blocks_per_sm = 32;
-  return d;
-}
-
 static pd_event_t host_ev(pd_event_kind_t kind, const char *name, int64_t start, int64_t end) {
   pd_event_t e;
   memset(&e, 0, sizeof e);
@@ -240,7 +221,7 @@ static pd_event_t gpu_ev(pd_event_kind_t kind, const char *name, int64_t start, 
 static pd_trace_t *synthetic(void) {
   pd_trace_t *t = pd_trace_create();
   cr_assert_not_null(t);
-  pd_device_props_t d = h100();
+  pd_device_props_t d = pd_test_h100();
   cr_assert_eq(pd_trace_add_device(t, &d), 0);
   pd_event_t e;
   e = host_ev(PD_EVENT_RANGE, "ProfilerStep#3", 1000001, 9000999);
@@ -398,7 +379,7 @@ static void round_trip(int64_t unix_offset_ns) {
     }
   }
   cr_assert_eq(pd_trace_device_count(got), 1u);
-  pd_device_props_t want = h100();
+  pd_device_props_t want = pd_test_h100();
   const pd_device_props_t *d = pd_trace_devices(got);
   cr_expect(memcmp(d, &want, sizeof want) == 0, "device properties survive");
   pd_trace_destroy(src);

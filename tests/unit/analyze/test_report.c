@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "pd/pd_analyze.h"
+#include "pd_test_util.h"
 
 static pd_trace_t *g_t;
 static char g_dir[256];
@@ -320,19 +321,6 @@ Test(report, memory_timeline) {
 
 /* ---- analysis and reports on a torch fixture ------------------------------------------------------ */
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "%s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-  s[n] = 0;
-  fclose(f);
-  return s;
-}
-
 static pd_trace_t *read_fixture(const char *name, pd_trace_info_t *info) {
   const char *src = getenv("PD_SOURCE_DIR");
   cr_assert_not_null(src, "PD_SOURCE_DIR is not set (run through ctest)");
@@ -388,7 +376,7 @@ Test(report, torch_analysis_and_reports) {
   cr_assert_eq(pd_report_html_write(html, &rep), 0);
   cr_assert_eq(pd_report_json_write(json, &rep), 0);
 
-  char *h = slurp(html);
+  char *h = pd_test_slurp(html);
   cr_expect(strncmp(h, "<!DOCTYPE html>", 15) == 0);
   cr_expect(strstr(h, "<svg") != NULL);
   cr_expect(strstr(h, "<polyline") != NULL, "memory timeline");
@@ -402,7 +390,7 @@ Test(report, torch_analysis_and_reports) {
   cr_expect(strstr(h, "Diff") != NULL);
   free(h);
 
-  char *js = slurp(json);
+  char *js = pd_test_slurp(json);
   cJSON *root = cJSON_Parse(js);
   cr_assert_not_null(root, "the JSON report parses");
   cr_expect_eq(cJSON_GetObjectItem(root, "schema_version")->valueint, 1);
@@ -457,11 +445,11 @@ Test(report, analysis_without_steps) {
   const char *html = in_dir("n.html"), *json = in_dir("n.json");
   cr_assert_eq(pd_report_html_write(html, &rep), 0);
   cr_assert_eq(pd_report_json_write(json, &rep), 0);
-  char *h = slurp(html);
+  char *h = pd_test_slurp(html);
   cr_expect(strstr(h, "No ProfilerStep#N range") != NULL);
   cr_expect(strstr(h, "No device [memory] events") != NULL);
   free(h);
-  char *js = slurp(json);
+  char *js = pd_test_slurp(json);
   cJSON *root = cJSON_Parse(js);
   cr_assert_not_null(root);
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(root, "verdict")));
@@ -481,7 +469,7 @@ Test(report, html_escapes_trace_text) {
   pd_report_t rep = {.path = "t", .a = a, .limit = 0};
   const char *html = in_dir("e.html");
   cr_assert_eq(pd_report_html_write(html, &rep), 0);
-  char *h = slurp(html);
+  char *h = pd_test_slurp(html);
   cr_expect(strstr(h, "<script") == NULL);
   cr_expect(strstr(h, "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;k&quot;") != NULL);
   free(h);

@@ -14,6 +14,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "pd_test_util.h"
+
 #ifndef PD_DEMO_EXE
 #error "PD_DEMO_EXE must name the profiler_demo binary"
 #endif
@@ -24,28 +26,6 @@ typedef struct {
   char *err;  /* stderr */
   char dir[64];
 } run_t;
-
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "cannot read %s", path);
-  char *buf = NULL;
-  size_t len = 0, cap = 0;
-  char chunk[4096];
-  size_t got;
-  while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-    if (len + got + 1 > cap) {
-      cap = (len + got + 1) * 2;
-      buf = realloc(buf, cap);
-      cr_assert_not_null(buf);
-    }
-    memcpy(buf + len, chunk, got);
-    len += got;
-  }
-  fclose(f);
-  if (buf == NULL) buf = calloc(1, 1);
-  buf[len] = '\0';
-  return buf;
-}
 
 /* Runs the binary with args inside a new empty directory; stdout and stderr go to files
  * in a separate directory so the run's own directory can be checked for emptiness. */
@@ -79,8 +59,8 @@ static run_t run_demo(const char *const *args) {
   int st = 0;
   waitpid(pid, &st, 0);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = slurp(out_path);
-  r.err = slurp(err_path);
+  r.out = pd_test_slurp(out_path);
+  r.err = pd_test_slurp(err_path);
   unlink(out_path);
   unlink(err_path);
   rmdir(capdir);

@@ -12,42 +12,12 @@
 #include <unistd.h>
 
 #include "pd/pd_writers.h"
+#include "pd_test_util.h"
 
 static char tmpdir[256];
 
-static void make_tmpdir(void) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/pd_metrics_json_test.XXXXXX");
-  cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void remove_tmpdir(void) {
-  DIR *d = opendir(tmpdir);
-  if (d == NULL) return;
-  struct dirent *e;
-  char p[512];
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-    unlink(p);
-  }
-  closedir(d);
-  rmdir(tmpdir);
-}
-
-static int count_files(bool *has_tmp) {
-  DIR *d = opendir(tmpdir);
-  cr_assert_not_null(d);
-  int n = 0;
-  struct dirent *e;
-  *has_tmp = false;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    n++;
-    if (strstr(e->d_name, ".tmp.") != NULL) *has_tmp = true;
-  }
-  closedir(d);
-  return n;
-}
+static void make_tmpdir(void) { pd_test_tmpdir_make(tmpdir, sizeof tmpdir, "pd_metrics_json_test"); }
+static void remove_tmpdir(void) { pd_test_tmpdir_remove(tmpdir); }
 
 static cJSON *read_json(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -138,7 +108,7 @@ Test(metrics_json, round_trip) {
   cr_assert_eq(pd_metrics_json_write(path, &r), 0);
 
   bool has_tmp;
-  cr_expect_eq(count_files(&has_tmp), 1);
+  cr_expect_eq(pd_test_count_files(tmpdir, &has_tmp), 1);
   cr_expect(!has_tmp, "temp file left behind");
 
   cJSON *j = read_json(path);
@@ -249,17 +219,17 @@ Test(metrics_json, failures_leave_nothing) {
   snprintf(path, sizeof path, "%s/no_such_dir/m.json", tmpdir);
   cr_expect_eq(pd_metrics_json_write(path, &r), PD_EIO);
   bool has_tmp;
-  cr_expect_eq(count_files(&has_tmp), 0);
+  cr_expect_eq(pd_test_count_files(tmpdir, &has_tmp), 0);
   /* the target is a directory: the rename fails, the temp file must go */
   snprintf(path, sizeof path, "%s/adir", tmpdir);
   cr_assert_eq(mkdir(path, 0700), 0);
   cr_expect_eq(pd_metrics_json_write(path, &r), PD_EIO);
-  cr_expect_eq(count_files(&has_tmp), 1, "only the directory is left");
+  cr_expect_eq(pd_test_count_files(tmpdir, &has_tmp), 1, "only the directory is left");
   cr_expect(!has_tmp);
   rmdir(path);
   cr_expect_eq(pd_metrics_json_write(NULL, &r), PD_EINVAL);
   cr_expect_eq(pd_metrics_json_write(path, NULL), PD_EINVAL);
   r.metrics = NULL;
   cr_expect_eq(pd_metrics_json_write(path, &r), PD_EINVAL);
-  cr_expect_eq(count_files(&has_tmp), 0);
+  cr_expect_eq(pd_test_count_files(tmpdir, &has_tmp), 0);
 }

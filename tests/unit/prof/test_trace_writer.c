@@ -13,78 +13,12 @@
 #include <unistd.h>
 
 #include "pd/pd_writers.h"
-
-/* H100 SXM's limits, as cudaGetDeviceProperties reports them. */
-static pd_device_props_t h100(void) {
-  pd_device_props_t d;
-  memset(&d, 0, sizeof d);
-  d.id = 0;
-  snprintf(d.name, sizeof d.name, "NVIDIA H100 80GB HBM3");
-  d.total_global_mem = 84929216512ULL;
-  d.compute_major = 9;
-  d.compute_minor = 0;
-  d.num_sms = 132;
-  d.max_threads_per_block = 1024;
-  d.max_threads_per_sm = 2048;
-  d.max_regs_per_block = 65536;
-  d.max_regs_per_sm = 65536;
-  d.max_shared_mem_per_block = 49152;
-  d.max_shared_mem_per_sm = 233472;
-  d.max_shared_mem_per_block_optin = 232448;
-  d.warp_size = 32;
-  d.max_blocks_per_sm = 32;
-  return d;
-}
+#include "pd_test_util.h"
 
 static char tmpdir[256];
 
-static void make_tmpdir(void) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/pd_trace_test.XXXXXX");
-  cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void remove_tmpdir(void) {
-  DIR *d = opendir(tmpdir);
-  if (d == NULL) return;
-  struct dirent *e;
-  char p[512];
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-    unlink(p);
-  }
-  closedir(d);
-  rmdir(tmpdir);
-}
-
-/* Number of entries in tmpdir (other than . and ..), and whether one contains ".tmp.". */
-static int count_files(bool *has_tmp) {
-  DIR *d = opendir(tmpdir);
-  cr_assert_not_null(d);
-  int n = 0;
-  struct dirent *e;
-  if (has_tmp) *has_tmp = false;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    n++;
-    if (has_tmp && strstr(e->d_name, ".tmp.") != NULL) *has_tmp = true;
-  }
-  closedir(d);
-  return n;
-}
-
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-  buf[n] = 0;
-  fclose(f);
-  return buf;
-}
+static void make_tmpdir(void) { pd_test_tmpdir_make(tmpdir, sizeof tmpdir, "pd_trace_test"); }
+static void remove_tmpdir(void) { pd_test_tmpdir_remove(tmpdir); }
 
 static pd_event_t mk(pd_event_kind_t kind, int64_t start, int64_t end, const char *name, uint64_t corr) {
   pd_event_t e;
@@ -104,7 +38,7 @@ static const char *const weird_name = "void k<\"q\">(a\\b)\nline2 \xff end";
 
 static pd_trace_t *synthetic_trace(void) {
   pd_trace_t *t = pd_trace_create();
-  pd_device_props_t d = h100();
+  pd_device_props_t d = pd_test_h100();
   pd_trace_add_device(t, &d);
   pd_event_t step = mk(PD_EVENT_RANGE, 5000000000LL, 5000100000LL, "ProfilerStep#3", 0);
   step.u.range.step = 3;
@@ -189,7 +123,7 @@ static cJSON *write_and_parse(const pd_trace_t *t, const pd_trace_meta_t *m, cha
   snprintf(path, sizeof path, "%s/host_1.123.pt.trace.json", tmpdir);
   int rc = pd_trace_write_file(path, t, m);
   cr_assert_eq(rc, 0, "pd_trace_write_file: %s", pd_strerror(rc));
-  char *text = read_file(path);
+  char *text = pd_test_slurp(path);
   cJSON *root = cJSON_Parse(text);
   cr_assert_not_null(root, "the trace is not valid JSON:\n%.2000s", text);
   if (text_out) *text_out = text;
@@ -249,7 +183,7 @@ Test(trace_writer, top_level_keys) {
 
   /* a source that does not know the opt-in limit: the key is left out, not invented */
   t = pd_trace_create();
-  pd_device_props_t nd = h100();
+  pd_device_props_t nd = pd_test_h100();
   nd.max_shared_mem_per_block_optin = 0;
   pd_trace_add_device(t, &nd);
   root = write_and_parse(t, &meta, NULL);
@@ -443,7 +377,7 @@ Test(trace_writer, atomic_write_leaves_no_temp) {
   cJSON *root = write_and_parse(t, &meta, NULL);
   cJSON_Delete(root);
   bool has_tmp = true;
-  cr_expect_eq(count_files(&has_tmp), 1);
+  cr_expect_eq(pd_test_count_files(tmpdir, &has_tmp), 1);
   cr_expect(!has_tmp, "a .tmp. file was left behind");
   pd_trace_destroy(t);
 }
@@ -453,7 +387,7 @@ Test(trace_writer, unwritable_dir_is_eio_and_leaves_nothing) {
   char path[512];
   snprintf(path, sizeof path, "%s/missing_dir/x.pt.trace.json", tmpdir);
   cr_expect_eq(pd_trace_write_file(path, t, &meta), PD_EIO);
-  cr_expect_eq(count_files(NULL), 0);
+  cr_expect_eq(pd_test_count_files(tmpdir, NULL), 0);
   if (geteuid() != 0) { /* root writes anywhere: only meaningful as a normal user */
     char ro[300];
     snprintf(ro, sizeof ro, "%s/ro", tmpdir);
@@ -476,7 +410,7 @@ Test(trace_writer, unwritable_dir_is_eio_and_leaves_nothing) {
 Test(trace_writer, streaming_api_and_abort) {
   char path[512];
   snprintf(path, sizeof path, "%s/stream.pt.trace.json", tmpdir);
-  pd_device_props_t d = h100();
+  pd_device_props_t d = pd_test_h100();
   pd_trace_writer_t *w = NULL;
   cr_assert_eq(pd_trace_writer_open(path, NULL, &d, 1, &w), 0);
   pd_event_t k = mk(PD_EVENT_KERNEL, 1000, 2000, "k", 5);
@@ -484,7 +418,7 @@ Test(trace_writer, streaming_api_and_abort) {
   k.u.kernel.block[0] = k.u.kernel.block[1] = k.u.kernel.block[2] = 1;
   cr_expect_eq(pd_trace_writer_event(w, &k), 0);
   pd_trace_writer_abort(w);
-  cr_expect_eq(count_files(NULL), 0, "abort removes the temp file");
+  cr_expect_eq(pd_test_count_files(tmpdir, NULL), 0, "abort removes the temp file");
 
   cr_assert_eq(pd_trace_writer_open(path, NULL, &d, 1, &w), 0);
   cr_expect_eq(pd_trace_writer_event(w, &k), 0);
@@ -495,7 +429,7 @@ Test(trace_writer, streaming_api_and_abort) {
   pd_event_t mem = mk(PD_EVENT_MEMORY, 1500, 1500, "[memory]", 0); /* meta NULL: no memory events */
   cr_expect_eq(pd_trace_writer_event(w, &mem), 0);
   cr_assert_eq(pd_trace_writer_close(w), 0);
-  char *text = read_file(path);
+  char *text = pd_test_slurp(path);
   cJSON *root = cJSON_Parse(text);
   cr_assert_not_null(root, "%s", text);
   cJSON *ev = cJSON_GetObjectItem(root, "traceEvents");
@@ -547,7 +481,7 @@ Test(trace_writer, negative_and_sub_microsecond_times) {
 /* ---- occupancy -------------------------------------------------------------------------------- */
 
 static void expect_occ(int threads, int regs, int smem, int blocks, double occ, const char *limiter) {
-  pd_device_props_t d = h100();
+  pd_device_props_t d = pd_test_h100();
   pd_occupancy_t o;
   cr_assert_eq(pd_occupancy_estimate(&d, threads, regs, smem, &o), 0);
   cr_expect_eq(o.blocks_per_sm, blocks, "%d threads, %d regs, %d smem: %d blocks, want %d", threads, regs, smem,
@@ -567,14 +501,14 @@ Test(occupancy, limits) {
   expect_occ(128, 0, 240000, 0, 0.0, "shared memory");  /* beyond the opt-in maximum */
   expect_occ(96, 32, 0, 21, 63.0 / 64.0, "warps");      /* 3 warps per block: 21 blocks */
   expect_occ(96, 40, 0, 17, 51.0 / 64.0, "registers");  /* 1280 regs/warp: 51 warps */
-  pd_device_props_t d = h100();
+  pd_device_props_t d = pd_test_h100();
   pd_occupancy_t o;
   /* opt-in limit unknown: 64 KiB per block still launches (3 blocks of 65 KiB fit) */
   d.max_shared_mem_per_block_optin = 0;
   cr_assert_eq(pd_occupancy_estimate(&d, 128, 32, 65536, &o), 0);
   cr_expect_eq(o.blocks_per_sm, 3, "got %d", o.blocks_per_sm);
   cr_expect_str_eq(o.limiter, "shared memory");
-  d = h100();
+  d = pd_test_h100();
   cr_expect_eq(pd_occupancy_estimate(NULL, 128, 32, 0, &o), PD_EINVAL);
   cr_expect_eq(pd_occupancy_estimate(&d, 0, 32, 0, &o), PD_EINVAL);
   cr_expect_eq(pd_occupancy_estimate(&d, 128, -1, 0, &o), PD_EINVAL);
@@ -583,7 +517,7 @@ Test(occupancy, limits) {
 }
 
 static void expect_kineto(int gx, int gy, int gz, int bx, int regs, int smem, double bps, double wps, int pct) {
-  pd_device_props_t d = h100();
+  pd_device_props_t d = pd_test_h100();
   pd_event_t k = mk(PD_EVENT_KERNEL, 0, 1, "k", 0);
   k.u.kernel.grid[0] = gx, k.u.kernel.grid[1] = gy, k.u.kernel.grid[2] = gz;
   k.u.kernel.block[0] = bx, k.u.kernel.block[1] = 1, k.u.kernel.block[2] = 1;
@@ -604,7 +538,7 @@ Test(occupancy, matches_kineto_trace) {
   expect_kineto(1, 2, 128, 256, 32, 2112, 1.939394, 15.515152, 24);
   expect_kineto(8, 4, 64, 256, 32, 2112, 15.515152, 124.121216, 100);
   expect_kineto(1, 1, 1, 128, 32, 0, 0.007576, 0.030303, 0);
-  pd_device_props_t d = h100();
+  pd_device_props_t d = pd_test_h100();
   pd_event_t k = mk(PD_EVENT_RUNTIME, 0, 1, "x", 0);
   pd_kernel_launch_stats_t s;
   cr_expect_eq(pd_kernel_launch_stats(&d, &k, &s), PD_EINVAL);

@@ -1,0 +1,92 @@
+/* pd_test_util.h: helpers several unit tests share (header-only; pd_add_unit_test puts
+ * tests/unit on the include path). Failures end the calling test through Criterion. */
+#ifndef PD_TEST_UTIL_H
+#define PD_TEST_UTIL_H
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pd/pd_event.h"
+
+/* An H100 SXM's limits, as cudaGetDeviceProperties reports them. */
+static inline pd_device_props_t pd_test_h100(void) {
+  pd_device_props_t d;
+  memset(&d, 0, sizeof d);
+  d.id = 0;
+  snprintf(d.name, sizeof d.name, "NVIDIA H100 80GB HBM3");
+  d.total_global_mem = 84929216512ULL;
+  d.compute_major = 9;
+  d.compute_minor = 0;
+  d.num_sms = 132;
+  d.max_threads_per_block = 1024;
+  d.max_threads_per_sm = 2048;
+  d.max_regs_per_block = 65536;
+  d.max_regs_per_sm = 65536;
+  d.max_shared_mem_per_block = 49152;
+  d.max_shared_mem_per_sm = 233472;
+  d.max_shared_mem_per_block_optin = 232448;
+  d.warp_size = 32;
+  d.max_blocks_per_sm = 32;
+  return d;
+}
+
+/* Creates a fresh directory "/tmp/<tag>.XXXXXX" into buf. */
+static inline void pd_test_tmpdir_make(char *buf, size_t len, const char *tag) {
+  snprintf(buf, len, "/tmp/%s.XXXXXX", tag);
+  cr_assert_not_null(mkdtemp(buf), "mkdtemp %s", buf);
+}
+
+/* Removes the files directly inside dir (names not starting with '.') and dir itself. */
+static inline void pd_test_tmpdir_remove(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d == NULL) return;
+  struct dirent *e;
+  char p[512];
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    unlink(p);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+/* Returns the number of entries in dir (other than . and ..); sets *has_tmp (when not
+ * NULL) to whether one of them holds ".tmp." (a writer's unfinished temporary file). */
+static inline int pd_test_count_files(const char *dir, bool *has_tmp) {
+  DIR *d = opendir(dir);
+  cr_assert_not_null(d, "opendir %s", dir);
+  int n = 0;
+  struct dirent *e;
+  if (has_tmp) *has_tmp = false;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    n++;
+    if (has_tmp && strstr(e->d_name, ".tmp.") != NULL) *has_tmp = true;
+  }
+  closedir(d);
+  return n;
+}
+
+/* Returns the whole file as a NUL-terminated string; the caller frees it. */
+static inline char *pd_test_slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  cr_assert_geq(n, 0, "cannot size %s", path);
+  char *buf = malloc((size_t)n + 1);
+  cr_assert_not_null(buf);
+  cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n, "short read of %s", path);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+#endif /* PD_TEST_UTIL_H */
