@@ -360,6 +360,23 @@ static void api_name(CUpti_CallbackDomain domain, uint32_t cbid, char *namebuf, 
   pd_cupti_strip_version_suffix(namebuf);
 }
 
+/* The fields every GPU activity (kernel, memcpy, memset) fills the same way. The process id
+ * is read once: glibc does not cache getpid(), and this runs for every record. */
+static void gpu_event_init(pd_event_t *ev, pd_event_kind_t kind, uint64_t start, uint64_t end,
+                           uint32_t correlation, uint32_t device, uint32_t context,
+                           uint32_t stream) {
+  static uint32_t pid;
+  if (pid == 0) pid = (uint32_t)getpid();
+  ev->kind = kind;
+  ev->start_ns = (int64_t)start;
+  ev->end_ns = (int64_t)end;
+  ev->correlation_id = correlation;
+  ev->device = device;
+  ev->context = context;
+  ev->stream = stream;
+  ev->pid = pid;
+}
+
 int pd_cupti_record_to_event(const void *record, pd_event_t *ev, char *namebuf, size_t namelen) {
   if (record == NULL || ev == NULL || namebuf == NULL || namelen == 0) return PD_EINVAL;
   const CUpti_Activity *rec = record;
@@ -369,15 +386,9 @@ int pd_cupti_record_to_event(const void *record, pd_event_t *ev, char *namebuf, 
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const CUpti_ActivityKernel10 *k = record;
-      ev->kind = PD_EVENT_KERNEL;
-      ev->start_ns = (int64_t)k->start;
-      ev->end_ns = (int64_t)k->end;
-      ev->correlation_id = k->correlationId;
+      gpu_event_init(ev, PD_EVENT_KERNEL, k->start, k->end, k->correlationId, k->deviceId,
+                     k->contextId, k->streamId);
       ev->name = k->name != NULL ? k->name : "<unnamed kernel>";
-      ev->device = k->deviceId;
-      ev->context = k->contextId;
-      ev->stream = k->streamId;
-      ev->pid = (uint32_t)getpid();
       ev->u.kernel.grid[0] = k->gridX;
       ev->u.kernel.grid[1] = k->gridY;
       ev->u.kernel.grid[2] = k->gridZ;
@@ -391,14 +402,8 @@ int pd_cupti_record_to_event(const void *record, pd_event_t *ev, char *namebuf, 
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const CUpti_ActivityMemcpy6 *m = record;
-      ev->kind = PD_EVENT_MEMCPY;
-      ev->start_ns = (int64_t)m->start;
-      ev->end_ns = (int64_t)m->end;
-      ev->correlation_id = m->correlationId;
-      ev->device = m->deviceId;
-      ev->context = m->contextId;
-      ev->stream = m->streamId;
-      ev->pid = (uint32_t)getpid();
+      gpu_event_init(ev, PD_EVENT_MEMCPY, m->start, m->end, m->correlationId, m->deviceId,
+                     m->contextId, m->streamId);
       ev->u.memcpy.bytes = m->bytes;
       ev->u.memcpy.copy_kind = map_copy_kind(m->copyKind);
       ev->u.memcpy.src_kind = map_mem_kind(m->srcKind);
@@ -411,14 +416,8 @@ int pd_cupti_record_to_event(const void *record, pd_event_t *ev, char *namebuf, 
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const CUpti_ActivityMemset4 *m = record;
-      ev->kind = PD_EVENT_MEMSET;
-      ev->start_ns = (int64_t)m->start;
-      ev->end_ns = (int64_t)m->end;
-      ev->correlation_id = m->correlationId;
-      ev->device = m->deviceId;
-      ev->context = m->contextId;
-      ev->stream = m->streamId;
-      ev->pid = (uint32_t)getpid();
+      gpu_event_init(ev, PD_EVENT_MEMSET, m->start, m->end, m->correlationId, m->deviceId,
+                     m->contextId, m->streamId);
       ev->u.memset.bytes = m->bytes;
       ev->u.memset.dst_kind = map_mem_kind(m->memoryKind);
       snprintf(namebuf, namelen, "Memset (%s)", pd_mem_kind_name(ev->u.memset.dst_kind));
