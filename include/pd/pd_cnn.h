@@ -101,6 +101,17 @@ int pd_cnn_last_loss(pd_cnn_t *cnn, float *loss);
  * of skipped steps (inf/nan). Either pointer may be NULL. */
 int pd_cnn_amp_state(pd_cnn_t *cnn, float *scale, int64_t *skipped_steps);
 
+/* Injected device time, the regression gate's GPU-side self-test: every later step's
+ * optimizer kernel runs ns nanoseconds longer (its last block busy-waits on the GPU's
+ * timer), so the step's kernel count and launches stay as they were. 0 turns it off.
+ * Returns 0 or PD_EINVAL (NULL model, ns < 0). */
+int pd_cnn_set_gpu_slowdown(pd_cnn_t *cnn, int64_t ns);
+
+/* Enqueues on the model's stream one GPU thread that holds it for ns nanoseconds, so
+ * the host can enqueue a whole step before the GPU starts on it (used to measure a
+ * step's GPU time without host gaps). Returns 0, PD_EINVAL or PD_ECUDA. */
+int pd_cnn_gpu_delay(pd_cnn_t *cnn, int64_t ns);
+
 /* The model's stream. */
 cudaStream_t pd_cnn_stream(const pd_cnn_t *cnn);
 

@@ -80,9 +80,24 @@ void pd_op_table_print(FILE *out, const pd_op_table_t *table, int row_limit);
 
 /* ---- step metrics ------------------------------------------------------------------ */
 
-/* One table for the metrics of the metrics JSON: X(field, kind). The field name is the
- * JSON key. Kinds: TIME (seconds or us, compared with a significance test over per-step
- * samples), COUNT (compared exactly or within a band), RATIO, INFO (reported only). */
+/* One table for the metrics of the metrics JSON: X(field, kind, class). The field name is
+ * the JSON key.
+ *
+ * Kinds say what a value is: TIME (seconds or us), COUNT (per step, or bytes), RATIO,
+ * INFO (reported only).
+ *
+ * Classes say where a value is stable, and so how the regression gate judges it
+ * (docs/gate.md has the measurements):
+ *  - DEVICE: GPU time measured by CUPTI (kernel, memcpy, memset time per step, the mean
+ *    kernel time). The same on every host of one GPU model (0.3% between two H100
+ *    hosts), so it is held to stored per-GPU baselines with a tight tolerance.
+ *  - COUNT: kernels, calls, syncs, allocations, bytes per step, peak memory, dropped
+ *    records. Exact on every host.
+ *  - HOST: wall-clock times and what derives from them (step time, data wait, time
+ *    inside sync and alloc calls, the busy and wait fractions). A host-bound step's time
+ *    moved 15-52% between hosts of one GPU model, so against stored baselines only a
+ *    gross change fails; finer changes are judged A/B on one machine.
+ *  - INFO: reported, never judged (the losses). */
 #define PD_METRIC_KIND_MAP(X) X(TIME) X(COUNT) X(RATIO) X(INFO)
 typedef enum {
 #define PD_MK_GEN(name) PD_METRIC_##name,
@@ -90,29 +105,47 @@ typedef enum {
 #undef PD_MK_GEN
 } pd_metric_kind_t;
 
-#define PD_METRICS_MAP(X)                       \
-  X(avg_step_time_s, TIME)                      \
-  X(avg_dataloader_wait_s, TIME)                \
-  X(p50_step_time_s, TIME)                      \
-  X(p95_step_time_s, TIME)                      \
-  X(dataloader_wait_fraction, RATIO)            \
-  X(gpu_busy_fraction, RATIO)                   \
-  X(kernels_per_step, COUNT)                    \
-  X(avg_kernel_time_us, TIME)                   \
-  X(gpu_kernel_time_per_step_us, TIME)          \
-  X(runtime_calls_per_step, COUNT)              \
-  X(sync_calls_per_step, COUNT)                 \
-  X(sync_time_per_step_us, TIME)                \
-  X(device_alloc_calls_per_step, COUNT)         \
-  X(device_alloc_time_per_step_us, TIME)        \
-  X(h2d_bytes_per_step, COUNT)                  \
-  X(peak_device_memory_bytes, COUNT)            \
-  X(loss_first, INFO)                           \
-  X(loss_last, INFO)                            \
-  X(dropped_records, COUNT)
+/* X(NAME, text) */
+#define PD_METRIC_CLASS_MAP(X) \
+  X(DEVICE, "device")          \
+  X(COUNT, "count")            \
+  X(HOST, "host")              \
+  X(INFO, "info")
+typedef enum {
+#define PD_MC_GEN(name, text) PD_METRIC_CLASS_##name,
+  PD_METRIC_CLASS_MAP(PD_MC_GEN)
+#undef PD_MC_GEN
+  PD_METRIC_NCLASSES
+} pd_metric_class_t;
+
+/* Returns "device", "count", "host" or "info"; "?" out of range. Static storage. */
+const char *pd_metric_class_name(pd_metric_class_t c);
+
+#define PD_METRICS_MAP(X)                              \
+  X(avg_step_time_s, TIME, HOST)                       \
+  X(avg_dataloader_wait_s, TIME, HOST)                 \
+  X(p50_step_time_s, TIME, HOST)                       \
+  X(p95_step_time_s, TIME, HOST)                       \
+  X(dataloader_wait_fraction, RATIO, HOST)             \
+  X(gpu_busy_fraction, RATIO, HOST)                    \
+  X(kernels_per_step, COUNT, COUNT)                    \
+  X(avg_kernel_time_us, TIME, DEVICE)                  \
+  X(gpu_kernel_time_per_step_us, TIME, DEVICE)         \
+  X(gpu_memcpy_time_per_step_us, TIME, DEVICE)         \
+  X(gpu_memset_time_per_step_us, TIME, DEVICE)         \
+  X(runtime_calls_per_step, COUNT, COUNT)              \
+  X(sync_calls_per_step, COUNT, COUNT)                 \
+  X(sync_time_per_step_us, TIME, HOST)                 \
+  X(device_alloc_calls_per_step, COUNT, COUNT)         \
+  X(device_alloc_time_per_step_us, TIME, HOST)         \
+  X(h2d_bytes_per_step, COUNT, COUNT)                  \
+  X(peak_device_memory_bytes, COUNT, COUNT)            \
+  X(loss_first, INFO, INFO)                            \
+  X(loss_last, INFO, INFO)                             \
+  X(dropped_records, COUNT, COUNT)
 
 typedef struct {
-#define PD_METRIC_FIELD(field, kind) double field;
+#define PD_METRIC_FIELD(field, kind, cls) double field;
   PD_METRICS_MAP(PD_METRIC_FIELD)
 #undef PD_METRIC_FIELD
   int steps; /* number of profiled steps the metrics come from */
@@ -121,6 +154,7 @@ typedef struct {
 typedef struct {
   const char *name;
   pd_metric_kind_t kind;
+  pd_metric_class_t cls;
   size_t offset; /* offsetof(pd_metrics_t, field) */
 } pd_metric_desc_t;
 

@@ -103,6 +103,19 @@ typedef struct {
   int cupti_version;   /* cuptiGetVersion; 0 when unknown */
 } pd_device_info_t;
 
+/* The machine a run was made on: the regression gate pools baseline runs from several
+ * hosts and learns the between-host spread of host-class metrics from them. A freshly
+ * started machine has a new boot id even where every machine has the same host name. */
+typedef struct {
+  char name[256];    /* gethostname(); "" when unknown */
+  char boot_id[64];  /* /proc/sys/kernel/random/boot_id; "" when unknown */
+  char cpu[128];     /* the first "model name" of /proc/cpuinfo; "" when unknown */
+  int cpus;          /* online processors */
+} pd_host_info_t;
+
+/* Fills *out with what this machine tells; fields it cannot read stay "" (never fails). */
+void pd_host_info_read(pd_host_info_t *out);
+
 /* Config entries are generic key/value pairs so the core knows nothing of scenarios. */
 typedef enum { PD_CFG_STRING, PD_CFG_INT, PD_CFG_BOOL, PD_CFG_DOUBLE } pd_cfg_type_t;
 typedef struct {
@@ -125,6 +138,10 @@ typedef struct {
   const pd_verdict_t *verdict;
   const pd_op_table_t *top_ops; /* sorted as it should appear; may be NULL */
   int top_ops_limit;            /* rows to write; <= 0: all */
+  /* Kernel-level view (PD_GROUP_BY_KERNEL), every row: the gate explains a regression
+   * from the two sides' kernel tables. May be NULL. */
+  const pd_op_table_t *top_kernels;
+  const pd_host_info_t *host; /* may be NULL (written as null) */
   const char *const *trace_files;
   size_t ntrace_files;
 } pd_run_report_t;

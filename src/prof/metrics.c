@@ -21,7 +21,8 @@
 /* ---- metric descriptors ----------------------------------------------------------------- */
 
 static const pd_metric_desc_t metric_descs[] = {
-#define PD_METRIC_DESC_GEN(field, kind) {#field, PD_METRIC_##kind, offsetof(pd_metrics_t, field)},
+#define PD_METRIC_DESC_GEN(field, kind, cls) \
+  {#field, PD_METRIC_##kind, PD_METRIC_CLASS_##cls, offsetof(pd_metrics_t, field)},
     PD_METRICS_MAP(PD_METRIC_DESC_GEN)
 #undef PD_METRIC_DESC_GEN
 };
@@ -30,6 +31,16 @@ static const pd_metric_desc_t metric_descs[] = {
 const pd_metric_desc_t *pd_metric_descs(size_t *count) {
   if (count != NULL) *count = NMETRICS;
   return metric_descs;
+}
+
+static const char *const metric_class_names[] = {
+#define PD_MC_STR(name, text) text,
+    PD_METRIC_CLASS_MAP(PD_MC_STR)
+#undef PD_MC_STR
+};
+
+const char *pd_metric_class_name(pd_metric_class_t c) {
+  return (size_t)c < sizeof metric_class_names / sizeof metric_class_names[0] ? metric_class_names[c] : "?";
 }
 
 const pd_metric_desc_t *pd_metric_find(const char *name) {
@@ -157,6 +168,7 @@ typedef struct {
 
 typedef struct {
   int64_t kernels, kernel_ns;
+  int64_t memcpy_ns, memset_ns; /* device time of copies and sets */
   int64_t api_calls;
   int64_t sync_calls, sync_ns;
   int64_t alloc_calls, alloc_ns;
@@ -357,8 +369,11 @@ int pd_metrics_from_trace(const pd_trace_t *trace, pd_metrics_t *m) {
     if (e->kind == PD_EVENT_KERNEL) {
       acc[s].kernels++;
       acc[s].kernel_ns += dur_of(e);
-    } else if (e->kind == PD_EVENT_MEMCPY && e->u.memcpy.copy_kind == PD_MEMCPY_HTOD) {
-      acc[s].h2d_bytes += (int64_t)e->u.memcpy.bytes;
+    } else if (e->kind == PD_EVENT_MEMCPY) {
+      acc[s].memcpy_ns += dur_of(e);
+      if (e->u.memcpy.copy_kind == PD_MEMCPY_HTOD) acc[s].h2d_bytes += (int64_t)e->u.memcpy.bytes;
+    } else if (e->kind == PD_EVENT_MEMSET) {
+      acc[s].memset_ns += dur_of(e);
     }
   }
 
@@ -391,6 +406,8 @@ int pd_metrics_from_trace(const pd_trace_t *trace, pd_metrics_t *m) {
     }
     tot.kernels += acc[s].kernels;
     tot.kernel_ns += acc[s].kernel_ns;
+    tot.memcpy_ns += acc[s].memcpy_ns;
+    tot.memset_ns += acc[s].memset_ns;
     tot.api_calls += acc[s].api_calls;
     tot.sync_calls += acc[s].sync_calls;
     tot.sync_ns += acc[s].sync_ns;
@@ -407,6 +424,8 @@ int pd_metrics_from_trace(const pd_trace_t *trace, pd_metrics_t *m) {
   m->kernels_per_step = (double)tot.kernels / ns;
   m->avg_kernel_time_us = tot.kernels > 0 ? (double)tot.kernel_ns / (double)tot.kernels / 1e3 : NAN;
   m->gpu_kernel_time_per_step_us = (double)tot.kernel_ns / ns / 1e3;
+  m->gpu_memcpy_time_per_step_us = (double)tot.memcpy_ns / ns / 1e3;
+  m->gpu_memset_time_per_step_us = (double)tot.memset_ns / ns / 1e3;
   m->gpu_busy_fraction = total_step_ns > 0 ? (double)total_busy_ns / (double)total_step_ns : NAN;
   m->runtime_calls_per_step = (double)tot.api_calls / ns;
   m->sync_calls_per_step = (double)tot.sync_calls / ns;

@@ -97,12 +97,26 @@ static void add_device(build_t *b, cJSON *root, const pd_device_info_t *d) {
   add_number(b, dev, "cupti", d->cupti_version);
 }
 
-static void add_top_ops(build_t *b, cJSON *root, const pd_run_report_t *r) {
-  cJSON *arr = check(b, cJSON_AddArrayToObject(root, "top_ops"));
-  if (arr == NULL || r->top_ops == NULL) return;
-  size_t n = pd_op_table_count(r->top_ops);
-  if (r->top_ops_limit > 0 && (size_t)r->top_ops_limit < n) n = (size_t)r->top_ops_limit;
-  const pd_op_stat_t *rows = pd_op_table_rows(r->top_ops);
+static void add_host(build_t *b, cJSON *root, const pd_host_info_t *h) {
+  if (h == NULL) {
+    check(b, cJSON_AddNullToObject(root, "host"));
+    return;
+  }
+  cJSON *o = check(b, cJSON_AddObjectToObject(root, "host"));
+  add_string(b, o, "name", h->name);
+  add_string(b, o, "boot_id", h->boot_id);
+  add_string(b, o, "cpu", h->cpu);
+  add_number(b, o, "cpus", h->cpus);
+}
+
+/* top_ops (host ranges) and top_kernels (GPU activities by name): the same row fields,
+ * totals over the profiled steps ("steps" at the top level divides them). */
+static void add_op_rows(build_t *b, cJSON *root, const char *key, const pd_op_table_t *table, int limit) {
+  cJSON *arr = check(b, cJSON_AddArrayToObject(root, key));
+  if (arr == NULL || table == NULL) return;
+  size_t n = pd_op_table_count(table);
+  if (limit > 0 && (size_t)limit < n) n = (size_t)limit;
+  const pd_op_stat_t *rows = pd_op_table_rows(table);
   for (size_t i = 0; i < n; i++) {
     cJSON *op = check(b, cJSON_CreateObject());
     if (op == NULL) return;
@@ -132,6 +146,7 @@ static cJSON *build_report(const pd_run_report_t *r) {
   add_string(&b, tool, "version", PD_VERSION_STRING);
   add_config(&b, root, r);
   add_device(&b, root, r->device);
+  add_host(&b, root, r->host);
 
   cJSON *metrics = check(&b, cJSON_AddObjectToObject(root, "metrics"));
   size_t nd = 0;
@@ -150,7 +165,8 @@ static cJSON *build_report(const pd_run_report_t *r) {
   } else {
     check(&b, cJSON_AddNullToObject(root, "verdict"));
   }
-  add_top_ops(&b, root, r);
+  add_op_rows(&b, root, "top_ops", r->top_ops, r->top_ops_limit);
+  add_op_rows(&b, root, "top_kernels", r->top_kernels, 0);
   cJSON *files = check(&b, cJSON_AddArrayToObject(root, "trace_files"));
   for (size_t i = 0; files != NULL && r->trace_files != NULL && i < r->ntrace_files; i++) {
     if (r->trace_files[i] == NULL) continue;

@@ -57,6 +57,7 @@ struct pd_cnn {
   int range_depth;
   unsigned char range_pushed[CNN_RANGE_STACK];
   int64_t steps;
+  int64_t gpu_spin_ns; /* injected device time per step (pd_cnn_set_gpu_slowdown) */
   size_t device_bytes;
   char shape[SH_COUNT][64];
 };
@@ -542,7 +543,7 @@ static int step_optimizer(pd_cnn_t *m) {
   }
   rpush(m, "AdamW.step", NULL);
   TRY(cnn_adamw(m->params, g, m->adam_m, m->adam_v, m->params_half, np, &m->adamw, m->cfg.amp,
-                CNN_SCALER_INTERVAL, m->state, m->stream));
+                CNN_SCALER_INTERVAL, m->state, m->gpu_spin_ns, m->stream));
   rpop(m);
   TRY(buf_put(m, CNN_B_GRADS));
   return 0;
@@ -584,6 +585,17 @@ int pd_cnn_train_step(pd_cnn_t *m, const float *images, const int32_t *labels) {
   }
   m->steps++;
   return 0;
+}
+
+int pd_cnn_set_gpu_slowdown(pd_cnn_t *m, int64_t ns) {
+  if (m == NULL || ns < 0) return PD_EINVAL;
+  m->gpu_spin_ns = ns;
+  return 0;
+}
+
+int pd_cnn_gpu_delay(pd_cnn_t *m, int64_t ns) {
+  if (m == NULL || ns < 0) return PD_EINVAL;
+  return cnn_delay(ns, m->stream);
 }
 
 int pd_cnn_last_loss(pd_cnn_t *m, float *loss) {

@@ -431,6 +431,27 @@ __global__ void k_col2im_relu_bwd(const T *__restrict__ dcols, int n, int h, int
   store_vec(dx + q * cin + v * V, g);
 }
 
+/* ---- injected device time (the regression gate's GPU-side self-test) -------------- */
+
+__device__ __forceinline__ uint64_t cnn_globaltimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/* Busy-waits ns nanoseconds of the GPU's global timer in the calling thread. */
+__device__ void cnn_spin_ns(int64_t ns) {
+  if (ns <= 0) return;
+  const uint64_t end = cnn_globaltimer() + (uint64_t)ns;
+  while (cnn_globaltimer() < end) {
+  }
+}
+
+/* One thread holding the stream for ns: work queued behind it waits, so the host can
+ * enqueue a whole step before the GPU starts it (the step's GPU time, measured with
+ * events around it, then holds no host gaps). */
+__global__ void k_delay(int64_t ns) { cnn_spin_ns(ns); }
+
 /* ---- optimizer kernels ---------------------------------------------------------- */
 
 __global__ void k_grad_check(const float *__restrict__ g, int64_t count, cnn_state_t *state) {
@@ -462,7 +483,8 @@ __global__ void k_grad_check(const float *__restrict__ g, int64_t count, cnn_sta
  * GradScaler.update(), so AMP costs no host round trip. */
 __global__ void k_adamw(float *__restrict__ p, const float *__restrict__ g, float *__restrict__ m,
                         float *__restrict__ v, __half *__restrict__ ph, int64_t count,
-                        cnn_adamw_t hp, int use_scaler, int interval, cnn_state_t *state) {
+                        cnn_adamw_t hp, int use_scaler, int interval, cnn_state_t *state,
+                        int64_t spin_ns) {
   __shared__ int s_skip;
   __shared__ float s_inv, s_step, s_bc2_sqrt;
   if (threadIdx.x == 0) {
@@ -500,6 +522,9 @@ __global__ void k_adamw(float *__restrict__ p, const float *__restrict__ g, floa
       state->found_inf = 0;
       state->grad_sumsq = 0.0f;
       state->blocks_done = 0;
+      /* Injected device time: the last block finishes last, so the kernel grows by
+       * spin_ns while the step keeps its kernel count and launches. */
+      cnn_spin_ns(spin_ns);
     }
   }
 }
@@ -762,17 +787,23 @@ extern "C" int cnn_grad_check(const float *grads, size_t count, cnn_state_t *sta
 
 extern "C" int cnn_adamw(float *params, const float *grads, float *m, float *v, void *params_half,
                          size_t count, const cnn_adamw_t *hp, bool use_scaler, int scaler_interval,
-                         cnn_state_t *state, cudaStream_t stream) {
+                         cnn_state_t *state, int64_t spin_ns, cudaStream_t stream) {
   if (params == nullptr || grads == nullptr || m == nullptr || v == nullptr || hp == nullptr ||
-      state == nullptr || count == 0 || scaler_interval < 1)
+      state == nullptr || count == 0 || scaler_interval < 1 || spin_ns < 0)
     return PD_EINVAL;
   int64_t blocks = ((int64_t)count + kThreads * 4 - 1) / (kThreads * 4);
   if (blocks > 1024) blocks = 1024;
   k_adamw<<<(unsigned)blocks, kThreads, 0, stream>>>(params, grads, m, v,
                                                      static_cast<__half *>(params_half),
                                                      (int64_t)count, *hp, use_scaler ? 1 : 0,
-                                                     scaler_interval, state);
+                                                     scaler_interval, state, spin_ns);
   return CNN_LAUNCHED("k_adamw");
+}
+
+extern "C" int cnn_delay(int64_t ns, cudaStream_t stream) {
+  if (ns < 0) return PD_EINVAL;
+  k_delay<<<1, 1, 0, stream>>>(ns);
+  return CNN_LAUNCHED("k_delay");
 }
 
 extern "C" int cnn_cast_to_half(const float *src, void *dst, size_t count, cudaStream_t stream) {

@@ -114,10 +114,14 @@ int cnn_grad_check(const float *grads, size_t count, cnn_state_t *state, cudaStr
  * state->found_inf set, nothing changes (the step is skipped). The last block to finish
  * applies GradScaler's update (when use_scaler), counts the step, and clears found_inf,
  * grad_sumsq and its own ticket. When params_half is not NULL it receives the fp16 copy
- * of the updated weights that the next forward uses. */
+ * of the updated weights that the next forward uses. spin_ns > 0 makes the last block
+ * busy-wait that long at its end (injected device time for the gate's self-test). */
 int cnn_adamw(float *params, const float *grads, float *m, float *v, void *params_half,
               size_t count, const cnn_adamw_t *hp, bool use_scaler, int scaler_interval,
-              cnn_state_t *state, cudaStream_t stream);
+              cnn_state_t *state, int64_t spin_ns, cudaStream_t stream);
+
+/* Enqueues one thread that holds the stream for ns nanoseconds of GPU time. */
+int cnn_delay(int64_t ns, cudaStream_t stream);
 
 /* dst[i] = half(src[i]). */
 int cnn_cast_to_half(const float *src, void *dst, size_t count, cudaStream_t stream);

@@ -73,6 +73,8 @@ typedef struct {
   int churn_buffers;  /* >= 1 or -1 */
   /* testing */
   double inject_slowdown; /* 0..10: busy-wait this fraction of the warmup step time */
+  double inject_gpu_slowdown; /* 0..10: extra device time, this fraction of the step's
+                                 kernel time measured before the profiled steps */
 } pd_demo_config_t;
 
 /* Fills cfg with every default (the PRD's: --scenario dataloader, --batch_size 64, ...). */
@@ -130,6 +132,8 @@ typedef struct {
   size_t nsamples;
   const pd_verdict_t *verdict;      /* NULL: not available (--no_profile), written as null */
   const pd_op_table_t *ops;         /* sorted; NULL: no top ops (empty array) */
+  const pd_op_table_t *kernels;     /* kernel-level view, every row; NULL: none */
+  const pd_host_info_t *host;       /* the machine; NULL: written as null */
   const char *const *traces;        /* trace files written */
   size_t ntraces;
 } pd_demo_results_t;

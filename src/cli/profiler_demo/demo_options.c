@@ -136,6 +136,10 @@ static const opt_t opts[] = {
      "0",
      "busy-wait FRACTION x the mean warmup step time at the end of every profiled step "
      "(the gate's self-test)"},
+    {"inject_gpu_slowdown", OPT_DOUBLE, OFF(inject_gpu_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION",
+     G_TEST, "0",
+     "add device time, FRACTION x the step's GPU time measured after the warmup, to the "
+     "optimizer kernel of every profiled step (the gate's GPU-side self-test)"},
 
     {"list_scenarios", OPT_ACTION, 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_LIST, NULL, G_INFO, NULL,
      "describe the five scenarios and exit"},
@@ -189,6 +193,7 @@ void pd_demo_config_init(pd_demo_config_t *cfg) {
   cfg->allocator = PD_KNOB_SCENARIO;
   cfg->churn_buffers = PD_KNOB_SCENARIO;
   cfg->inject_slowdown = 0.0;
+  cfg->inject_gpu_slowdown = 0.0;
 }
 
 static const opt_t *opt_find(const char *name, size_t len) {
@@ -305,6 +310,13 @@ int pd_demo_config_validate(const pd_demo_config_t *cfg, char *err, size_t errle
     snprintf(err, errlen,
              "--inject_slowdown needs --warmup_steps of at least 1 (the slowdown is a fraction of the "
              "mean warmup step time), got --warmup_steps %d",
+             cfg->warmup_steps);
+    return PD_DEMO_EXIT_USAGE;
+  }
+  if (cfg->inject_gpu_slowdown > 0.0 && cfg->warmup_steps < 1) {
+    snprintf(err, errlen,
+             "--inject_gpu_slowdown needs --warmup_steps of at least 1 (the step's GPU time is "
+             "measured after the warmup), got --warmup_steps %d",
              cfg->warmup_steps);
     return PD_DEMO_EXIT_USAGE;
   }

@@ -57,6 +57,7 @@ typedef struct {
   pd_cnn_config_t cnn_cfg;
   pd_data_config_t data_cfg;
   int64_t prev_end_ns;
+  int64_t gpu_spin_ns; /* --inject_gpu_slowdown: device time added per step */
   bool progress; /* stdout is a terminal */
 } demo_run_t;
 
@@ -178,6 +179,59 @@ static int demo_step(demo_run_t *r, int64_t spin_ns, demo_step_result_t *res) {
   res->step_s = (double)(t1 - t0) * 1e-9;
   r->prev_end_ns = t1;
 done:
+  return exit_code;
+}
+
+/* Measures one training step's GPU time without host gaps, for --inject_gpu_slowdown:
+ * the stream is held by a device-side wait long enough for the host to enqueue the
+ * whole step behind it, so CUDA events around the step time its kernels back to back.
+ * Median of three. *host_blocked is set when the host could not finish enqueuing before
+ * the wait ran out (a scenario that synchronizes inside the step): the figure then also
+ * holds the GPU's idle time after that synchronization. Runs before the profiler starts,
+ * so none of it reaches a trace. */
+static int demo_measure_step_gpu(demo_run_t *r, double warm_step_s, int64_t *gpu_ns, bool *host_blocked) {
+  int exit_code = PD_DEMO_EXIT_OK;
+  cudaEvent_t ev[2] = {NULL, NULL};
+  int64_t samples[3];
+  *host_blocked = false;
+  /* Four warmup steps of host time plus a millisecond, within [2 ms, 200 ms]. */
+  int64_t hold_ns = (int64_t)(4.0 * warm_step_s * 1e9) + 1000000;
+  if (hold_ns < 2000000) hold_ns = 2000000;
+  if (hold_ns > 200000000) hold_ns = 200000000;
+  DEMO_CUDA(cudaEventCreate(&ev[0]));
+  DEMO_CUDA(cudaEventCreate(&ev[1]));
+  for (int i = 0; i < 3; i++) {
+    pd_batch_t batch;
+    int rc = pd_data_next(r->data, &batch);
+    if (rc == 0) {
+      DEMO_CUDA(cudaStreamSynchronize(r->stream));
+      rc = pd_cnn_gpu_delay(r->cnn, hold_ns);
+    }
+    int64_t h0 = 0, h1 = 0;
+    if (rc == 0) {
+      DEMO_CUDA(cudaEventRecord(ev[0], r->stream));
+      h0 = pd_clock_now_ns();
+      rc = pd_cnn_train_step(r->cnn, batch.images, batch.labels);
+      h1 = pd_clock_now_ns();
+    }
+    if (rc != 0) {
+      demo_err("measuring the step's GPU time for --inject_gpu_slowdown: %s", pd_strerror(rc));
+      exit_code = rc == PD_EDEVOOM ? PD_DEMO_EXIT_OOM : PD_DEMO_EXIT_RUNTIME;
+      goto done;
+    }
+    DEMO_CUDA(cudaEventRecord(ev[1], r->stream));
+    DEMO_CUDA(cudaEventSynchronize(ev[1]));
+    float ms = 0.0f;
+    DEMO_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    samples[i] = (int64_t)((double)ms * 1e6);
+    if (h1 - h0 > hold_ns * 9 / 10) *host_blocked = true;
+  }
+  /* median of three */
+  int64_t a = samples[0], b = samples[1], c = samples[2];
+  *gpu_ns = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+done:
+  for (int i = 0; i < 2; i++)
+    if (ev[i] != NULL) (void)cudaEventDestroy(ev[i]);
   return exit_code;
 }
 
@@ -340,6 +394,7 @@ int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *
       {.key = "allocator", .type = PD_CFG_STRING, .s = demo_alloc_text(m->alloc_mode)},
       {.key = "churn_buffers", .type = PD_CFG_INT, .i = m->churn_buffers},
       {.key = "inject_slowdown", .type = PD_CFG_DOUBLE, .d = c->inject_slowdown},
+      {.key = "inject_gpu_slowdown", .type = PD_CFG_DOUBLE, .d = c->inject_gpu_slowdown},
       /* Last, and only when set: profiled runs' config keeps the keys of the baselines
        * made before the flag existed, so the gate notes no difference for them. */
       {.key = "no_profile", .type = PD_CFG_BOOL, .b = true},
@@ -356,6 +411,8 @@ int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *
       .verdict = res->verdict,
       .top_ops = res->ops,
       .top_ops_limit = c->top_n,
+      .top_kernels = res->kernels,
+      .host = res->host,
       .trace_files = res->traces,
       .ntrace_files = res->ntraces,
   };
@@ -521,6 +578,25 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   }
   const int64_t spin_ns =
       cfg->inject_slowdown > 0 && warm_n > 0 ? (int64_t)(cfg->inject_slowdown * warm_sum / warm_n * 1e9) : 0;
+  if (cfg->inject_gpu_slowdown > 0 && warm_n > 0) {
+    int64_t step_gpu_ns = 0;
+    bool blocked = false;
+    exit_code = demo_measure_step_gpu(r, warm_sum / warm_n, &step_gpu_ns, &blocked);
+    if (exit_code != 0) goto done;
+    r->gpu_spin_ns = (int64_t)(cfg->inject_gpu_slowdown * (double)step_gpu_ns);
+    rc = pd_cnn_set_gpu_slowdown(r->cnn, r->gpu_spin_ns);
+    if (rc != 0) {
+      demo_err("--inject_gpu_slowdown: %s", pd_strerror(rc));
+      exit_code = PD_DEMO_EXIT_RUNTIME;
+      goto done;
+    }
+    if (!cfg->quiet)
+      printf("%s: inject_gpu_slowdown %.3f x %.1f us of GPU time per step = %.1f us added to "
+             "k_adamw%s (test only)\n",
+             PD_DEMO_PROG, cfg->inject_gpu_slowdown, (double)step_gpu_ns / 1e3, (double)r->gpu_spin_ns / 1e3,
+             blocked ? "; the step synchronizes inside, so the measured GPU time includes idle time" : "");
+    r->prev_end_ns = pd_clock_now_ns(); /* the measurement is not data wait */
+  }
 
   /* 6. profiler: schedule(wait=1, warmup=1, active=profile_steps, repeat=1). With
    * --no_profile the schedule only picks which steps are timed, as it would with it. */
@@ -637,6 +713,8 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
 
   /* 9. metrics JSON, written last and atomically */
   {
+    pd_host_info_t host;
+    pd_host_info_read(&host);
     const char *trace_list[PD_DEMO_MAX_TRACES];
     for (int i = 0; i < r->ntraces; i++) trace_list[i] = r->traces[i];
     const pd_demo_results_t results = {
@@ -649,6 +727,8 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
         .nsamples = (size_t)nsamples,
         .verdict = cfg->no_profile ? NULL : &verdict,
         .ops = cfg->no_profile ? NULL : r->ops,
+        .kernels = cfg->no_profile ? NULL : r->kernels,
+        .host = &host,
         .traces = trace_list,
         .ntraces = (size_t)r->ntraces,
     };

@@ -616,7 +616,7 @@ Test(model_layers, adamw_matches_torch_formula_with_unscale) {
                 st.grad_sumsq, ss, (unsigned long long)seed);
       cr_expect_eq(st.found_inf, 0);
     }
-    OK(cnn_adamw(d.p, d.g, d.m, d.v, d.ph, count, &hp, true, CNN_SCALER_INTERVAL, d.st, 0));
+    OK(cnn_adamw(d.p, d.g, d.m, d.v, d.ph, count, &hp, true, CNN_SCALER_INTERVAL, d.st, 0, 0));
     /* torch.optim.AdamW, in double. */
     const double bc1 = 1.0 - pow(0.9, t), bc2 = 1.0 - pow(0.999, t);
     for (size_t i = 0; i < count; i++) {
@@ -668,7 +668,7 @@ Test(model_layers, grad_scaler_skips_step_on_inf_and_halves_scale) {
     float *before = falloc(count), *after = falloc(count);
     dev_download(CNN_F32, d.p, count, before);
     OK(cnn_grad_check(d.g, count, d.st, 0));
-    OK(cnn_adamw(d.p, d.g, d.m, d.v, d.ph, count, &hp, true, CNN_SCALER_INTERVAL, d.st, 0));
+    OK(cnn_adamw(d.p, d.g, d.m, d.v, d.ph, count, &hp, true, CNN_SCALER_INTERVAL, d.st, 0, 0));
     dev_download(CNN_F32, d.p, count, after);
     cr_expect(memcmp(before, after, count * sizeof(float)) == 0, "weights changed on a %s gradient",
               bad_kind ? "nan" : "inf");
@@ -689,7 +689,7 @@ Test(model_layers, grad_scaler_skips_step_on_inf_and_halves_scale) {
   float *before = falloc(count), *after = falloc(count);
   dev_download(CNN_F32, d.p, count, before);
   OK(cnn_grad_check(d.g, count, d.st, 0));
-  OK(cnn_adamw(d.p, d.g, d.m, d.v, d.ph, count, &hp, true, CNN_SCALER_INTERVAL, d.st, 0));
+  OK(cnn_adamw(d.p, d.g, d.m, d.v, d.ph, count, &hp, true, CNN_SCALER_INTERVAL, d.st, 0, 0));
   dev_download(CNN_F32, d.p, count, after);
   cr_expect(memcmp(before, after, count * sizeof(float)) != 0, "a clean step must update the weights");
   cnn_state_t st = opt_state(&d);
@@ -711,13 +711,13 @@ Test(model_layers, grad_scaler_grows_after_2000_clean_steps) {
   cudaFree(tmp);
   for (int i = 0; i < CNN_SCALER_INTERVAL - 1; i++) {
     OK(cnn_grad_check(d.g, count, d.st, 0));
-    OK(cnn_adamw(d.p, d.g, d.m, d.v, NULL, count, &hp, true, CNN_SCALER_INTERVAL, d.st, 0));
+    OK(cnn_adamw(d.p, d.g, d.m, d.v, NULL, count, &hp, true, CNN_SCALER_INTERVAL, d.st, 0, 0));
   }
   cnn_state_t st = opt_state(&d);
   cr_expect_eq(st.scale, 1024.0f, "grew early: %g after %d steps", st.scale, CNN_SCALER_INTERVAL - 1);
   cr_expect_eq(st.growth_tracker, CNN_SCALER_INTERVAL - 1);
   OK(cnn_grad_check(d.g, count, d.st, 0));
-  OK(cnn_adamw(d.p, d.g, d.m, d.v, NULL, count, &hp, true, CNN_SCALER_INTERVAL, d.st, 0));
+  OK(cnn_adamw(d.p, d.g, d.m, d.v, NULL, count, &hp, true, CNN_SCALER_INTERVAL, d.st, 0, 0));
   st = opt_state(&d);
   cr_expect_eq(st.scale, 2048.0f, "scale %g after %d clean steps, want 2048", st.scale, CNN_SCALER_INTERVAL);
   cr_expect_eq(st.growth_tracker, 0);
@@ -738,5 +738,5 @@ Test(model_layers, launchers_reject_bad_shapes) {
                                  (const int32_t *)&dummy, 4, 33, NULL, false, &dummy, (float *)&dummy, 0),
                PD_EINVAL);
   cr_expect_eq(cnn_tiny_forward(CNN_F32, &dummy, &dummy, 16, 0, true, 0), PD_EINVAL);
-  cr_expect_eq(cnn_adamw(NULL, NULL, NULL, NULL, NULL, 0, NULL, false, 1, NULL, 0), PD_EINVAL);
+  cr_expect_eq(cnn_adamw(NULL, NULL, NULL, NULL, NULL, 0, NULL, false, 1, NULL, 0, 0), PD_EINVAL);
 }

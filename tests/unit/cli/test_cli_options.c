@@ -174,6 +174,13 @@ static const bad_case_t bad_cases[] = {
     {{"--inject_slowdown", "-0.5"}, "--inject_slowdown must be a number from 0 to 10, got '-0.5'"},
     {{"--inject_slowdown", "nan"}, "--inject_slowdown must be a number from 0 to 10, got 'nan'"},
     {{"--inject_slowdown", "0.1x"}, "--inject_slowdown must be a number from 0 to 10, got '0.1x'"},
+    {{"--inject_gpu_slowdown", "10.5"}, "--inject_gpu_slowdown must be a number from 0 to 10, got '10.5'"},
+    {{"--inject_gpu_slowdown", "-0.01"}, "--inject_gpu_slowdown must be a number from 0 to 10, got '-0.01'"},
+    {{"--inject_gpu_slowdown", "inf"}, "--inject_gpu_slowdown must be a number from 0 to 10, got 'inf'"},
+    {{"--inject_gpu_slowdown"}, "--inject_gpu_slowdown needs a value (a number from 0 to 10)"},
+    {{"--inject_gpu_slowdown", "0.03", "--warmup_steps", "0"},
+     "--inject_gpu_slowdown needs --warmup_steps of at least 1 (the step's GPU time is measured after the "
+     "warmup), got --warmup_steps 0"},
     {{"--trace_dir="}, "--trace_dir must be a non-empty path of at most 1023 bytes, got ''"},
     {{"--nope"}, "unknown flag '--nope' (see --help)"},
     {{"--nope=3"}, "unknown flag '--nope' (see --help)"},

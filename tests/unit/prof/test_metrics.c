@@ -115,6 +115,8 @@ Test(metrics, two_step_trace_exact) {
   EXPECT_NEAR(m.kernels_per_step, 2.0);            /* 3 in step 0, 1 in step 1 */
   EXPECT_NEAR(m.avg_kernel_time_us, 2.125);        /* 8500 ns / 4 kernels */
   EXPECT_NEAR(m.gpu_kernel_time_per_step_us, 4.25);
+  EXPECT_NEAR(m.gpu_memcpy_time_per_step_us, 0.8);  /* (500 + 100 + 1000) ns / 2, DtoH too */
+  EXPECT_NEAR(m.gpu_memset_time_per_step_us, 0.25); /* 500 ns in step 1 */
   EXPECT_NEAR(m.gpu_busy_fraction, 10100.0 / 30000.0); /* union: 3500 + 6600 ns */
   EXPECT_NEAR(m.runtime_calls_per_step, 6.0);      /* 7 + 5 */
   EXPECT_NEAR(m.sync_calls_per_step, 2.0);         /* 2 + 2 */
@@ -235,7 +237,7 @@ Test(metrics, from_samples) {
 Test(metrics, descriptor_table) {
   size_t n = 0;
   const pd_metric_desc_t *d = pd_metric_descs(&n);
-  cr_assert_eq(n, 19, "PD_METRICS_MAP has %zu entries", n);
+  cr_assert_eq(n, 21, "PD_METRICS_MAP has %zu entries", n);
   cr_expect_str_eq(d[0].name, "avg_step_time_s");
   const pd_metric_desc_t *k = pd_metric_find("kernels_per_step");
   cr_assert_not_null(k);
@@ -243,6 +245,18 @@ Test(metrics, descriptor_table) {
   cr_expect_eq(k->offset, offsetof(pd_metrics_t, kernels_per_step));
   cr_expect_eq(pd_metric_find("gpu_busy_fraction")->kind, PD_METRIC_RATIO);
   cr_expect_eq(pd_metric_find("loss_last")->kind, PD_METRIC_INFO);
+  /* classes: where a value is stable decides how the gate judges it */
+  cr_expect_eq(pd_metric_find("gpu_kernel_time_per_step_us")->cls, PD_METRIC_CLASS_DEVICE);
+  cr_expect_eq(pd_metric_find("gpu_memcpy_time_per_step_us")->cls, PD_METRIC_CLASS_DEVICE);
+  cr_expect_eq(pd_metric_find("kernels_per_step")->cls, PD_METRIC_CLASS_COUNT);
+  cr_expect_eq(pd_metric_find("p50_step_time_s")->cls, PD_METRIC_CLASS_HOST);
+  cr_expect_eq(pd_metric_find("sync_time_per_step_us")->cls, PD_METRIC_CLASS_HOST);
+  cr_expect_eq(pd_metric_find("loss_first")->cls, PD_METRIC_CLASS_INFO);
+  cr_expect_str_eq(pd_metric_class_name(PD_METRIC_CLASS_DEVICE), "device");
+  cr_expect_str_eq(pd_metric_class_name(PD_METRIC_CLASS_HOST), "host");
+  cr_expect_str_eq(pd_metric_class_name((pd_metric_class_t)99), "?");
+  for (size_t i = 0; i < n; i++) /* a COUNT-kind metric is in the count class and back */
+    cr_expect_eq(d[i].kind == PD_METRIC_COUNT, d[i].cls == PD_METRIC_CLASS_COUNT, "%s", d[i].name);
   cr_expect_null(pd_metric_find("nope"));
   cr_expect_null(pd_metric_find(NULL));
   pd_metrics_t m;

@@ -100,9 +100,14 @@ Test(metrics_json, round_trip) {
       {.key = "trace_dir", .type = PD_CFG_STRING, .s = NULL},
   };
   const char *files[] = {"results/traces/host_1.123.pt.trace.json"};
+  pd_op_table_t *kern = pd_op_table_create(PD_GROUP_BY_KERNEL);
+  pd_op_table_add_trace(kern, t);
+  pd_op_table_sort(kern, PD_SORT_SELF_CUDA_TIME_TOTAL);
+  pd_host_info_t host = {.name = "runner-7", .boot_id = "0f6c2a1e-boot", .cpu = "Some CPU", .cpus = 16};
   pd_run_report_t r = {.config = cfg, .nconfig = 5, .device = &dev, .metrics = &m, .step_times_s = steps,
                        .dataloader_wait_s = waits, .nsteps = 2, .verdict = &v, .top_ops = tab,
-                       .top_ops_limit = 10, .trace_files = files, .ntrace_files = 1};
+                       .top_ops_limit = 10, .trace_files = files, .ntrace_files = 1,
+                       .top_kernels = kern, .host = &host};
   char path[512];
   snprintf(path, sizeof path, "%s/metrics.json", tmpdir);
   cr_assert_eq(pd_metrics_json_write(path, &r), 0);
@@ -177,6 +182,19 @@ Test(metrics_json, round_trip) {
     if (strcmp(str(op, "name"), "cudaLaunchKernel") == 0)
       cr_expect_null(cJSON_GetObjectItem(op, "shape"), "no shape key for rows without a shape");
   }
+  /* every kernel row, with the op rows' fields; the host that made the run */
+  cJSON *kj = cJSON_GetObjectItem(j, "top_kernels");
+  cr_assert_eq((size_t)cJSON_GetArraySize(kj), pd_op_table_count(kern));
+  cr_assert_gt(cJSON_GetArraySize(kj), 0);
+  cJSON *k0 = cJSON_GetArrayItem(kj, 0);
+  cr_expect_str_eq(str(k0, "name"), pd_op_table_rows(kern)[0].name);
+  cr_expect_eq(num(k0, "calls"), (double)pd_op_table_rows(kern)[0].calls);
+  cr_expect_eq(num(k0, "self_cuda_time_us"), (double)pd_op_table_rows(kern)[0].self_cuda_ns / 1e3);
+  cJSON *hj = cJSON_GetObjectItem(j, "host");
+  cr_expect_str_eq(str(hj, "name"), "runner-7");
+  cr_expect_str_eq(str(hj, "boot_id"), "0f6c2a1e-boot");
+  cr_expect_str_eq(str(hj, "cpu"), "Some CPU");
+  cr_expect_eq(num(hj, "cpus"), 16);
   cJSON *tf = cJSON_GetObjectItem(j, "trace_files");
   cr_expect(cJSON_GetArraySize(tf) == 1 && strcmp(cJSON_GetArrayItem(tf, 0)->valuestring, files[0]) == 0);
   cJSON_Delete(j);
@@ -188,7 +206,18 @@ Test(metrics_json, round_trip) {
   cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_ops")), 1);
   cJSON_Delete(j);
   pd_op_table_destroy(tab);
+  pd_op_table_destroy(kern);
   pd_trace_destroy(t);
+}
+
+Test(metrics_json, host_info_reads_this_machine) {
+  pd_host_info_t h;
+  pd_host_info_read(&h);
+  cr_expect_gt(h.cpus, 0);
+  cr_expect_gt(strlen(h.name), 0, "gethostname gave nothing");
+  /* Linux has a boot id: 36 characters of a UUID */
+  cr_expect_eq(strlen(h.boot_id), 36, "boot_id '%s'", h.boot_id);
+  pd_host_info_read(NULL); /* no crash */
 }
 
 Test(metrics_json, minimal_report_has_every_section) {
@@ -201,12 +230,14 @@ Test(metrics_json, minimal_report_has_every_section) {
   cJSON *j = read_json(path);
   static const char *const keys[] = {"schema_version", "tool",  "config",  "device",  "metrics",
                                      "steps",          "step_times_s", "dataloader_wait_s", "verdict",
-                                     "top_ops",        "trace_files"};
+                                     "top_ops",        "top_kernels",  "host",       "trace_files"};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
     cr_expect(cJSON_HasObjectItem(j, keys[i]), "key %s missing", keys[i]);
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "device")));
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "verdict")));
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "host")));
   cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_ops")), 0);
+  cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_kernels")), 0);
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metrics"), "gpu_busy_fraction")));
   cJSON_Delete(j);
 }

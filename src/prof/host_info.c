@@ -1,0 +1,41 @@
+/* host_info.c: which machine a run was made on (pd_writers.h). The regression gate pools
+ * baseline runs by host, so each run records its host name, its boot id (new on every
+ * freshly started machine, also where all machines share one host name) and its CPU. */
+#include "pd/pd_writers.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Copies the first line of path into out (without its newline); "" when unreadable. */
+static void host_read_line(const char *path, const char *prefix, char *out, size_t outlen) {
+  out[0] = '\0';
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return;
+  char line[512];
+  size_t plen = prefix != NULL ? strlen(prefix) : 0;
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (prefix != NULL && strncmp(line, prefix, plen) != 0) continue;
+    const char *v = line + plen;
+    if (prefix != NULL) {
+      const char *colon = strchr(v, ':');
+      if (colon == NULL) continue;
+      v = colon + 1;
+      while (*v == ' ' || *v == '\t') v++;
+    }
+    snprintf(out, outlen, "%s", v);
+    out[strcspn(out, "\r\n")] = '\0';
+    break;
+  }
+  fclose(f);
+}
+
+void pd_host_info_read(pd_host_info_t *out) {
+  if (out == NULL) return;
+  memset(out, 0, sizeof(*out));
+  if (gethostname(out->name, sizeof(out->name) - 1) != 0) out->name[0] = '\0';
+  host_read_line("/proc/sys/kernel/random/boot_id", NULL, out->boot_id, sizeof(out->boot_id));
+  host_read_line("/proc/cpuinfo", "model name", out->cpu, sizeof(out->cpu));
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  out->cpus = n > 0 && n < 1 << 20 ? (int)n : 0;
+}
