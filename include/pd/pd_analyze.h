@@ -145,6 +145,24 @@ typedef struct pd_diff pd_diff_t;
  * |delta_ns|, largest first. *out owns the result; free with pd_diff_destroy(). Returns
  * 0, PD_EINVAL or PD_ENOMEM. */
 int pd_diff_build(const pd_top_t *a, int a_steps, const pd_top_t *b, int b_steps, pd_diff_t **out);
+
+/* One named total of one side of a diff: calls and time summed over that side's steps.
+ * Device time for kernels, copies and sets; for RANGE rows whatever time the caller
+ * compares (the regression gate uses host ops' self CPU time). */
+typedef struct {
+  const char *name; /* borrowed */
+  pd_dev_type_t type;
+  double calls;
+  double total_ns;
+} pd_diff_input_t;
+
+/* The same diff from plain rows: rows of one side with the same (type, name) are summed
+ * (so the rows of several runs can be passed together with their total steps), then
+ * paired and divided by each side's steps (<= 0 counts as 1). The device totals add up
+ * the non-RANGE rows. Returns 0, PD_EINVAL (NULL with a count, a NULL name, a value that
+ * is not finite) or PD_ENOMEM; free *out with pd_diff_destroy(). */
+int pd_diff_build_rows(const pd_diff_input_t *a, size_t na, double a_steps, const pd_diff_input_t *b,
+                       size_t nb, double b_steps, pd_diff_t **out);
 /* Frees the diff; NULL is a no-op. */
 void pd_diff_destroy(pd_diff_t *diff);
 /* Rows in |change| order (valid while the diff lives). */

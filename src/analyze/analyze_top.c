@@ -310,8 +310,8 @@ struct pd_diff {
   double a_total_ns, b_total_ns; /* device total per step */
 };
 
-static int named_cmp(const void *pa, const void *pb) {
-  const pd_top_row_t *a = *(const pd_top_row_t *const *)pa, *b = *(const pd_top_row_t *const *)pb;
+static int input_cmp(const void *pa, const void *pb) {
+  const pd_diff_input_t *a = pa, *b = pb;
   if (a->type != b->type) return a->type < b->type ? -1 : 1;
   return strcmp(a->name, b->name);
 }
@@ -324,15 +324,6 @@ static int delta_cmp(const void *pa, const void *pb) {
   return strcmp(a->name, b->name);
 }
 
-/* Rows of a table sorted by (type, name), as pointers. */
-static const pd_top_row_t **sorted_rows(const pd_top_t *t) {
-  const pd_top_row_t **v = malloc((t->nrows ? t->nrows : 1) * sizeof(*v));
-  if (v == NULL) return NULL;
-  for (size_t i = 0; i < t->nrows; i++) v[i] = &t->rows[i];
-  qsort(v, t->nrows, sizeof(*v), named_cmp);
-  return v;
-}
-
 void pd_diff_destroy(pd_diff_t *diff) {
   if (diff == NULL) return;
   pd_trace_destroy(diff->pool);
@@ -340,15 +331,40 @@ void pd_diff_destroy(pd_diff_t *diff) {
   free(diff);
 }
 
-int pd_diff_build(const pd_top_t *a, int a_steps, const pd_top_t *b, int b_steps, pd_diff_t **out) {
+/* A sorted copy of one side's inputs, or NULL when out of memory. */
+static pd_diff_input_t *sorted_inputs(const pd_diff_input_t *in, size_t n) {
+  pd_diff_input_t *v = malloc((n ? n : 1) * sizeof(*v));
+  if (v == NULL) return NULL;
+  if (n > 0) memcpy(v, in, n * sizeof(*v));
+  qsort(v, n, sizeof(*v), input_cmp);
+  return v;
+}
+
+/* Sums the run of inputs equal to v[*i] (same type and name) and moves *i past it. */
+static void take_group(const pd_diff_input_t *v, size_t n, size_t *i, double *calls, double *ns) {
+  size_t k = *i;
+  *calls = *ns = 0;
+  for (; k < n && input_cmp(&v[*i], &v[k]) == 0; k++) {
+    *calls += v[k].calls;
+    *ns += v[k].total_ns;
+  }
+  *i = k;
+}
+
+int pd_diff_build_rows(const pd_diff_input_t *a, size_t na, double a_steps, const pd_diff_input_t *b,
+                       size_t nb, double b_steps, pd_diff_t **out) {
   if (out != NULL) *out = NULL;
-  if (a == NULL || b == NULL || out == NULL) return PD_EINVAL;
-  double na = a_steps > 0 ? a_steps : 1, nb = b_steps > 0 ? b_steps : 1;
+  if ((a == NULL && na > 0) || (b == NULL && nb > 0) || out == NULL) return PD_EINVAL;
+  for (size_t i = 0; i < na + nb; i++) {
+    const pd_diff_input_t *x = i < na ? &a[i] : &b[i - na];
+    if (x->name == NULL || !isfinite(x->calls) || !isfinite(x->total_ns)) return PD_EINVAL;
+  }
+  double sa = a_steps > 0 ? a_steps : 1, sb = b_steps > 0 ? b_steps : 1;
   pd_diff_t *d = calloc(1, sizeof(*d));
-  const pd_top_row_t **va = sorted_rows(a), **vb = sorted_rows(b);
+  pd_diff_input_t *va = sorted_inputs(a, na), *vb = sorted_inputs(b, nb);
   if (d != NULL) {
     d->pool = pd_trace_create();
-    d->rows = malloc((a->nrows + b->nrows + 1) * sizeof(*d->rows));
+    d->rows = malloc((na + nb + 1) * sizeof(*d->rows));
   }
   if (d == NULL || d->pool == NULL || d->rows == NULL || va == NULL || vb == NULL) {
     free(va);
@@ -356,17 +372,11 @@ int pd_diff_build(const pd_top_t *a, int a_steps, const pd_top_t *b, int b_steps
     pd_diff_destroy(d);
     return PD_ENOMEM;
   }
-  d->a_total_ns = (double)a->device_total_ns / na;
-  d->b_total_ns = (double)b->device_total_ns / nb;
   size_t i = 0, j = 0;
   int rc = 0;
-  while ((i < a->nrows || j < b->nrows) && rc == 0) {
-    const pd_top_row_t *ra = i < a->nrows ? va[i] : NULL, *rb = j < b->nrows ? vb[j] : NULL;
-    int c = ra == NULL ? 1 : rb == NULL ? -1 : named_cmp(&ra, &rb);
-    if (c < 0) rb = NULL, i++;
-    else if (c > 0) ra = NULL, j++;
-    else i++, j++;
-    const pd_top_row_t *any = ra != NULL ? ra : rb;
+  while ((i < na || j < nb) && rc == 0) {
+    int c = i >= na ? 1 : j >= nb ? -1 : input_cmp(&va[i], &vb[j]);
+    const pd_diff_input_t *any = c <= 0 ? &va[i] : &vb[j];
     pd_diff_row_t *r = &d->rows[d->nrows];
     memset(r, 0, sizeof(*r));
     r->name = pd_trace_intern(d->pool, any->name);
@@ -375,10 +385,21 @@ int pd_diff_build(const pd_top_t *a, int a_steps, const pd_top_t *b, int b_steps
       break;
     }
     r->type = any->type;
-    r->a_calls = ra ? (double)ra->calls / na : 0;
-    r->b_calls = rb ? (double)rb->calls / nb : 0;
-    r->a_ns = ra ? (double)ra->total_ns / na : 0;
-    r->b_ns = rb ? (double)rb->total_ns / nb : 0;
+    double calls = 0, ns = 0;
+    if (c <= 0) {
+      take_group(va, na, &i, &calls, &ns);
+      r->a_calls = calls / sa;
+      r->a_ns = ns / sa;
+    }
+    if (c >= 0) {
+      take_group(vb, nb, &j, &calls, &ns);
+      r->b_calls = calls / sb;
+      r->b_ns = ns / sb;
+    }
+    if (r->type != PD_DEV_RANGE) {
+      d->a_total_ns += r->a_ns;
+      d->b_total_ns += r->b_ns;
+    }
     r->delta_ns = r->b_ns - r->a_ns;
     r->delta_pct = r->a_ns > 0 ? r->delta_ns / r->a_ns * 100.0 : NAN;
     d->nrows++;
@@ -391,6 +412,32 @@ int pd_diff_build(const pd_top_t *a, int a_steps, const pd_top_t *b, int b_steps
   }
   qsort(d->rows, d->nrows, sizeof(*d->rows), delta_cmp);
   *out = d;
+  return 0;
+}
+
+/* One table's rows as diff inputs (borrowing its names). */
+static pd_diff_input_t *top_inputs(const pd_top_t *t) {
+  pd_diff_input_t *v = malloc((t->nrows ? t->nrows : 1) * sizeof(*v));
+  if (v == NULL) return NULL;
+  for (size_t i = 0; i < t->nrows; i++)
+    v[i] = (pd_diff_input_t){.name = t->rows[i].name, .type = t->rows[i].type,
+                             .calls = (double)t->rows[i].calls, .total_ns = (double)t->rows[i].total_ns};
+  return v;
+}
+
+int pd_diff_build(const pd_top_t *a, int a_steps, const pd_top_t *b, int b_steps, pd_diff_t **out) {
+  if (out != NULL) *out = NULL;
+  if (a == NULL || b == NULL || out == NULL) return PD_EINVAL;
+  pd_diff_input_t *ia = top_inputs(a), *ib = top_inputs(b);
+  int rc = ia != NULL && ib != NULL
+               ? pd_diff_build_rows(ia, a->nrows, a_steps, ib, b->nrows, b_steps, out)
+               : PD_ENOMEM;
+  free(ia);
+  free(ib);
+  if (rc != 0) return rc;
+  /* The device totals count every activity, also those the table's filters left out. */
+  (*out)->a_total_ns = (double)a->device_total_ns / (a_steps > 0 ? a_steps : 1);
+  (*out)->b_total_ns = (double)b->device_total_ns / (b_steps > 0 ? b_steps : 1);
   return 0;
 }
 

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "pd/pd_common.h"
-#include "pd/pd_compare.h"
+#include "pd/pd_gate.h"
 
 #define EXIT_PASS 0
 #define EXIT_REGRESSED 1

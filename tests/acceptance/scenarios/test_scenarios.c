@@ -33,7 +33,7 @@
 
 #include <cJSON.h>
 
-#include "pd/pd_compare.h"
+#include "pd/pd_gate.h"
 #include "pd/pd_prof.h"
 
 #define RUN_TIMEOUT_S 240

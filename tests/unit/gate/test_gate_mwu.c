@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "pd/pd_common.h"
-#include "pd/pd_compare.h"
+#include "pd/pd_gate.h"
 
 #define P_EPS 1e-12
 

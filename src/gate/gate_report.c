@@ -1,4 +1,4 @@
-/* compare_report.c: the comparison report as a console table, as JSON and as Markdown
+/* gate_report.c: the comparison report as a console table, as JSON and as Markdown
  * (for $GITHUB_STEP_SUMMARY). All three show the same rows: metric, baseline, now,
  * change %, p-value, verdict and a note saying why.
  */
@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "pd/pd_common.h"
-#include "pd/pd_compare.h"
+#include "pd/pd_gate.h"
 
-#include "compare_internal.h"
+#include "gate_internal.h"
 
 /* Formats a value cell: "-" when the side has no value, "null" for NaN. */
 static const char *rep_value(const pd_cmp_row_t *r, bool base_side, char *buf, size_t len) {

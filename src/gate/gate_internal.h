@@ -1,7 +1,7 @@
-/* compare_internal.h: helpers shared by the gate's files (compare.c, compare_promote.c,
- * compare_report.c); not part of the public API. */
-#ifndef PD_COMPARE_INTERNAL_H
-#define PD_COMPARE_INTERNAL_H
+/* gate_internal.h: helpers shared by the gate's files (gate_compare.c, gate_promote.c,
+ * gate_report.c, gate_ab.c, gate_explain.c); not part of the public API. */
+#ifndef PD_GATE_INTERNAL_H
+#define PD_GATE_INTERNAL_H
 
 #include <stddef.h>
 
@@ -15,4 +15,4 @@ const char *cmp_string_at(const cJSON *obj, const char *a, const char *b);
 /* Adds v to obj as a number, or null when it is NaN or infinite (which JSON cannot hold). */
 void cmp_add_number_or_null(cJSON *obj, const char *key, double v);
 
-#endif /* PD_COMPARE_INTERNAL_H */
+#endif /* PD_GATE_INTERNAL_H */

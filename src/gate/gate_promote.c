@@ -1,4 +1,4 @@
-/* compare_promote.c: turns metrics JSONs of repeated runs into a baseline.
+/* gate_promote.c: turns metrics JSONs of repeated runs into a baseline.
  *
  * A baseline is a metrics JSON (schema v1) of its own: the per-step samples of every run
  * concatenated (so a rank test sees the run-to-run noise, not only step-to-step noise),
@@ -14,9 +14,9 @@
 #include <time.h>
 
 #include "pd/pd_common.h"
-#include "pd/pd_compare.h"
+#include "pd/pd_gate.h"
 
-#include "compare_internal.h"
+#include "gate_internal.h"
 
 /* Appends every element of doc[key] (an array) to dst. */
 static int pro_concat(cJSON *dst, const cJSON *doc, const char *key) {

@@ -1,4 +1,4 @@
-/* compare_mwu.c: the Mann-Whitney U rank test the gate uses on per-step samples.
+/* gate_mwu.c: the Mann-Whitney U rank test the gate uses on per-step samples.
  *
  * U counts the pairs (x_i, y_j) with x_i > y_j (a tie counts 1/2). Without ties and with
  * few samples the p-value comes from the exact null distribution: the number of
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "pd/pd_common.h"
-#include "pd/pd_compare.h"
+#include "pd/pd_gate.h"
 
 typedef struct {
   double v;

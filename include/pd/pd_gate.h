@@ -1,4 +1,4 @@
-/* pd_compare.h: the regression gate. Compares a run's metrics JSON (schema v1) with a
+/* pd_gate.h: the regression gate. Compares a run's metrics JSON (schema v1) with a
  * stored baseline of the same GPU model and scenario, and promotes runs into baselines.
  *
  *  - A TIME metric with per-step samples (step times, data wait) regresses only when its
@@ -12,8 +12,8 @@
  * The rules, the default policies and why they were chosen are in docs/gate.md.
  * Everything here reads JSON only; none of it needs a GPU.
  */
-#ifndef PD_COMPARE_H
-#define PD_COMPARE_H
+#ifndef PD_GATE_H
+#define PD_GATE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -219,4 +219,4 @@ int pd_baseline_promote(const cJSON *const *runs, const char *const *names, size
 #ifdef __cplusplus
 }
 #endif
-#endif /* PD_COMPARE_H */
+#endif /* PD_GATE_H */

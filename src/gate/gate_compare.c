@@ -1,5 +1,5 @@
-/* compare.c: loading metrics JSONs and baselines, the GPU slug, and the comparison that
- * decides each metric's verdict (the rules are listed in pd_compare.h and docs/gate.md).
+/* gate_compare.c: loading metrics JSONs and baselines, the GPU slug, and the comparison that
+ * decides each metric's verdict (the rules are listed in pd_gate.h and docs/gate.md).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "pd/pd_common.h"
-#include "pd/pd_compare.h"
+#include "pd/pd_gate.h"
 #include "pd/pd_stats.h"
 
-#include "compare_internal.h"
+#include "gate_internal.h"
 
 void cmp_why(char *why, size_t whylen, const char *fmt, ...) {
   if (why == NULL || whylen == 0) return;

@@ -1,4 +1,4 @@
-/* compare_policy.c: the gate's per-metric policies: which way is better, how a metric is
+/* gate_policy.c: the gate's per-metric policies: which way is better, how a metric is
  * compared, and how wide its tolerance is.
  *
  * The metric kinds (TIME, COUNT, RATIO, INFO) come from the core's table in pd_stats.h;
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pd/pd_compare.h"
+#include "pd/pd_gate.h"
 #include "pd/pd_stats.h"
 
 /* Tolerance floors of the sampled TIME metrics (relative change), where the baseline's runs
