@@ -1,13 +1,19 @@
-/* pd_gate.h: the regression gate. Compares a run's metrics JSON (schema v1) with a
- * stored baseline of the same GPU model and scenario, and promotes runs into baselines.
+/* pd_gate.h: the regression gate (library pd_gate). Two comparisons of metrics JSONs
+ * (schema v1), and the promotion of runs into baselines:
  *
- *  - A TIME metric with per-step samples (step times, data wait) regresses only when its
- *    change is beyond the policy's tolerance AND a one-sided Mann-Whitney U test of the
- *    current run's samples against the baseline's pooled samples says it is significant.
- *  - COUNT metrics compare exactly or within a relative band; RATIO and sample-less TIME
- *    metrics within a band; INFO metrics are reported only.
- *  - The verdict's bottleneck must match; a metric missing from the current run fails;
- *    NaN (JSON null) never passes silently.
+ *  - STORED: a run against the stored baseline of its GPU model and scenario, which pools
+ *    runs from several freshly started hosts. Each metric is judged by its class
+ *    (pd_stats.h): device time within a tight band, counts exactly, host times with a
+ *    tolerance learned from the spread between hosts (only gross changes fail), with a
+ *    one-sided Mann-Whitney U test of the run's per-step samples against the baseline's
+ *    pooled samples where there are samples.
+ *  - AB: runs of a base and a head build made interleaved on one machine (round i =
+ *    base[i], head[i]); device and host metrics by a paired permutation test over the
+ *    rounds on the better half of each side's runs, counts exactly.
+ *  - In both, the verdict's bottleneck must match; a metric missing from the current run
+ *    fails; NaN (JSON null) never passes silently; a regression is explained by the
+ *    kernels and ops whose time per step changed most (the analyzer's diff of the runs'
+ *    top_kernels and top_ops tables).
  *
  * The rules, the default policies and why they were chosen are in docs/gate.md.
  * Everything here reads JSON only; none of it needs a GPU.
@@ -20,6 +26,8 @@
 #include <stdio.h>
 
 #include <cJSON.h>
+
+#include "pd/pd_stats.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -96,6 +104,7 @@ const char *pd_cmp_verdict_name(pd_cmp_verdict_t v);
 bool pd_cmp_verdict_fails(pd_cmp_verdict_t v);
 
 typedef struct {
+  pd_metric_class_t cls;  /* the metric's class (pd_stats.h); the gate's own p10: host */
   pd_cmp_direction_t direction;
   pd_cmp_mode_t mode;
   double tolerance; /* significance: relative change that counts as large */
@@ -103,16 +112,30 @@ typedef struct {
   double min_abs;   /* absolute change (metric's unit) below which nothing is flagged */
 } pd_cmp_policy_t;
 
-/* Fills the default policy of a metric when no run-to-run data is known (the floors of
- * docs/gate.md). Unknown metrics are reported only (direction none). Never fails. */
-void pd_cmp_policy_default(const char *metric, pd_cmp_policy_t *p);
+/* Which comparison a policy serves. */
+typedef enum {
+  PD_CMP_STORED = 0, /* a run against a stored baseline pooled over several hosts */
+  PD_CMP_AB          /* base and head runs interleaved on one machine */
+} pd_cmp_setting_t;
 
-/* Fills a metric's policy from its values in n baseline runs: the default widened to
- * cover the measured between-run spread. step_time_s (the baseline's average step time,
- * NaN when unknown) scales the absolute floors of data-wait and sample-less time
- * metrics. */
-void pd_cmp_policy_derive(const char *metric, const double *run_values, size_t n,
-                          double step_time_s, pd_cmp_policy_t *p);
+/* Returns a metric's class: the core's table, host for the gate's derived statistics,
+ * info for a metric this build does not know. */
+pd_metric_class_t pd_cmp_metric_class(const char *metric);
+
+/* Fills the default policy of a metric in a setting (the floors of docs/gate.md).
+ * step_time_s (the base side's average step time; NaN when unknown) scales the absolute
+ * floors of data wait and sample-less host times. Unknown metrics are reported only
+ * (direction none). Never fails. */
+void pd_cmp_policy_default(const char *metric, pd_cmp_setting_t setting, double step_time_s,
+                           pd_cmp_policy_t *p);
+
+/* Fills a metric's stored-baseline policy from its values in n pooled runs: the default
+ * widened to 4 between-run sd and to twice the largest shift of one host's median from
+ * the median of all runs, within the class's cap (host times: a step twice as slow
+ * still fails). host_of_run[i] is run i's host index (NULL: all one host). COUNT
+ * metrics that varied get a band. */
+void pd_cmp_policy_derive(const char *metric, const double *run_values, const int *host_of_run,
+                          size_t n, double step_time_s, pd_cmp_policy_t *p);
 
 /* Returns the per-step sample array ("step_times_s", "dataloader_wait_s") a metric is
  * computed from, or NULL when it has none. Static storage. */
@@ -170,18 +193,37 @@ typedef struct {
   char note[224];
 } pd_cmp_row_t;
 
+/* One line of a regression's explanation: a kernel (device time) or a host op (self CPU
+ * time) whose time per step changed between the two sides. */
 typedef struct {
+  char name[160];
+  bool op;              /* host op (top_ops, self CPU time); else kernel (top_kernels) */
+  double base_us, now_us;       /* time per step, mean over each side's runs */
+  double base_calls, now_calls; /* calls per step */
+} pd_cmp_change_t;
+
+#define PD_CMP_MAX_CHANGES 8
+
+typedef struct {
+  pd_cmp_setting_t setting;
   char scenario[64];
   char device[256];
-  char current_path[512];
-  char baseline_path[512];
+  char current_path[512];   /* STORED: the run; AB: "N head runs" */
+  char baseline_path[512];  /* STORED: the baseline; AB: "N base runs" */
   double alpha;
-  size_t baseline_runs;     /* runs pooled in the baseline (1 for a plain metrics JSON) */
+  size_t baseline_runs;     /* runs pooled in the baseline (1 for a plain metrics JSON);
+                               AB: rounds */
+  size_t baseline_hosts;    /* distinct hosts among the baseline's runs (0: not recorded) */
   pd_cmp_row_t *rows;       /* owned; free with pd_cmp_report_free() */
   size_t nrows;
   size_t counts[PD_CMP_VERDICT_COUNT];
   bool failed;              /* some row regressed or is missing */
   char config_note[512];    /* config keys that differ (reported, not failed); "" if none */
+  /* What changed most, largest first: kernels by device time, host ops by self CPU time
+   * per step (from the runs' top_kernels and top_ops). Filled for every comparison;
+   * printed when a metric regressed or improved. */
+  pd_cmp_change_t changes[PD_CMP_MAX_CHANGES];
+  size_t nchanges;
 } pd_cmp_report_t;
 
 /* Compares current with baseline (both from pd_cmp_doc_load). Returns 0 with *rep filled
@@ -191,6 +233,29 @@ typedef struct {
 int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_options_t *opt,
                    pd_cmp_report_t *rep, char *why, size_t whylen);
 void pd_cmp_report_free(pd_cmp_report_t *rep);
+
+/* Compares head runs with base runs of two builds made interleaved on one machine: base[i]
+ * and head[i] are round i (nbase == nhead >= 2). Each metric's value per run (its
+ * metrics entry, or the gate's p10 of its step times) is compared on the better half of
+ * each side's runs (a whole process landing in a slow machine state must not decide),
+ * with a one-sided paired permutation test over the rounds (exact up to 16 rounds, else
+ * 2^16 random relabellings from a fixed seed); regressed when the change is beyond the
+ * AB policy and p < alpha. Counts by their median over the runs, exactly. With fewer
+ * rounds than can reach alpha (2^-rounds > alpha) timing rows are skipped, said why.
+ * Returns 0 with *rep filled, PD_EINVAL (rounds differ or < 2), PD_EMISMATCH (GPU or
+ * scenario differ among the runs), PD_EPARSE, PD_ENOMEM, with why naming the file by
+ * names[i] (base first, then head). Free *rep with pd_cmp_report_free() in every case. */
+int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, size_t nhead,
+              const char *const *names, const pd_cmp_options_t *opt, pd_cmp_report_t *rep, char *why,
+              size_t whylen);
+
+/* Fills rep->changes from the two sides' kernel and op tables: top_kernels' device time
+ * and top_ops' self CPU time, summed over each side's documents and divided by their
+ * "steps", paired by name with the analyzer's diff (pd_diff_build_rows), largest change
+ * first; rows that moved less than 0.5 us per step are left out. A document without the
+ * tables adds nothing. Returns 0 or PD_ENOMEM. */
+int pd_cmp_explain(const cJSON *const *base, size_t nbase, const cJSON *const *now, size_t nnow,
+                   pd_cmp_report_t *rep);
 
 /* Prints the table (metric, baseline, now, change %, p-value, verdict, note) and a
  * summary line. */

@@ -196,12 +196,14 @@ size_t pd_cmp_run_quantiles(const cJSON *doc, const char *samples, double q, dou
     if (cJSON_IsNumber(it) && isfinite(it->valuedouble)) xs[m++] = it->valuedouble;
   }
   /* A baseline's pooled samples are its runs' samples in order: split them by the runs'
-   * step counts when those add up, otherwise treat the array as one run. */
+   * step counts when those add up, otherwise treat the array as one run. Each count is
+   * range-checked before it is added, so no count can wrap the sum. */
   const cJSON *runs = cJSON_GetObjectItemCaseSensitive(doc, "runs"), *run = NULL;
   size_t total = 0, nruns = 0;
   cJSON_ArrayForEach(run, runs) {
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(run, "steps");
-    if (!cJSON_IsNumber(st) || st->valuedouble < 1) {
+    if (!cJSON_IsNumber(st) || !(st->valuedouble >= 1.0) || st->valuedouble > (double)(m - total) ||
+        st->valuedouble != floor(st->valuedouble)) {
       total = 0;
       break;
     }
@@ -223,15 +225,39 @@ size_t pd_cmp_run_quantiles(const cJSON *doc, const char *samples, double q, dou
   return k;
 }
 
-/* Returns the mean of n values, NaN for none. */
-static double cmp_mean(const double *v, size_t n) {
-  double sum = 0.0;
-  for (size_t i = 0; i < n; i++) sum += v[i];
-  return n > 0 ? sum / (double)n : NAN;
+/* A run's host key: its boot id, else its host name, else "" (not recorded). */
+static const char *cmp_host_key(const cJSON *run) {
+  const char *boot = cmp_string_at(run, "host", "boot_id");
+  if (boot != NULL && boot[0] != '\0') return boot;
+  const char *name = cmp_string_at(run, "host", "name");
+  return name != NULL ? name : "";
+}
+
+size_t cmp_host_index(const cJSON *runs, int *host_of_run, size_t cap) {
+  const cJSON *run = NULL;
+  size_t n = 0;
+  int hosts = 0;
+  cJSON_ArrayForEach(run, runs) {
+    if (n >= cap) break;
+    const char *key = cmp_host_key(run);
+    int h = -1;
+    size_t j = 0;
+    const cJSON *other = NULL;
+    cJSON_ArrayForEach(other, runs) {
+      if (j >= n) break;
+      if (strcmp(cmp_host_key(other), key) == 0) {
+        h = host_of_run[j];
+        break;
+      }
+      j++;
+    }
+    host_of_run[n++] = h >= 0 ? h : hosts++;
+  }
+  return (size_t)hosts;
 }
 
 /* Reads a metric value: a number, or null (NaN). Other types are an error. */
-static int cmp_metric_value(const cJSON *it, const char *who, double *v, char *why,
+int cmp_metric_value(const cJSON *it, const char *who, double *v, char *why,
                             size_t whylen) {
   if (cJSON_IsNumber(it)) {
     *v = it->valuedouble;
@@ -243,6 +269,42 @@ static int cmp_metric_value(const cJSON *it, const char *who, double *v, char *w
   }
   cmp_why(why, whylen, "%s: metrics.%s is not a number or null", who, it->string);
   return PD_EPARSE;
+}
+
+/* Reads a metric's value of a document the same way on both sides of a comparison: for a
+ * baseline (or any document with "runs"), the median over its runs' values, so a run
+ * recorded in a slow machine state does not move it; for a plain metrics JSON, its own
+ * value. absent is set when the document does not have the metric at all. */
+int cmp_doc_value(const cJSON *doc, const char *metric, const char *who, double *v, bool *absent,
+                  char *why, size_t whylen) {
+  *v = NAN;
+  *absent = true;
+  const cJSON *runs = cJSON_GetObjectItemCaseSensitive(doc, "runs"), *run = NULL;
+  int nruns = cJSON_IsArray(runs) ? cJSON_GetArraySize(runs) : 0;
+  if (nruns > 0) {
+    double *xs = malloc((size_t)nruns * sizeof(*xs));
+    if (xs == NULL) return PD_ENOMEM;
+    size_t n = 0, present = 0;
+    int rc = 0;
+    cJSON_ArrayForEach(run, runs) {
+      const cJSON *it = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "metrics"), metric);
+      if (it == NULL) continue;
+      double x;
+      if ((rc = cmp_metric_value(it, who, &x, why, whylen)) != 0) break;
+      present++;
+      if (isfinite(x)) xs[n++] = x;
+    }
+    if (rc == 0 && present > 0) {
+      *absent = false;
+      *v = n > 0 ? pd_quantile(xs, n, 0.5) : NAN;
+    }
+    free(xs);
+    if (rc != 0 || present > 0) return rc;
+  }
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "metrics"), metric);
+  if (it == NULL) return 0;
+  *absent = false;
+  return cmp_metric_value(it, who, v, why, whylen);
 }
 
 static int cmp_enum_parse(const char *text, const char *(*name_of)(int), int count, int *out) {
@@ -404,7 +466,7 @@ static void cmp_eval(pd_cmp_row_t *r, const cmp_samples_t *sb, const cmp_samples
   }
 }
 
-static pd_cmp_row_t *cmp_row_add(pd_cmp_report_t *rep, size_t *cap, const char *metric) {
+pd_cmp_row_t *cmp_row_add(pd_cmp_report_t *rep, size_t *cap, const char *metric) {
   if (rep->nrows == *cap) {
     size_t ncap = *cap ? *cap * 2 : 32;
     pd_cmp_row_t *rows = realloc(rep->rows, ncap * sizeof(*rows));
@@ -473,8 +535,15 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
   snprintf(rep->scenario, sizeof(rep->scenario), "%s",
            cur_scen ? cur_scen : base_scen ? base_scen : "?");
   const cJSON *runs = cJSON_GetObjectItemCaseSensitive(baseline, "runs");
+  rep->setting = PD_CMP_STORED;
   rep->baseline_runs = cJSON_IsArray(runs) && cJSON_GetArraySize(runs) > 0
                            ? (size_t)cJSON_GetArraySize(runs) : 1;
+  if (cJSON_IsArray(runs) && cJSON_GetArraySize(runs) > 0) {
+    int *hosts = malloc((size_t)cJSON_GetArraySize(runs) * sizeof(*hosts));
+    if (hosts == NULL) return PD_ENOMEM;
+    rep->baseline_hosts = cmp_host_index(runs, hosts, (size_t)cJSON_GetArraySize(runs));
+    free(hosts);
+  }
   cmp_config_note(current, baseline, rep->config_note, sizeof(rep->config_note));
 
   const cJSON *bm = cJSON_GetObjectItemCaseSensitive(baseline, "metrics");
@@ -495,8 +564,9 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
     rc = cmp_samples_read(baseline, keys[k], "baseline", &sb[k], why, whylen);
     if (rc == 0) rc = cmp_samples_read(current, keys[k], "current", &sn[k], why, whylen);
   }
-  const cJSON *bst = cJSON_GetObjectItemCaseSensitive(bm, "avg_step_time_s");
-  double base_step = cJSON_IsNumber(bst) ? bst->valuedouble : NAN;
+  double base_step = NAN;
+  bool no_step = false;
+  if (rc == 0) rc = cmp_doc_value(baseline, "avg_step_time_s", "baseline", &base_step, &no_step, why, whylen);
 
   size_t cap_rows = 0;
   const cJSON *it = NULL;
@@ -507,18 +577,19 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
       rc = PD_ENOMEM;
       break;
     }
+    bool absent = false;
     if ((rc = cmp_metric_value(it, "baseline", &r->base, why, whylen)) != 0) break;
-    pd_cmp_policy_derive(it->string, &r->base, 1, base_step, &r->policy);
+    if ((rc = cmp_doc_value(baseline, it->string, "baseline", &r->base, &absent, why, whylen)) != 0) break;
+    pd_cmp_policy_default(it->string, PD_CMP_STORED, base_step, &r->policy);
     const cJSON *pol = cJSON_GetObjectItemCaseSensitive(policy, it->string);
     if (pol != NULL && (rc = cmp_policy_read(pol, it->string, &r->policy, why, whylen)) != 0)
       break;
-    const cJSON *now = cJSON_GetObjectItemCaseSensitive(cm, it->string);
-    if (now == NULL) {
+    if ((rc = cmp_doc_value(current, it->string, "current", &r->now, &absent, why, whylen)) != 0) break;
+    if (absent) {
       r->verdict = PD_CMP_MISSING;
       snprintf(r->note, sizeof(r->note), "in the baseline but not in the current run");
       continue;
     }
-    if ((rc = cmp_metric_value(now, "current", &r->now, why, whylen)) != 0) break;
     const char *skey = pd_cmp_metric_samples_key(it->string);
     size_t k = skey != NULL && strcmp(skey, keys[1]) == 0 ? 1 : 0;
     cmp_eval(r, skey ? &sb[k] : NULL, skey ? &sn[k] : NULL, rep->alpha);
@@ -542,11 +613,13 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
      * comes from: a run recorded in a slow state of the machine (2 of 10 on an H100, 21%
      * slower in every step) must not move it, or a real 5% slowdown hides under it. */
     r->base = nb > 0 ? pd_quantile(vals, nb, 0.5) : NAN;
-    pd_cmp_policy_derive(derived[d].name, vals, nb, base_step, &r->policy);
+    pd_cmp_policy_default(derived[d].name, PD_CMP_STORED, base_step, &r->policy);
     const cJSON *pol = cJSON_GetObjectItemCaseSensitive(policy, derived[d].name);
     if (pol != NULL) rc = cmp_policy_read(pol, derived[d].name, &r->policy, why, whylen);
+    /* The same statistic on both sides: the median of the runs' quantiles (one run for
+     * a plain metrics JSON, every run when the current document is itself pooled). */
     size_t nn = pd_cmp_run_quantiles(current, derived[d].samples, derived[d].q, vals, cap);
-    r->now = cmp_mean(vals, nn);
+    r->now = nn > 0 ? pd_quantile(vals, nn, 0.5) : NAN;
     free(vals);
     if (rc != 0) break;
     if (nn == 0) {
@@ -569,7 +642,7 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
       break;
     }
     if ((rc = cmp_metric_value(it, "current", &r->now, why, whylen)) != 0) break;
-    pd_cmp_policy_default(it->string, &r->policy);
+    pd_cmp_policy_default(it->string, PD_CMP_STORED, base_step, &r->policy);
     r->verdict = PD_CMP_NEW;
     snprintf(r->note, sizeof(r->note), "not in the baseline: reported, not compared");
   }
@@ -605,12 +678,19 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
       }
     }
   }
+  if (rc == 0) rc = pd_cmp_explain(&baseline, 1, &current, 1, rep);
   if (rc != 0) return rc;
+  cmp_report_tally(rep);
+  return 0;
+}
+
+void cmp_report_tally(pd_cmp_report_t *rep) {
+  memset(rep->counts, 0, sizeof(rep->counts));
+  rep->failed = false;
   for (size_t i = 0; i < rep->nrows; i++) {
     rep->counts[rep->rows[i].verdict]++;
     if (pd_cmp_verdict_fails(rep->rows[i].verdict)) rep->failed = true;
   }
-  return 0;
 }
 
 void pd_cmp_report_free(pd_cmp_report_t *rep) {

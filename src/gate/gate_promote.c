@@ -2,8 +2,8 @@
  *
  * A baseline is a metrics JSON (schema v1) of its own: the per-step samples of every run
  * concatenated (so a rank test sees the run-to-run noise, not only step-to-step noise),
- * "runs" with each run's metrics, metrics as the mean over runs (the expected value of
- * one run), the most frequent verdict, a "policy" per metric whose tolerances come from
+ * "runs" with each run's metrics and host, metrics as the median over runs (what a
+ * comparison reads), the most frequent verdict, a "policy" per metric whose tolerances come from
  * the spread between the runs, and "provenance" saying where the numbers come from.
  * An earlier baseline can be an input too: its runs are taken over one by one.
  */
@@ -30,14 +30,41 @@ static int pro_concat(cJSON *dst, const cJSON *doc, const char *key) {
 }
 
 /* Appends the runs one input stands for: an earlier baseline's "runs", or the input
- * itself as one run {source, steps, bottleneck, metrics}. */
+ * itself as one run {source, host, steps, bottleneck, metrics}. Runs of an earlier
+ * baseline that recorded no host (made before runs carried one) were recorded on one
+ * machine per baseline: they get a host named after that baseline's provenance, so the
+ * between-host spread treats them as one host. */
 static int pro_add_runs(cJSON *runs, const cJSON *doc, const char *name) {
-  const cJSON *prior = cJSON_GetObjectItemCaseSensitive(doc, "runs");
-  if (cJSON_IsArray(prior) && cJSON_GetArraySize(prior) > 0) return pro_concat(runs, doc, "runs");
+  const cJSON *prior = cJSON_GetObjectItemCaseSensitive(doc, "runs"), *it = NULL;
+  if (cJSON_IsArray(prior) && cJSON_GetArraySize(prior) > 0) {
+    char key[160];
+    const char *commit = cmp_string_at(doc, "provenance", "git_commit");
+    const char *date = cmp_string_at(doc, "provenance", "date");
+    snprintf(key, sizeof(key), "baseline %s %s", commit ? commit : "?", date ? date : "?");
+    cJSON_ArrayForEach(it, prior) {
+      cJSON *copy = cJSON_Duplicate(it, 1);
+      if (copy == NULL) return PD_ENOMEM;
+      cJSON_AddItemToArray(runs, copy);
+      if (cJSON_IsObject(copy) && !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(copy, "host"))) {
+        cJSON_DeleteItemFromObjectCaseSensitive(copy, "host");
+        cJSON *h = cJSON_AddObjectToObject(copy, "host");
+        if (h == NULL) return PD_ENOMEM;
+        cJSON_AddStringToObject(h, "name", "unrecorded");
+        cJSON_AddStringToObject(h, "boot_id", key);
+      }
+    }
+    return 0;
+  }
   cJSON *run = cJSON_CreateObject();
   if (run == NULL) return PD_ENOMEM;
   cJSON_AddItemToArray(runs, run);
   cJSON_AddStringToObject(run, "source", name != NULL ? name : "?");
+  const cJSON *host = cJSON_GetObjectItemCaseSensitive(doc, "host");
+  if (cJSON_IsObject(host)) {
+    cJSON *h = cJSON_Duplicate(host, 1);
+    if (h == NULL) return PD_ENOMEM;
+    cJSON_AddItemToObject(run, "host", h);
+  }
   const cJSON *st = cJSON_GetObjectItemCaseSensitive(doc, "step_times_s");
   cJSON_AddNumberToObject(run, "steps", cJSON_IsArray(st) ? cJSON_GetArraySize(st) : 0);
   const char *bn = cmp_string_at(doc, "verdict", "bottleneck");
@@ -52,23 +79,69 @@ static int pro_add_runs(cJSON *runs, const cJSON *doc, const char *name) {
 }
 
 /* Fills vals[] with a metric's value in every run (NaN where absent or null); returns
- * the mean of the finite ones, NaN when there are none. */
+ * the median of the finite ones (what the comparison reads as the baseline's value),
+ * NaN when there are none. */
 static double pro_run_values(const cJSON *runs, const char *metric, double *vals, size_t *n) {
   const cJSON *run = NULL;
-  double sum = 0.0;
-  size_t finite = 0;
   *n = 0;
   cJSON_ArrayForEach(run, runs) {
     const cJSON *v =
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "metrics"), metric);
-    double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
-    vals[(*n)++] = x;
-    if (isfinite(x)) {
-      sum += x;
-      finite++;
+    vals[(*n)++] = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+  }
+  return pd_quantile(vals, *n, 0.5);
+}
+
+/* The kernel and op tables of the runs, summed by name, and the steps they cover
+ * ("tables_steps"): the explanation of a regression divides by it. Only inputs whose
+ * tables cover their steps count: plain runs, and baselines that say how many steps
+ * theirs cover (older baselines kept the first run's top ops only). */
+static int pro_tables(cJSON *out, const cJSON *const *docs, size_t n) {
+  static const char *const keys[] = {"top_ops", "top_kernels"};
+  static const char *const nums[] = {"calls", "self_cuda_time_us", "cuda_time_us", "self_cpu_time_us",
+                                     "cpu_time_us"};
+  double steps = 0;
+  cJSON *tables[2];
+  for (size_t k = 0; k < 2; k++)
+    if ((tables[k] = cJSON_AddArrayToObject(out, keys[k])) == NULL) return PD_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    const cJSON *doc = docs[i];
+    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(doc, "tables_steps");
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(doc, "steps");
+    bool pooled = cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(doc, "runs"));
+    const cJSON *cover = pooled ? ts : st;
+    if (!cJSON_IsNumber(cover) || !(cover->valuedouble >= 1.0 && cover->valuedouble <= 1e9)) continue;
+    steps += cover->valuedouble;
+    for (size_t k = 0; k < 2; k++) {
+      const cJSON *row = NULL;
+      cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(doc, keys[k])) {
+        const char *name = cmp_string_at(row, "name", NULL);
+        if (name == NULL) continue;
+        cJSON *dst = NULL, *it = NULL;
+        cJSON_ArrayForEach(it, tables[k]) {
+          const char *nm = cmp_string_at(it, "name", NULL);
+          if (nm != NULL && strcmp(nm, name) == 0) {
+            dst = it;
+            break;
+          }
+        }
+        if (dst == NULL) {
+          if ((dst = cJSON_CreateObject()) == NULL) return PD_ENOMEM;
+          cJSON_AddItemToArray(tables[k], dst);
+          cJSON_AddStringToObject(dst, "name", name);
+          for (size_t f = 0; f < sizeof(nums) / sizeof(nums[0]); f++) cJSON_AddNumberToObject(dst, nums[f], 0);
+        }
+        for (size_t f = 0; f < sizeof(nums) / sizeof(nums[0]); f++) {
+          const cJSON *v = cJSON_GetObjectItemCaseSensitive(row, nums[f]);
+          cJSON *d = cJSON_GetObjectItemCaseSensitive(dst, nums[f]);
+          if (cJSON_IsNumber(v) && isfinite(v->valuedouble) && fabs(v->valuedouble) < 1e15)
+            cJSON_SetNumberValue(d, d->valuedouble + v->valuedouble);
+        }
+      }
     }
   }
-  return finite > 0 ? sum / (double)finite : NAN;
+  cJSON_AddNumberToObject(out, "tables_steps", steps);
+  return 0;
 }
 
 static void pro_now_utc(char *buf, size_t len) {
@@ -97,6 +170,7 @@ static void pro_step_time_report_only(cJSON *policy) {
 static int pro_policy_add(cJSON *policy, const char *metric, const pd_cmp_policy_t *p) {
   cJSON *o = cJSON_AddObjectToObject(policy, metric);
   if (o == NULL) return PD_ENOMEM;
+  cJSON_AddStringToObject(o, "class", pd_metric_class_name(p->cls));
   cJSON_AddStringToObject(o, "direction", pd_cmp_direction_name(p->direction));
   cJSON_AddStringToObject(o, "mode", pd_cmp_mode_name(p->mode));
   cJSON_AddNumberToObject(o, "tolerance", p->tolerance);
@@ -144,7 +218,7 @@ static int pro_build(const cJSON *const *docs, const char *const *names, size_t 
   size_t nruns = (size_t)cJSON_GetArraySize(runs);
   cJSON_AddNumberToObject(out, "steps", cJSON_GetArraySize(steps));
 
-  /* Metrics: mean over runs, for every metric any input has, in first-seen order. */
+  /* Metrics: median over runs, for every metric any input has, in first-seen order. */
   double *vals = malloc((nruns + 1) * sizeof(double));
   if (vals == NULL) return PD_ENOMEM;
   for (size_t i = 0; i < n; i++) {
@@ -161,14 +235,16 @@ static int pro_build(const cJSON *const *docs, const char *const *names, size_t 
   cJSON *policy = cJSON_AddObjectToObject(out, "policy");
   const cJSON *st = cJSON_GetObjectItemCaseSensitive(metrics, "avg_step_time_s");
   double step = cJSON_IsNumber(st) ? st->valuedouble : NAN;
+  int *hosts = malloc((nruns + 1) * sizeof(*hosts));
+  size_t nhosts = hosts != NULL ? cmp_host_index(runs, hosts, nruns) : 0;
   const cJSON *it = NULL;
-  int rc = policy != NULL ? 0 : PD_ENOMEM;
+  int rc = policy != NULL && hosts != NULL ? 0 : PD_ENOMEM;
   cJSON_ArrayForEach(it, metrics) {
     if (rc != 0) break;
     size_t k = 0;
     pro_run_values(runs, it->string, vals, &k);
     pd_cmp_policy_t p;
-    pd_cmp_policy_derive(it->string, vals, k, step, &p);
+    pd_cmp_policy_derive(it->string, vals, hosts, k, step, &p);
     rc = pro_policy_add(policy, it->string, &p);
   }
   size_t nderived = 0;
@@ -177,10 +253,12 @@ static int pro_build(const cJSON *const *docs, const char *const *names, size_t 
     size_t k = pd_cmp_run_quantiles(out, derived[d].samples, derived[d].q, vals, nruns + 1);
     if (k == 0) continue;
     pd_cmp_policy_t p;
-    pd_cmp_policy_derive(derived[d].name, vals, k, step, &p);
+    /* one quantile per run only when the samples split by run; else no host index */
+    pd_cmp_policy_derive(derived[d].name, vals, k == nruns ? hosts : NULL, k, step, &p);
     rc = pro_policy_add(policy, derived[d].name, &p);
   }
   free(vals);
+  free(hosts);
   if (rc != 0) return rc;
 
   /* Verdict: the bottleneck most runs named (ties: the earliest), with that run's rule
@@ -216,8 +294,7 @@ static int pro_build(const cJSON *const *docs, const char *const *names, size_t 
     cJSON_AddItemToObject(out, "verdict", v);
     if (strcmp(best, "dataloader") == 0) pro_step_time_report_only(policy);
   }
-  const cJSON *top = cJSON_GetObjectItemCaseSensitive(first, "top_ops");
-  if (top != NULL) cJSON_AddItemToObject(out, "top_ops", cJSON_Duplicate(top, 1));
+  if ((rc = pro_tables(out, docs, n)) != 0) return rc;
   cJSON_AddArrayToObject(out, "trace_files");
   const cJSON *tool = cJSON_GetObjectItemCaseSensitive(first, "tool");
   if (tool != NULL) cJSON_AddItemToObject(out, "tool", cJSON_Duplicate(tool, 1));
@@ -247,6 +324,7 @@ static int pro_build(const cJSON *const *docs, const char *const *names, size_t 
   cJSON_AddStringToObject(prov, "command",
                           info != NULL && info->command ? info->command : "unknown");
   cJSON_AddNumberToObject(prov, "runs", (double)nruns);
+  cJSON_AddNumberToObject(prov, "hosts", (double)nhosts);
   if (named > best_count) {
     char note[160];
     snprintf(note, sizeof(note), "runs disagree on the bottleneck: %d of %d named %s", best_count,

@@ -61,28 +61,72 @@ static void rep_summary(FILE *out, const pd_cmp_report_t *rep) {
   for (int v = 0; v < PD_CMP_VERDICT_COUNT; v++)
     if (rep->counts[v] > 0)
       fprintf(out, " %zu %s", rep->counts[v], pd_cmp_verdict_name((pd_cmp_verdict_t)v));
-  fprintf(out, "; alpha %g, baseline pooled from %zu run%s", rep->alpha, rep->baseline_runs,
-          rep->baseline_runs == 1 ? "" : "s");
+  if (rep->setting == PD_CMP_AB)
+    fprintf(out, "; alpha %g, A/B over %zu interleaved rounds on one machine", rep->alpha, rep->baseline_runs);
+  else
+    fprintf(out, "; alpha %g, baseline pooled from %zu run%s on %zu host%s", rep->alpha, rep->baseline_runs,
+            rep->baseline_runs == 1 ? "" : "s", rep->baseline_hosts, rep->baseline_hosts == 1 ? "" : "s");
+}
+
+/* True when some numeric row moved beyond its policy: the changes explain it. */
+static bool rep_moved(const pd_cmp_report_t *rep) {
+  for (size_t i = 0; i < rep->nrows; i++)
+    if (!rep->rows[i].text && (rep->rows[i].verdict == PD_CMP_REGRESSED || rep->rows[i].verdict == PD_CMP_IMPROVED))
+      return true;
+  return false;
+}
+
+/* "12.3 -> 15.1 us/step (+2.8, +23%; calls 1 -> 1)" and its kind. */
+static void rep_change_text(const pd_cmp_change_t *c, char *buf, size_t len) {
+  double d = c->now_us - c->base_us;
+  char pct[32] = "new";
+  if (c->base_us > 0) snprintf(pct, sizeof(pct), "%+.0f%%", d / c->base_us * 100.0);
+  else if (c->now_us <= 0) snprintf(pct, sizeof(pct), "-");
+  if (c->now_us <= 0 && c->now_calls <= 0) snprintf(pct, sizeof(pct), "gone");
+  snprintf(buf, len, "%.1f -> %.1f us/step (%+.1f us, %s; calls/step %.3g -> %.3g)", c->base_us, c->now_us, d, pct,
+           c->base_calls, c->now_calls);
+}
+
+static const char *rep_change_kind(const pd_cmp_change_t *c) {
+  return c->op ? "op (self CPU)" : "kernel (device)";
+}
+
+static void rep_print_changes(FILE *out, const pd_cmp_report_t *rep) {
+  if (!rep_moved(rep)) return;
+  if (rep->nchanges == 0) {
+    fprintf(out, "\nwhat changed: no kernel or op moved by 0.5 us per step or more in the runs' tables\n");
+    return;
+  }
+  fprintf(out, "\nwhat changed (kernel device time and op self CPU time per step, largest first):\n");
+  char text[256];
+  for (size_t i = 0; i < rep->nchanges; i++) {
+    rep_change_text(&rep->changes[i], text, sizeof(text));
+    fprintf(out, "  %-15s %-48s %s\n", rep_change_kind(&rep->changes[i]), rep->changes[i].name, text);
+  }
 }
 
 void pd_cmp_report_print(FILE *out, const pd_cmp_report_t *rep) {
   char res[96];
   rep_result(rep, res, sizeof(res));
-  fprintf(out, "profile_compare: scenario %s on %s\n", rep->scenario, rep->device);
+  bool ab = rep->setting == PD_CMP_AB;
+  fprintf(out, "profile_compare%s: scenario %s on %s\n", ab ? " (A/B)" : "", rep->scenario, rep->device);
   if (rep->current_path[0] != '\0')
-    fprintf(out, "  current  %s\n  baseline %s\n", rep->current_path, rep->baseline_path);
+    fprintf(out, ab ? "  base %s\n  head %s\n" : "  current  %s\n  baseline %s\n",
+            ab ? rep->baseline_path : rep->current_path, ab ? rep->current_path : rep->baseline_path);
   if (rep->config_note[0] != '\0') fprintf(out, "  config differs: %s\n", rep->config_note);
-  fprintf(out, "%-30s %14s %14s %10s %8s %-9s  %s\n", "metric", "baseline", "now", "change %",
-          "p-value", "verdict", "note");
+  fprintf(out, "%-30s %-6s %14s %14s %10s %8s %-9s  %s\n", "metric", "class", ab ? "base" : "baseline",
+          ab ? "head" : "now", "change %", "p-value", "verdict", "note");
   char b[72], n[72], c[32], p[32];
   for (size_t i = 0; i < rep->nrows; i++) {
     const pd_cmp_row_t *r = &rep->rows[i];
-    fprintf(out, "%-30s %14s %14s %10s %8s %-9s  %s\n", r->metric,
-            rep_value(r, true, b, sizeof(b)), rep_value(r, false, n, sizeof(n)),
-            rep_change(r, c, sizeof(c)), rep_p(r, p, sizeof(p)),
+    fprintf(out, "%-30s %-6s %14s %14s %10s %8s %-9s  %s\n", r->metric,
+            r->text ? "verdict" : pd_metric_class_name(r->policy.cls), rep_value(r, true, b, sizeof(b)),
+            rep_value(r, false, n, sizeof(n)), rep_change(r, c, sizeof(c)), rep_p(r, p, sizeof(p)),
             pd_cmp_verdict_name(r->verdict), r->note);
   }
   rep_summary(out, rep);
+  fputc('\n', out);
+  rep_print_changes(out, rep);
   fprintf(out, "\nresult: %s\n", res);
 }
 
@@ -105,7 +149,9 @@ cJSON *pd_cmp_report_to_json(const pd_cmp_report_t *rep) {
   cJSON_AddStringToObject(root, "current", rep->current_path);
   cJSON_AddStringToObject(root, "baseline", rep->baseline_path);
   cJSON_AddNumberToObject(root, "alpha", rep->alpha);
+  cJSON_AddStringToObject(root, "setting", rep->setting == PD_CMP_AB ? "ab" : "stored");
   cJSON_AddNumberToObject(root, "baseline_runs", (double)rep->baseline_runs);
+  cJSON_AddNumberToObject(root, "baseline_hosts", (double)rep->baseline_hosts);
   cJSON_AddStringToObject(root, "result", rep->failed ? "fail" : "pass");
   cJSON_AddStringToObject(root, "summary", res);
   cJSON_AddStringToObject(root, "config_differences", rep->config_note);
@@ -120,6 +166,7 @@ cJSON *pd_cmp_report_to_json(const pd_cmp_report_t *rep) {
     if (o == NULL) break;
     cJSON_AddItemToArray(rows, o);
     cJSON_AddStringToObject(o, "metric", r->metric);
+    cJSON_AddStringToObject(o, "class", r->text ? "verdict" : pd_metric_class_name(r->policy.cls));
     if (r->text) {
       cJSON_AddStringToObject(o, "baseline", r->base_text);
       cJSON_AddStringToObject(o, "now", r->now_text);
@@ -146,6 +193,19 @@ cJSON *pd_cmp_report_to_json(const pd_cmp_report_t *rep) {
     }
     cJSON_AddStringToObject(o, "note", r->note);
   }
+  cJSON *changes = cJSON_AddArrayToObject(root, "changes");
+  for (size_t i = 0; changes != NULL && i < rep->nchanges; i++) {
+    const pd_cmp_change_t *c = &rep->changes[i];
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL) break;
+    cJSON_AddItemToArray(changes, o);
+    cJSON_AddStringToObject(o, "kind", c->op ? "op" : "kernel");
+    cJSON_AddStringToObject(o, "name", c->name);
+    cmp_add_number_or_null(o, "base_us_per_step", c->base_us);
+    cmp_add_number_or_null(o, "now_us_per_step", c->now_us);
+    cmp_add_number_or_null(o, "base_calls_per_step", c->base_calls);
+    cmp_add_number_or_null(o, "now_calls_per_step", c->now_calls);
+  }
   return root;
 }
 
@@ -164,7 +224,8 @@ static void rep_md_cell(FILE *out, const char *s) {
 void pd_cmp_report_write_markdown(FILE *out, const pd_cmp_report_t *rep) {
   char res[96];
   rep_result(rep, res, sizeof(res));
-  fprintf(out, "### profile_compare: `");
+  bool ab = rep->setting == PD_CMP_AB;
+  fprintf(out, "### profile_compare%s: `", ab ? " (A/B)" : "");
   rep_md_cell(out, rep->scenario);
   fprintf(out, "` on ");
   rep_md_cell(out, rep->device);
@@ -174,12 +235,13 @@ void pd_cmp_report_write_markdown(FILE *out, const pd_cmp_report_t *rep) {
     rep_md_cell(out, rep->config_note);
     fprintf(out, "\n\n");
   }
-  fprintf(out, "| metric | baseline | now | change %% | p-value | verdict | note |\n");
-  fprintf(out, "|---|---:|---:|---:|---:|---|---|\n");
+  fprintf(out, "| metric | class | %s | %s | change %% | p-value | verdict | note |\n", ab ? "base" : "baseline",
+          ab ? "head" : "now");
+  fprintf(out, "|---|---|---:|---:|---:|---:|---|---|\n");
   char b[72], n[72], c[32], p[32];
   for (size_t i = 0; i < rep->nrows; i++) {
     const pd_cmp_row_t *r = &rep->rows[i];
-    fprintf(out, "| `%s` | ", r->metric);
+    fprintf(out, "| `%s` | %s | ", r->metric, r->text ? "verdict" : pd_metric_class_name(r->policy.cls));
     rep_md_cell(out, rep_value(r, true, b, sizeof(b)));
     fprintf(out, " | ");
     rep_md_cell(out, rep_value(r, false, n, sizeof(n)));
@@ -192,4 +254,15 @@ void pd_cmp_report_write_markdown(FILE *out, const pd_cmp_report_t *rep) {
   fprintf(out, "\n");
   rep_summary(out, rep);
   fprintf(out, ".\n");
+  if (rep_moved(rep) && rep->nchanges > 0) {
+    fprintf(out, "\n**What changed** (kernel device time and op self CPU time per step, largest first):\n\n");
+    fprintf(out, "| kind | name | change |\n|---|---|---|\n");
+    char text[256];
+    for (size_t i = 0; i < rep->nchanges; i++) {
+      rep_change_text(&rep->changes[i], text, sizeof(text));
+      fprintf(out, "| %s | `", rep_change_kind(&rep->changes[i]));
+      rep_md_cell(out, rep->changes[i].name);
+      fprintf(out, "` | %s |\n", text);
+    }
+  }
 }

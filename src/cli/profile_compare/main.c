@@ -1,6 +1,7 @@
 /* profile_compare: the regression gate's program.
  *
  *   profile_compare CURRENT.json BASELINE.json [--json OUT] [--markdown OUT] [--alpha A]
+ *   profile_compare --base RUN.json... --head RUN.json... [--json OUT] [--markdown OUT] [--alpha A]
  *   profile_compare --promote RUN.json... -o BASELINE.json [--commit SHA] [--command TEXT]
  *   profile_compare --slug METRICS.json
  *
@@ -31,6 +32,11 @@ static const char k_usage[] =
     "      --markdown OUT  also write it as Markdown (append to $GITHUB_STEP_SUMMARY)\n"
     "      --alpha A       significance level of the rank tests, 0 < A <= 0.5 (default 0.01)\n"
     "      --quiet         no table on stdout\n"
+    "  profile_compare --base RUN.json [RUN.json...] --head RUN.json [RUN.json...]\n"
+    "                  [--json OUT] [--markdown OUT] [--alpha A] [--quiet]\n"
+    "      A/B: runs of a base and a head build made interleaved on one machine, the i-th\n"
+    "      base and head runs being round i (scripts/gpu_ab.sh makes them); host and device\n"
+    "      times by a paired permutation test over the rounds, counts exactly\n"
     "  profile_compare --promote RUN.json [RUN.json...] -o BASELINE.json\n"
     "                  [--commit SHA] [--command TEXT] [--date ISO8601]\n"
     "      merge runs (or earlier baselines) into a baseline with policy and provenance\n"
@@ -168,63 +174,10 @@ done:
   return status;
 }
 
-static int cmd_compare(int argc, char **argv) {
-  const char *files[2] = {NULL, NULL}, *json_out = NULL, *md_out = NULL;
-  size_t nfiles = 0;
-  bool quiet = false;
-  pd_cmp_options_t opt = {.alpha = 0.01};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--json") == 0 || strcmp(a, "--markdown") == 0 || strcmp(a, "--alpha") == 0) {
-      if (i + 1 >= argc) return usage_error("%s needs a value", a);
-      const char *v = argv[++i];
-      if (a[2] == 'j') {
-        json_out = v;
-      } else if (a[2] == 'm') {
-        md_out = v;
-      } else {
-        char *end = NULL;
-        errno = 0;
-        opt.alpha = strtod(v, &end);
-        if (errno != 0 || end == v || *end != '\0' || !(opt.alpha > 0.0 && opt.alpha <= 0.5))
-          return usage_error("--alpha must be a number with 0 < alpha <= 0.5, got '%s'", v);
-      }
-    } else if (strcmp(a, "--quiet") == 0) {
-      quiet = true;
-    } else if (a[0] == '-' && a[1] != '\0') {
-      return usage_error("unknown option: %s", a);
-    } else if (nfiles < 2) {
-      files[nfiles++] = a;
-    } else {
-      return usage_error("one CURRENT and one BASELINE file, got a third: %s", a);
-    }
-  }
-  if (nfiles != 2) return usage_error("need CURRENT.json and BASELINE.json");
-
-  char why[1024];
-  cJSON *docs[2] = {NULL, NULL};
-  for (size_t i = 0; i < 2; i++) {
-    if (pd_cmp_doc_load(files[i], &docs[i], why, sizeof(why)) != 0) {
-      fprintf(stderr, "profile_compare: %s\n", why);
-      cJSON_Delete(docs[0]);
-      return EXIT_BAD_INPUT;
-    }
-  }
-  pd_cmp_report_t rep;
-  int rc = pd_cmp_compare(docs[0], docs[1], &opt, &rep, why, sizeof(why));
-  cJSON_Delete(docs[0]);
-  cJSON_Delete(docs[1]);
-  if (rc != 0) {
-    fprintf(stderr, "profile_compare: %s\n", rc == PD_ENOMEM ? "out of memory" : why);
-    pd_cmp_report_free(&rep);
-    return EXIT_BAD_INPUT;
-  }
-  snprintf(rep.current_path, sizeof(rep.current_path), "%s", files[0]);
-  snprintf(rep.baseline_path, sizeof(rep.baseline_path), "%s", files[1]);
-  int status = rep.failed ? EXIT_REGRESSED : EXIT_PASS;
-  if (!quiet) pd_cmp_report_print(stdout, &rep);
+/* Writes the report's --json and --markdown files. Returns the status to exit with. */
+static int write_reports(const pd_cmp_report_t *rep, const char *json_out, const char *md_out, int status) {
   if (json_out != NULL) {
-    cJSON *j = pd_cmp_report_to_json(&rep);
+    cJSON *j = pd_cmp_report_to_json(rep);
     char *text = j != NULL ? cJSON_Print(j) : NULL;
     cJSON_Delete(j);
     if (text == NULL) {
@@ -235,8 +188,159 @@ static int cmd_compare(int argc, char **argv) {
     }
     free(text);
   }
-  if (md_out != NULL && write_atomic(md_out, put_markdown, &rep) != 0) status = EXIT_BAD_INPUT;
+  if (md_out != NULL && status != EXIT_BAD_INPUT && write_atomic(md_out, put_markdown, rep) != 0)
+    status = EXIT_BAD_INPUT;
+  return status;
+}
+
+/* Loads n files into docs (all or none). Returns 0 or prints why and returns nonzero. */
+static int load_all(const char *const *paths, size_t n, cJSON **docs) {
+  char why[1024];
+  for (size_t i = 0; i < n; i++) {
+    if (pd_cmp_doc_load(paths[i], &docs[i], why, sizeof(why)) != 0) {
+      fprintf(stderr, "profile_compare: %s\n", why);
+      for (size_t j = 0; j < i; j++) cJSON_Delete(docs[j]);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int cmd_compare(int argc, char **argv) {
+  const char *json_out = NULL, *md_out = NULL;
+  /* files[0..nfiles): positional (CURRENT, BASELINE); or, in A/B, the base runs then
+   * the head runs, each list collected after its flag. */
+  const char **base = calloc((size_t)argc, sizeof(*base)), **head = calloc((size_t)argc, sizeof(*head));
+  const char *files[2] = {NULL, NULL};
+  size_t nfiles = 0, nbase = 0, nhead = 0;
+  int list = 0; /* 0 positional, 1 after --base, 2 after --head */
+  bool quiet = false, ab = false;
+  pd_cmp_options_t opt = {.alpha = 0.01};
+  int status = EXIT_BAD_INPUT;
+  if (base == NULL || head == NULL) {
+    fprintf(stderr, "profile_compare: out of memory\n");
+    goto out;
+  }
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--json") == 0 || strcmp(a, "--markdown") == 0 || strcmp(a, "--alpha") == 0) {
+      list = 0;
+      if (i + 1 >= argc) {
+        usage_error("%s needs a value", a);
+        goto out;
+      }
+      const char *v = argv[++i];
+      if (a[2] == 'j') {
+        json_out = v;
+      } else if (a[2] == 'm') {
+        md_out = v;
+      } else {
+        char *end = NULL;
+        errno = 0;
+        opt.alpha = strtod(v, &end);
+        if (errno != 0 || end == v || *end != '\0' || !(opt.alpha > 0.0 && opt.alpha <= 0.5)) {
+          usage_error("--alpha must be a number with 0 < alpha <= 0.5, got '%s'", v);
+          goto out;
+        }
+      }
+    } else if (strcmp(a, "--base") == 0 || strcmp(a, "--head") == 0) {
+      ab = true;
+      list = a[2] == 'b' ? 1 : 2;
+    } else if (strcmp(a, "--quiet") == 0) {
+      list = 0;
+      quiet = true;
+    } else if (a[0] == '-' && a[1] != '\0') {
+      usage_error("unknown option: %s", a);
+      goto out;
+    } else if (list == 1) {
+      base[nbase++] = a;
+    } else if (list == 2) {
+      head[nhead++] = a;
+    } else if (nfiles < 2) {
+      files[nfiles++] = a;
+    } else {
+      usage_error("one CURRENT and one BASELINE file, got a third: %s", a);
+      goto out;
+    }
+  }
+  if (ab && nfiles > 0) {
+    usage_error("with --base/--head every file follows one of them; '%s' does not", files[0]);
+    goto out;
+  }
+  if (ab && (nbase < 2 || nbase != nhead)) {
+    usage_error("--base and --head take one run per round each, the same number, at least 2; got %zu and %zu",
+                nbase, nhead);
+    goto out;
+  }
+  if (!ab && nfiles != 2) {
+    usage_error("need CURRENT.json and BASELINE.json (or --base RUN.json... --head RUN.json...)");
+    goto out;
+  }
+  /* An output must not overwrite an input: the comparison would destroy its own evidence. */
+  for (int o = 0; o < 2; o++) {
+    const char *outp = o == 0 ? json_out : md_out;
+    if (outp == NULL) continue;
+    const char *const *lists[3] = {files, base, head};
+    const size_t counts[3] = {nfiles, nbase, nhead};
+    for (int l = 0; l < 3; l++)
+      for (size_t k = 0; k < counts[l]; k++)
+        if (strcmp(lists[l][k], outp) == 0) {
+          usage_error("%s %s is also an input; choose another file", o == 0 ? "--json" : "--markdown", outp);
+          goto out;
+        }
+  }
+  if (json_out != NULL && md_out != NULL && strcmp(json_out, md_out) == 0) {
+    usage_error("--json and --markdown name the same file %s", json_out);
+    goto out;
+  }
+
+  char why[1024];
+  pd_cmp_report_t rep;
+  int rc;
+  if (ab) {
+    size_t n = nbase + nhead;
+    cJSON **docs = calloc(n, sizeof(*docs));
+    const char **names = calloc(n, sizeof(*names));
+    if (docs == NULL || names == NULL || load_all(base, nbase, docs) != 0) {
+      free(docs);
+      free(names);
+      goto out;
+    }
+    if (load_all(head, nhead, docs + nbase) != 0) {
+      for (size_t i = 0; i < nbase; i++) cJSON_Delete(docs[i]);
+      free(docs);
+      free(names);
+      goto out;
+    }
+    for (size_t i = 0; i < n; i++) names[i] = i < nbase ? base[i] : head[i - nbase];
+    rc = pd_cmp_ab((const cJSON *const *)docs, nbase, (const cJSON *const *)docs + nbase, nhead, names, &opt, &rep,
+                   why, sizeof(why));
+    for (size_t i = 0; i < n; i++) cJSON_Delete(docs[i]);
+    free(docs);
+    free(names);
+  } else {
+    cJSON *docs[2] = {NULL, NULL};
+    if (load_all(files, 2, docs) != 0) goto out;
+    rc = pd_cmp_compare(docs[0], docs[1], &opt, &rep, why, sizeof(why));
+    cJSON_Delete(docs[0]);
+    cJSON_Delete(docs[1]);
+    if (rc == 0) {
+      snprintf(rep.current_path, sizeof(rep.current_path), "%s", files[0]);
+      snprintf(rep.baseline_path, sizeof(rep.baseline_path), "%s", files[1]);
+    }
+  }
+  if (rc != 0) {
+    fprintf(stderr, "profile_compare: %s\n", rc == PD_ENOMEM ? "out of memory" : why);
+    pd_cmp_report_free(&rep);
+    goto out;
+  }
+  status = rep.failed ? EXIT_REGRESSED : EXIT_PASS;
+  if (!quiet) pd_cmp_report_print(stdout, &rep);
+  status = write_reports(&rep, json_out, md_out, status);
   pd_cmp_report_free(&rep);
+out:
+  free(base);
+  free(head);
   return status;
 }
 

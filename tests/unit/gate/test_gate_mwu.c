@@ -203,29 +203,54 @@ Test(gate, gpu_slug) {
   cr_assert_eq(pd_gpu_slug("NVIDIA H100 80GB HBM3", s, 8), PD_EINVAL);
 }
 
-Test(gate, policy_defaults_follow_metric_kinds) {
+Test(gate, policy_defaults_follow_metric_classes) {
   pd_cmp_policy_t p;
-  /* the shift statistic: a few percent; the burst-driven step times: wide */
-  pd_cmp_policy_default("step_time_p10_s", &p);
+  /* stored baselines, host class: only gross changes fail, and a step twice as slow does */
+  pd_cmp_policy_default("step_time_p10_s", PD_CMP_STORED, NAN, &p);
+  cr_assert_eq(p.cls, PD_METRIC_CLASS_HOST);
   cr_assert_eq(p.mode, PD_CMP_MODE_SIGNIFICANCE);
   cr_assert_eq(p.direction, PD_CMP_DIR_LOWER_IS_BETTER);
-  cr_assert(p.tolerance > 0.0 && p.tolerance < 0.05, "tolerance %g", p.tolerance);
+  cr_assert(p.tolerance >= 0.5 && p.tolerance < 1.0, "tolerance %g", p.tolerance);
   pd_cmp_policy_t avg, p95;
-  pd_cmp_policy_default("avg_step_time_s", &avg);
-  pd_cmp_policy_default("p95_step_time_s", &p95);
-  cr_assert_eq(avg.mode, PD_CMP_MODE_SIGNIFICANCE);
+  pd_cmp_policy_default("avg_step_time_s", PD_CMP_STORED, NAN, &avg);
+  pd_cmp_policy_default("p95_step_time_s", PD_CMP_STORED, NAN, &p95);
+  cr_assert_eq(avg.cls, PD_METRIC_CLASS_HOST);
   cr_assert_eq(avg.direction, PD_CMP_DIR_LOWER_IS_BETTER);
-  cr_assert_gt(avg.tolerance, p.tolerance);
+  cr_assert_float_eq(avg.tolerance, p.tolerance, 1e-12);
   cr_assert_gt(p95.tolerance, avg.tolerance);
-  pd_cmp_policy_default("kernels_per_step", &p);
+  /* device class: a tight band that a 3% GPU-side slowdown leaves */
+  pd_cmp_policy_default("gpu_kernel_time_per_step_us", PD_CMP_STORED, NAN, &p);
+  cr_assert_eq(p.cls, PD_METRIC_CLASS_DEVICE);
+  cr_assert_eq(p.mode, PD_CMP_MODE_BAND);
+  cr_assert(p.band > 0.0 && p.band < 0.03, "band %g", p.band);
+  pd_cmp_policy_default("avg_kernel_time_us", PD_CMP_STORED, NAN, &p);
+  cr_assert_eq(p.cls, PD_METRIC_CLASS_DEVICE);
+  cr_assert_eq(p.direction, PD_CMP_DIR_NONE, "fusing kernels raises it: no direction");
+  pd_cmp_policy_default("kernels_per_step", PD_CMP_STORED, NAN, &p);
+  cr_assert_eq(p.cls, PD_METRIC_CLASS_COUNT);
   cr_assert_eq(p.mode, PD_CMP_MODE_EXACT);
-  pd_cmp_policy_default("gpu_busy_fraction", &p);
+  pd_cmp_policy_default("gpu_busy_fraction", PD_CMP_STORED, NAN, &p);
+  cr_assert_eq(p.cls, PD_METRIC_CLASS_HOST);
   cr_assert_eq(p.mode, PD_CMP_MODE_BAND);
   cr_assert_eq(p.direction, PD_CMP_DIR_HIGHER_IS_BETTER);
-  pd_cmp_policy_default("loss_last", &p);
+  pd_cmp_policy_default("loss_last", PD_CMP_STORED, NAN, &p);
+  cr_assert_eq(p.cls, PD_METRIC_CLASS_INFO);
   cr_assert_eq(p.direction, PD_CMP_DIR_NONE);
-  pd_cmp_policy_default("no_such_metric", &p);
+  pd_cmp_policy_default("no_such_metric", PD_CMP_STORED, NAN, &p);
+  cr_assert_eq(p.cls, PD_METRIC_CLASS_INFO);
   cr_assert_eq(p.direction, PD_CMP_DIR_NONE);
+  /* A/B on one machine: host times are held to a few percent, device time tighter */
+  pd_cmp_policy_default("step_time_p10_s", PD_CMP_AB, NAN, &p);
+  cr_assert_eq(p.mode, PD_CMP_MODE_SIGNIFICANCE);
+  cr_assert(p.tolerance > 0.0 && p.tolerance <= 0.03, "A/B tolerance %g", p.tolerance);
+  pd_cmp_policy_default("gpu_kernel_time_per_step_us", PD_CMP_AB, NAN, &p);
+  cr_assert_eq(p.mode, PD_CMP_MODE_SIGNIFICANCE);
+  cr_assert(p.tolerance > 0.0 && p.tolerance < 0.03, "A/B device tolerance %g", p.tolerance);
+  pd_cmp_policy_default("h2d_bytes_per_step", PD_CMP_AB, NAN, &p);
+  cr_assert_eq(p.mode, PD_CMP_MODE_EXACT);
+  cr_assert_eq(pd_cmp_metric_class("step_time_p10_s"), PD_METRIC_CLASS_HOST);
+  cr_assert_eq(pd_cmp_metric_class("sync_calls_per_step"), PD_METRIC_CLASS_COUNT);
+  cr_assert_eq(pd_cmp_metric_class("not_a_metric"), PD_METRIC_CLASS_INFO);
   cr_assert_str_eq(pd_cmp_metric_samples_key("p95_step_time_s"), "step_times_s");
   cr_assert_str_eq(pd_cmp_metric_samples_key("step_time_p10_s"), "step_times_s");
   cr_assert_str_eq(pd_cmp_metric_samples_key("avg_dataloader_wait_s"), "dataloader_wait_s");
@@ -239,31 +264,56 @@ Test(gate, policy_defaults_follow_metric_kinds) {
 
 Test(gate, policy_tolerance_widens_with_between_run_spread) {
   pd_cmp_policy_t quiet, noisy;
-  const double tight[] = {0.0100, 0.0100, 0.0101};
-  const double wide[] = {0.0100, 0.0106, 0.0103}; /* sd 0.0003: 2.9% of the mean */
-  pd_cmp_policy_derive("step_time_p10_s", tight, 3, 0.01, &quiet);
-  pd_cmp_policy_derive("step_time_p10_s", wide, 3, 0.01, &noisy);
-  cr_assert_float_eq(quiet.tolerance, 0.03, 1e-12, "the floor: %g", quiet.tolerance);
-  cr_assert(noisy.tolerance >= 3.5 * 0.0003 / 0.0103, "tolerance %g must cover the spread",
-            noisy.tolerance);
+  /* device time: the 1.5% floor, widened to 4 between-run sd */
+  const double tight[] = {233.1, 233.2, 232.9};
+  const double wide[] = {230.0, 240.0, 235.0}; /* MAD 5: sd 7.4, 3.2% of the median */
+  pd_cmp_policy_derive("gpu_kernel_time_per_step_us", tight, NULL, 3, 0.0003, &quiet);
+  pd_cmp_policy_derive("gpu_kernel_time_per_step_us", wide, NULL, 3, 0.0003, &noisy);
+  cr_assert_float_eq(quiet.band, 0.015, 1e-12, "the floor: %g", quiet.band);
+  cr_assert(noisy.band >= 4 * 7.41 / 235.0 - 1e-3, "band %g must cover the spread", noisy.band);
   /* Counts that never varied are compared exactly; varying ones within a band. */
   const double same[] = {120, 120, 120}, vary[] = {300, 302, 301};
-  pd_cmp_policy_derive("kernels_per_step", same, 3, 0.01, &quiet);
+  pd_cmp_policy_derive("kernels_per_step", same, NULL, 3, 0.01, &quiet);
   cr_assert_eq(quiet.mode, PD_CMP_MODE_EXACT);
-  pd_cmp_policy_derive("runtime_calls_per_step", vary, 3, 0.01, &noisy);
+  pd_cmp_policy_derive("runtime_calls_per_step", vary, NULL, 3, 0.01, &noisy);
   cr_assert_eq(noisy.mode, PD_CMP_MODE_BAND);
   cr_assert(noisy.band >= 0.02, "band %g", noisy.band);
   /* One run says nothing about spread: the floor. */
-  pd_cmp_policy_derive("step_time_p10_s", wide, 1, 0.01, &quiet);
-  cr_assert_float_eq(quiet.tolerance, 0.03, 1e-12);
+  pd_cmp_policy_derive("gpu_kernel_time_per_step_us", wide, NULL, 1, 0.01, &quiet);
+  cr_assert_float_eq(quiet.band, 0.015, 1e-12);
   /* Data wait gets an absolute floor from the step time (5% of a 10 ms step). */
   const double waits[] = {1e-5, 2e-5, 1.5e-5};
-  pd_cmp_policy_derive("avg_dataloader_wait_s", waits, 3, 0.01, &quiet);
+  pd_cmp_policy_derive("avg_dataloader_wait_s", waits, NULL, 3, 0.01, &quiet);
   cr_assert_float_eq(quiet.min_abs, 0.0005, 1e-12);
-  /* Sample-less time metrics get a wider floor (25% of a 10 ms step), scaled to their
-   * unit (microseconds here). */
+  /* Sample-less host times get a wider floor (25% of a 10 ms step), scaled to their unit
+   * (microseconds here). */
   const double sync_us[] = {8000, 8100, 8050};
-  pd_cmp_policy_derive("sync_time_per_step_us", sync_us, 3, 0.01, &quiet);
+  pd_cmp_policy_derive("sync_time_per_step_us", sync_us, NULL, 3, 0.01, &quiet);
   cr_assert_eq(quiet.mode, PD_CMP_MODE_BAND);
   cr_assert_float_eq(quiet.min_abs, 2500.0, 1e-9);
+}
+
+Test(gate, host_tolerance_learned_from_pooled_hosts) {
+  /* Three hosts: two alike, one 30% slower in every run. Twice the largest shift of a
+   * host's median from the median of all runs, within the cap. */
+  const double p10[] = {300, 301, 299, 302, 300, 303, 390, 392, 391};
+  const int host[] = {0, 0, 0, 1, 1, 1, 2, 2, 2};
+  pd_cmp_policy_t one, pooled, shifted;
+  pd_cmp_policy_derive("step_time_p10_s", p10, NULL, 9, 0.0003, &one); /* hosts unknown */
+  pd_cmp_policy_derive("step_time_p10_s", p10, host, 9, 0.0003, &pooled);
+  cr_assert_float_eq(one.tolerance, 0.75, 1e-12, "no host index: the floor, %g", one.tolerance);
+  cr_assert_float_eq(pooled.tolerance, 0.75, 1e-12, "2 x 30%% shift is under the floor: %g", pooled.tolerance);
+  /* a host 53% off: 2 x 53% would exceed the cap; the cap keeps a doubled step failing */
+  const double far[] = {300, 301, 299, 302, 300, 303, 460, 461, 462};
+  pd_cmp_policy_derive("step_time_p10_s", far, host, 9, 0.0003, &shifted);
+  cr_assert_float_eq(shifted.tolerance, 0.9, 1e-12, "capped: %g", shifted.tolerance);
+  /* the same runs as one host: the MAD ignores the three slow runs, so the floor */
+  const int same[] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  pd_cmp_policy_derive("step_time_p10_s", far, same, 9, 0.0003, &shifted);
+  cr_assert_float_eq(shifted.tolerance, 0.75, 1e-12, "one host: %g", shifted.tolerance);
+  /* device time across hosts: a 0.3% host shift stays within the 1.5% floor; a 2% one widens it */
+  const double dev[] = {233.0, 233.1, 232.9, 233.7, 233.8, 233.6, 237.6, 237.7, 237.8};
+  pd_cmp_policy_t d;
+  pd_cmp_policy_derive("gpu_kernel_time_per_step_us", dev, host, 9, 0.0003, &d);
+  cr_assert(d.band >= 2 * (237.7 - 233.7) / 233.7 - 1e-9, "band %g covers twice the host shift", d.band);
 }
