@@ -13,6 +13,9 @@
 # Extra arguments go to ctest (e.g. -R scenarios). Exit: ctest's status; 2 bad setup;
 # 3 no GPU visible (PD_ALLOW_NO_GPU=1 runs anyway, and the tests then skip); 4 tests
 # skipped although GPUs are visible (the device probe in accept_main.c failed).
+# PD_AB_BASE_BUILD: a base build folder; the suite then also runs the same-machine A/B
+# (accept_ab: scripts/gpu_ab.sh BASE BUILD_DIR ${PD_AB_ROUNDS:-8}); without it accept_ab
+# is left out (-E), and said so.
 # PD_WARMUP_RUNS (default 3): short profiler_demo runs made first, unmeasured. On freshly
 # started H100 machines the first acceptance pass sometimes failed a baseline comparison
 # (clean, dataloader) that every later pass on the same machine met; the timed runs should
@@ -98,6 +101,16 @@ else
   # ctest ignores it.
   args+=(-j 1)
   echo "gpu_acceptance: $ngpu GPU(s) on this host, none listable as CTest resources; running tests one at a time"
+fi
+if [ -n "${PD_AB_BASE_BUILD:-}" ]; then
+  case "$PD_AB_BASE_BUILD" in /*) ;; *) PD_AB_BASE_BUILD=$root/$PD_AB_BASE_BUILD ;; esac
+  [ -x "$PD_AB_BASE_BUILD/src/cli/profiler_demo/profiler_demo" ] ||
+    die 2 "PD_AB_BASE_BUILD=$PD_AB_BASE_BUILD holds no built profiler_demo"
+  export PD_AB_BASE_BUILD
+  echo "gpu_acceptance: A/B against the base build $PD_AB_BASE_BUILD, ${PD_AB_ROUNDS:-8} rounds"
+else
+  args+=(-E '^accept_ab$')
+  echo "gpu_acceptance: A/B not run (no PD_AB_BASE_BUILD); stored-baseline comparisons only"
 fi
 demo=$build/src/cli/profiler_demo/profiler_demo
 warm=${PD_WARMUP_RUNS:-3}

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# update_baselines.sh [--force] [--runs N] [--build DIR]: rerecords this GPU's baselines.
+# update_baselines.sh [--replace] [--force] [--runs N] [--build DIR]: adds this host's runs
+# to this GPU's baselines (or, with --replace, records them anew).
 #
-# After an intentional change, on the GPU model concerned: runs every scenario N times
-# (default 3) with the flags in baselines/acceptance.args, promotes each scenario's runs
-# into baselines/<gpu slug>/<scenario>.json (profile_compare --promote: samples pooled,
-# policy from the between-run spread, provenance), prints what changed against the old
-# baseline (profile_compare new-vs-old), and moves the new files into place atomically.
-# Review the result with `git diff baselines/` and commit it.
+# On the GPU model concerned: runs every scenario N times (default 5) with the flags in
+# baselines/acceptance.args and promotes each scenario's runs into
+# baselines/<gpu slug>/<scenario>.json (profile_compare --promote: samples pooled, each
+# run with its host and provenance, policy re-derived from the spread between runs and
+# between hosts). By default the runs are ADDED to the existing baseline: a baseline should
+# pool runs from at least 3 freshly started machines, so run this on several (docs/gate.md).
+# After an intentional change, --replace starts the baseline over from this host's runs
+# (then add more hosts). Prints what changed against the old baseline and moves the new
+# files into place atomically. Review with `git diff baselines/` and commit.
 #
+#   --replace   start over: do not keep the existing baseline's runs
 #   --force     record even when the git tree is dirty (uncommitted or untracked files);
 #               the provenance then names the commit with a "-dirty" suffix
-#   --runs N    runs per scenario, 1..50 (default 3; more runs measure the spread better)
+#   --runs N    runs per scenario, 1..50 (default 5)
 #   --build DIR the build folder with profiler_demo and profile_compare (default build)
 # Environment: PD_BASELINE_COMMIT names the commit where there is no git checkout.
 #
@@ -25,10 +30,11 @@ die() { # die STATUS MESSAGE
   exit "$1"
 }
 
-force=0 runs=3 build=build
+force=0 runs=5 build=build replace=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --force) force=1 ;;
+    --replace) replace=1 ;;
     --runs)
       [ $# -ge 2 ] || die 2 "--runs needs a number"
       runs=$2
@@ -43,7 +49,7 @@ while [ $# -gt 0 ]; do
       usage
       exit 0
       ;;
-    *) die 2 "unknown argument '$1' (allowed: --force, --runs N, --build DIR, --help)" ;;
+    *) die 2 "unknown argument '$1' (allowed: --replace, --force, --runs N, --build DIR, --help)" ;;
   esac
   shift
 done
@@ -117,6 +123,11 @@ dest=baselines/$slug
 compare_abs=$(cd "$(dirname "$compare")" && pwd)/$(basename "$compare")
 for s in "${scenarios[@]}"; do
   files=()
+  # Unless --replace: the existing baseline's runs (other hosts) first, then this host's.
+  if [ "$replace" -eq 0 ] && [ -f "$dest/$s.json" ]; then
+    cp "$dest/$s.json" "$tmp/runs/$s.previous.json"
+    files+=("$s.previous.json")
+  fi
   for ((i = 1; i <= runs; i++)); do files+=("$s/$i.json"); done
   # From inside the runs folder, so each run's "source" reads "clean/1.json", not a temp path.
   (cd "$tmp/runs" && "$compare_abs" --promote "${files[@]}" -o "$tmp/$s.json" --commit "$commit" \

@@ -34,24 +34,46 @@ static int pro_concat(cJSON *dst, const cJSON *doc, const char *key) {
  * baseline that recorded no host (made before runs carried one) were recorded on one
  * machine per baseline: they get a host named after that baseline's provenance, so the
  * between-host spread treats them as one host. */
-static int pro_add_runs(cJSON *runs, const cJSON *doc, const char *name) {
+/* Adds run["provenance"] {commit, date, driver, tool_version} unless it has one. */
+static int pro_run_provenance(cJSON *run, const char *commit, const char *date, const cJSON *driver,
+                              const char *tool_version) {
+  if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(run, "provenance"))) return 0;
+  cJSON_DeleteItemFromObjectCaseSensitive(run, "provenance");
+  cJSON *p = cJSON_AddObjectToObject(run, "provenance");
+  if (p == NULL) return PD_ENOMEM;
+  cJSON_AddStringToObject(p, "commit", commit != NULL ? commit : "unknown");
+  cJSON_AddStringToObject(p, "date", date != NULL ? date : "unknown");
+  if (cJSON_IsNumber(driver))
+    cJSON_AddNumberToObject(p, "driver", driver->valuedouble);
+  else
+    cJSON_AddNullToObject(p, "driver");
+  cJSON_AddStringToObject(p, "tool_version", tool_version != NULL ? tool_version : "unknown");
+  return 0;
+}
+
+static int pro_add_runs(cJSON *runs, const cJSON *doc, const char *name, const char *commit, const char *date) {
   const cJSON *prior = cJSON_GetObjectItemCaseSensitive(doc, "runs"), *it = NULL;
   if (cJSON_IsArray(prior) && cJSON_GetArraySize(prior) > 0) {
     char key[160];
-    const char *commit = cmp_string_at(doc, "provenance", "git_commit");
-    const char *date = cmp_string_at(doc, "provenance", "date");
-    snprintf(key, sizeof(key), "baseline %s %s", commit ? commit : "?", date ? date : "?");
+    const char *bc = cmp_string_at(doc, "provenance", "git_commit");
+    const char *bd = cmp_string_at(doc, "provenance", "date");
+    snprintf(key, sizeof(key), "baseline %s %s", bc ? bc : "?", bd ? bd : "?");
     cJSON_ArrayForEach(it, prior) {
       cJSON *copy = cJSON_Duplicate(it, 1);
       if (copy == NULL) return PD_ENOMEM;
       cJSON_AddItemToArray(runs, copy);
-      if (cJSON_IsObject(copy) && !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(copy, "host"))) {
+      if (!cJSON_IsObject(copy)) continue;
+      if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(copy, "host"))) {
         cJSON_DeleteItemFromObjectCaseSensitive(copy, "host");
         cJSON *h = cJSON_AddObjectToObject(copy, "host");
         if (h == NULL) return PD_ENOMEM;
         cJSON_AddStringToObject(h, "name", "unrecorded");
         cJSON_AddStringToObject(h, "boot_id", key);
       }
+      const cJSON *prov = cJSON_GetObjectItemCaseSensitive(doc, "provenance");
+      int rc = pro_run_provenance(copy, commit, date, cJSON_GetObjectItemCaseSensitive(prov, "driver"),
+                                  cmp_string_at(prov, "tool_version", NULL));
+      if (rc != 0) return rc;
     }
     return 0;
   }
@@ -65,6 +87,10 @@ static int pro_add_runs(cJSON *runs, const cJSON *doc, const char *name) {
     if (h == NULL) return PD_ENOMEM;
     cJSON_AddItemToObject(run, "host", h);
   }
+  int prc = pro_run_provenance(run, commit, date,
+                               cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "device"), "driver"),
+                               cmp_string_at(doc, "tool", "version"));
+  if (prc != 0) return prc;
   const cJSON *st = cJSON_GetObjectItemCaseSensitive(doc, "step_times_s");
   cJSON_AddNumberToObject(run, "steps", cJSON_IsArray(st) ? cJSON_GetArraySize(st) : 0);
   const char *bn = cmp_string_at(doc, "verdict", "bottleneck");
@@ -209,8 +235,19 @@ static int pro_build(const cJSON *const *docs, const char *const *names, size_t 
   cJSON_AddItemToObject(out, "dataloader_wait_s", waits);
   cJSON_AddItemToObject(out, "runs", runs);
   if (metrics == NULL) return PD_ENOMEM;
+  char date[40];
+  if (info != NULL && info->date != NULL)
+    snprintf(date, sizeof(date), "%s", info->date);
+  else
+    pro_now_utc(date, sizeof(date));
+  const char *commit = info != NULL && info->git_commit ? info->git_commit : "unknown";
   for (size_t i = 0; i < n; i++) {
-    int rc = pro_add_runs(runs, docs[i], names != NULL ? names[i] : NULL);
+    /* runs taken over from an earlier baseline keep its commit and date */
+    const char *pc = cmp_string_at(docs[i], "provenance", "git_commit");
+    const char *pd = cmp_string_at(docs[i], "provenance", "date");
+    bool pooled = cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(docs[i], "runs"));
+    int rc = pro_add_runs(runs, docs[i], names != NULL ? names[i] : NULL, pooled && pc ? pc : commit,
+                          pooled && pd ? pd : date);
     if (rc == 0) rc = pro_concat(steps, docs[i], "step_times_s");
     if (rc == 0) rc = pro_concat(waits, docs[i], "dataloader_wait_s");
     if (rc != 0) return rc;
@@ -313,13 +350,7 @@ static int pro_build(const cJSON *const *docs, const char *const *names, size_t 
   }
   const char *tv = cmp_string_at(first, "tool", "version");
   cJSON_AddStringToObject(prov, "tool_version", tv != NULL ? tv : "unknown");
-  char date[40];
-  if (info != NULL && info->date != NULL)
-    snprintf(date, sizeof(date), "%s", info->date);
-  else
-    pro_now_utc(date, sizeof(date));
-  cJSON_AddStringToObject(prov, "git_commit",
-                          info != NULL && info->git_commit ? info->git_commit : "unknown");
+  cJSON_AddStringToObject(prov, "git_commit", commit);
   cJSON_AddStringToObject(prov, "date", date);
   cJSON_AddStringToObject(prov, "command",
                           info != NULL && info->command ? info->command : "unknown");

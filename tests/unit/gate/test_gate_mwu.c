@@ -281,9 +281,12 @@ Test(gate, policy_tolerance_widens_with_between_run_spread) {
   /* One run says nothing about spread: the floor. */
   pd_cmp_policy_derive("gpu_kernel_time_per_step_us", wide, NULL, 1, 0.01, &quiet);
   cr_assert_float_eq(quiet.band, 0.015, 1e-12);
-  /* Data wait gets an absolute floor from the step time (5% of a 10 ms step). */
+  /* Data wait gets an absolute floor from the step time: against a stored baseline a
+   * whole step (10 ms), in an A/B 5% of it. */
   const double waits[] = {1e-5, 2e-5, 1.5e-5};
   pd_cmp_policy_derive("avg_dataloader_wait_s", waits, NULL, 3, 0.01, &quiet);
+  cr_assert_float_eq(quiet.min_abs, 0.01, 1e-12);
+  pd_cmp_policy_default("avg_dataloader_wait_s", PD_CMP_AB, 0.01, &quiet);
   cr_assert_float_eq(quiet.min_abs, 0.0005, 1e-12);
   /* Sample-less host times get a wider floor (25% of a 10 ms step), scaled to their unit
    * (microseconds here). */
@@ -294,23 +297,33 @@ Test(gate, policy_tolerance_widens_with_between_run_spread) {
 }
 
 Test(gate, host_tolerance_learned_from_pooled_hosts) {
-  /* Three hosts: two alike, one 30% slower in every run. Twice the largest shift of a
-   * host's median from the median of all runs, within the cap. */
-  const double p10[] = {300, 301, 299, 302, 300, 303, 390, 392, 391};
   const int host[] = {0, 0, 0, 1, 1, 1, 2, 2, 2};
+  /* A central step-time statistic is held at +-90% against a stored baseline whatever
+   * the hosts show: unchanged runs reached +86%, and a step twice as slow must fail. */
+  const double p10[] = {300, 301, 299, 302, 300, 303, 460, 461, 462};
   pd_cmp_policy_t one, pooled, shifted;
-  pd_cmp_policy_derive("step_time_p10_s", p10, NULL, 9, 0.0003, &one); /* hosts unknown */
+  pd_cmp_policy_derive("step_time_p10_s", p10, NULL, 9, 0.0003, &one);
   pd_cmp_policy_derive("step_time_p10_s", p10, host, 9, 0.0003, &pooled);
-  cr_assert_float_eq(one.tolerance, 0.75, 1e-12, "no host index: the floor, %g", one.tolerance);
-  cr_assert_float_eq(pooled.tolerance, 0.75, 1e-12, "2 x 30%% shift is under the floor: %g", pooled.tolerance);
-  /* a host 53% off: 2 x 53% would exceed the cap; the cap keeps a doubled step failing */
-  const double far[] = {300, 301, 299, 302, 300, 303, 460, 461, 462};
-  pd_cmp_policy_derive("step_time_p10_s", far, host, 9, 0.0003, &shifted);
-  cr_assert_float_eq(shifted.tolerance, 0.9, 1e-12, "capped: %g", shifted.tolerance);
-  /* the same runs as one host: the MAD ignores the three slow runs, so the floor */
+  cr_assert_float_eq(one.tolerance, 0.9, 1e-12, "%g", one.tolerance);
+  cr_assert_float_eq(pooled.tolerance, 0.9, 1e-12, "capped: %g", pooled.tolerance);
+  /* p95 (no cap): three hosts, one 133% above the others. Twice the largest shift of a
+   * host's median from the median of all runs. */
+  const double p95[] = {300, 301, 299, 302, 300, 303, 700, 701, 702};
+  pd_cmp_policy_derive("p95_step_time_s", p95, host, 9, 0.0003, &pooled);
+  cr_assert_float_eq(pooled.tolerance, 2.0 * (701.0 - 302.0) / 302.0, 1e-9, "%g", pooled.tolerance);
+  /* the same runs as one host: no host shift; the envelope, 1.1 x the farthest run
+   * (+132%), is 146%: the 150% floor */
   const int same[] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-  pd_cmp_policy_derive("step_time_p10_s", far, same, 9, 0.0003, &shifted);
-  cr_assert_float_eq(shifted.tolerance, 0.75, 1e-12, "one host: %g", shifted.tolerance);
+  pd_cmp_policy_derive("p95_step_time_s", p95, same, 9, 0.0003, &shifted);
+  cr_assert_float_eq(shifted.tolerance, 1.5, 1e-9, "%g", shifted.tolerance);
+  /* a run farther out widens it: 1.1 x 200% */
+  const double wide[] = {300, 301, 299, 302, 300, 303, 301, 300, 906};
+  pd_cmp_policy_derive("p95_step_time_s", wide, same, 9, 0.0003, &shifted);
+  cr_assert_float_eq(shifted.tolerance, 1.1 * (906.0 - 301.0) / 301.0, 1e-9, "%g", shifted.tolerance);
+  /* hosts that agree: the floor */
+  const double calm[] = {300, 301, 299, 302, 300, 303, 301, 300, 302};
+  pd_cmp_policy_derive("p95_step_time_s", calm, host, 9, 0.0003, &shifted);
+  cr_assert_float_eq(shifted.tolerance, 1.5, 1e-12, "%g", shifted.tolerance);
   /* device time across hosts: a 0.3% host shift stays within the 1.5% floor; a 2% one widens it */
   const double dev[] = {233.0, 233.1, 232.9, 233.7, 233.8, 233.6, 237.6, 237.7, 237.8};
   pd_cmp_policy_t d;
