@@ -64,11 +64,4 @@ FILE *an_atomic_open(const char *path, char **tmp);
  * removes tmp instead. Returns 0 or PD_EIO. */
 int an_atomic_close(FILE *f, char *tmp, const char *path, bool ok);
 
-/* The former whole-tree reader (trace_reader_tree.c), kept while the unit tests compare
- * the streaming reader with it: same contracts as pd_trace_read_file_info() and
- * pd_trace_read_buffer(). */
-int an_trace_read_file_tree(const char *path, pd_trace_t *out, pd_trace_info_t *info, char *err, size_t errlen);
-int an_trace_read_buffer_tree(const char *text, size_t len, pd_trace_t *out, pd_trace_info_t *info, char *err,
-                              size_t errlen);
-
 #endif /* PD_ANALYZE_INTERNAL_H */

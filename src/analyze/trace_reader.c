@@ -464,11 +464,20 @@ static int read_args(conv_t *cv, an_json_t *p) {
   return r;
 }
 
+/* Clears what read_entry fills: the flags, not the 1 KiB of number texts behind them
+ * (a memset per entry was a tenth of the parse time). */
+static void entry_reset(entry_t *e) {
+  e->has_ph = e->cat_instant = e->has_name = e->external_id = e->has_shape = false;
+  e->cat_kind = -1;
+  e->pid.set = e->tid.set = e->ts.set = e->dur.set = false;
+  for (size_t a = 0; a < ARG_COUNT; a++) e->arg[a].set = false;
+  for (int i = 0; i < 3; i++) e->grid[i].set = e->block[i].set = false;
+}
+
 /* Reads one traceEvents object (its '{' read) into cv->e. Returns 0 or -1. */
 static int read_entry(conv_t *cv, an_json_t *p) {
   entry_t *e = &cv->e;
-  memset(e, 0, sizeof(*e));
-  e->cat_kind = -1;
+  entry_reset(e);
   int r;
   while ((r = an_json_key(p)) > 0) {
     int rc = 0;
