@@ -2,8 +2,10 @@
  *
  * Two writers are understood: ours (src/prof/trace_writer.c, docs/formats.md) and
  * torch.profiler's Kineto, plain or gzip-compressed (detected by content: zlib's gzread
- * passes plain files through). The file is loaded whole and parsed with cJSON in one go,
- * which is fine up to a few hundred MB of JSON (docs/analyzer.md has the timings).
+ * passes plain files through). The file is streamed: zlib inflates it a chunk at a time,
+ * the pull tokenizer of json_pull.c walks the text, and each traceEvents entry becomes a
+ * pd_event_t as soon as its object closes (names and shapes are interned in the trace's
+ * string pool), so memory grows with the events kept, not with the size of the text.
  *
  * Mapping (one category table below): "X" events of the kernel, gpu_memcpy, gpu_memset,
  * cuda_runtime, cuda_driver, cuda_sync, user_annotation, gpu_user_annotation, cpu_op and
@@ -11,7 +13,8 @@
  * metadata ("M"), flows (ac2g and fwdbwd: the correlation id already links a launch to
  * its GPU work), Kineto's "Trace" spans and python_function events are skipped. GPU rows
  * take device/stream from args (or pid/tid); host rows keep pid/tid. ts/dur go through
- * pd_trace_us_to_ns(), the one conversion, so start_ns counts from baseTimeNanoseconds.
+ * pd_trace_us_to_ns(), the one conversion, so start_ns counts from baseTimeNanoseconds;
+ * numbers the reader uses are range-checked first (a ts of 1e400 is an error, not 0).
  * Copy/set kinds are parsed from Kineto's names ("Memcpy HtoD (Pinned -> Device)"), and
  * the name is dropped when the kinds regenerate it, so our traces round-trip exactly.
  * Mangled kernel names ("_ZN...", as CUPTI reports our own kernels) are demangled to the
@@ -31,10 +34,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cJSON.h>
 #include <zlib.h>
 
 #include "analyze_internal.h"
+#include "json_pull.h"
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
@@ -57,121 +60,6 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
 
 static double seconds_since(int64_t t0) {
   return (double)(pd_clock_now_ns() - t0) / 1e9;
-}
-
-/* ---- loading (plain or gzip) ---------------------------------------------------------------- */
-
-#define READ_CHUNK (1u << 20)
-#define MAX_TEXT_BYTES ((size_t)4 << 30) /* 4 GiB of JSON: far beyond what cJSON should hold */
-
-/* Reads the whole file, inflating it when it is gzip. On success *text is a
- * NUL-terminated buffer the caller frees. */
-static int load_file(const char *path, char **text, size_t *len, bool *gzipped, char *err, size_t errlen) {
-  *text = NULL;
-  *len = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    set_err(err, errlen, "cannot open '%s': %s", path, strerror(errno));
-    return PD_EIO;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    set_err(err, errlen, "cannot read '%s': not a regular file", path);
-    close(fd);
-    return PD_EIO;
-  }
-  gzFile gz = gzdopen(fd, "rb");
-  if (gz == NULL) {
-    close(fd);
-    set_err(err, errlen, "cannot read '%s': out of memory", path);
-    return PD_ENOMEM;
-  }
-  (void)gzbuffer(gz, 256u * 1024u);
-  size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : READ_CHUNK;
-  if (cap < READ_CHUNK) cap = READ_CHUNK;
-  char *buf = malloc(cap);
-  size_t n = 0;
-  int rc = 0;
-  if (buf == NULL) rc = PD_ENOMEM;
-  while (rc == 0) {
-    if (cap - n < READ_CHUNK + 1) {
-      if (cap >= MAX_TEXT_BYTES) {
-        set_err(err, errlen, "'%s' is larger than %zu GiB of JSON", path, MAX_TEXT_BYTES >> 30);
-        rc = PD_EIO;
-        break;
-      }
-      size_t ncap = cap * 2;
-      char *nb = realloc(buf, ncap);
-      if (nb == NULL) {
-        rc = PD_ENOMEM;
-        break;
-      }
-      buf = nb;
-      cap = ncap;
-    }
-    int got = gzread(gz, buf + n, READ_CHUNK);
-    if (got < 0) {
-      int zerr = 0;
-      const char *msg = gzerror(gz, &zerr);
-      set_err(err, errlen, "cannot read '%s': %s", path,
-              zerr == Z_ERRNO ? strerror(errno) : (msg ? msg : "read error"));
-      rc = zerr == Z_ERRNO ? PD_EIO : PD_EPARSE;
-      break;
-    }
-    if (got == 0) break;
-    n += (size_t)got;
-  }
-  if (rc == 0) {
-    /* gzread stops at a truncated stream's end without an error return: ask. */
-    int zerr = 0;
-    const char *msg = gzerror(gz, &zerr);
-    if (zerr != Z_OK && zerr != Z_STREAM_END) {
-      set_err(err, errlen, "cannot read '%s': corrupt gzip data (%s)", path, msg ? msg : "unknown");
-      rc = PD_EPARSE;
-    }
-  }
-  *gzipped = gzdirect(gz) == 0;
-  gzclose_r(gz); /* closes fd */
-  if (rc == PD_ENOMEM) set_err(err, errlen, "cannot read '%s': out of memory", path);
-  if (rc != 0) {
-    free(buf);
-    return rc;
-  }
-  buf[n] = 0;
-  *text = buf;
-  *len = n;
-  return 0;
-}
-
-/* ---- JSON field access ------------------------------------------------------------------------ */
-
-static bool num_of(const cJSON *it, double *v) {
-  if (it == NULL || !cJSON_IsNumber(it)) return false;
-  *v = it->valuedouble;
-  return isfinite(*v);
-}
-
-static int64_t i64_of(const cJSON *it, int64_t dflt) {
-  double v;
-  if (!num_of(it, &v) || v >= 9.2e18 || v <= -9.2e18) return dflt;
-  return (int64_t)llround(v);
-}
-
-/* pid/tid: numbers, or strings such as "stream 7" (older Kineto) whose trailing digits
- * are taken; anything else ("Spans") is 0. */
-static uint32_t id_of(const cJSON *it) {
-  double v;
-  if (num_of(it, &v)) {
-    if (v < 0) return (uint32_t)(int32_t)llround(v);
-    return (uint32_t)(uint64_t)llround(v);
-  }
-  if (cJSON_IsString(it) && it->valuestring != NULL) {
-    const char *s = it->valuestring;
-    size_t n = strlen(s), d = n;
-    while (d > 0 && s[d - 1] >= '0' && s[d - 1] <= '9') d--;
-    if (d < n) return (uint32_t)strtoul(s + d, NULL, 10);
-  }
-  return 0;
 }
 
 /* ---- categories --------------------------------------------------------------------------------- */
@@ -312,99 +200,386 @@ static void sb_put(sbuf_t *b, const char *s, size_t n) {
   b->s[b->n] = 0;
 }
 
-/* Formats "Input Dims" as torch prints shapes: "[[64, 3, 32, 32], []]". */
-static void shape_text(sbuf_t *b, const cJSON *it) {
-  if (b->n > SHAPE_MAX_CHARS) return;
-  if (cJSON_IsArray(it)) {
-    sb_put(b, "[", 1);
-    bool first = true;
-    for (const cJSON *c = it->child; c != NULL; c = c->next) {
-      if (!first) sb_put(b, ", ", 2);
-      first = false;
-      shape_text(b, c);
-      if (b->n > SHAPE_MAX_CHARS) {
-        sb_put(b, "...", 3);
-        return;
-      }
-    }
-    sb_put(b, "]", 1);
-  } else if (cJSON_IsNumber(it)) {
-    char num[40];
-    double v = it->valuedouble;
-    int n = (v == floor(v) && fabs(v) < 9e15) ? snprintf(num, sizeof num, "%lld", (long long)v)
-                                             : snprintf(num, sizeof num, "%.17g", v);
-    sb_put(b, num, (size_t)n);
-  } else if (cJSON_IsString(it)) {
-    sb_put(b, "'", 1);
-    sb_put(b, it->valuestring, strlen(it->valuestring));
-    sb_put(b, "'", 1);
-  } else {
-    sb_put(b, "None", 4);
-  }
+
+/* ---- numbers the reader uses ------------------------------------------------------------- */
+
+/* ts and dur must stay below 2^62 ns (146 years): then start + dur cannot overflow. */
+#define TIME_LIMIT_US 4.6e15
+
+/* A number field as read; it is checked and converted only when its entry becomes an
+ * event, so a skipped entry with odd numbers costs nothing. */
+typedef struct {
+  bool set;      /* the field held a number (or, for pid/tid, a string) */
+  bool is_int;   /* i is exact */
+  int64_t i;
+  double d;
+  char text[24]; /* the number as written, cut, for messages */
+} num_t;
+
+static void num_take(num_t *n, const an_json_t *p) {
+  n->set = true;
+  n->is_int = p->num_is_int;
+  n->i = p->num_i64;
+  n->d = p->num;
+  memcpy(n->text, p->num_text, sizeof n->text); /* num_text is longer: no overrun */
+  n->text[sizeof n->text - 1] = 0;
 }
 
-/* ---- one event ------------------------------------------------------------------------------------- */
+/* pid/tid given as text, such as "stream 7" (older Kineto): its trailing digits; any
+ * other text ("Spans") is 0. */
+static void num_take_id_text(num_t *n, const char *s, size_t len) {
+  size_t d = len;
+  while (d > 0 && s[d - 1] >= '0' && s[d - 1] <= '9') d--;
+  n->set = n->is_int = true;
+  n->i = d < len ? (int64_t)(uint32_t)strtoul(s + d, NULL, 10) : 0;
+  n->text[0] = 0;
+}
+
+/* ---- one entry of traceEvents ------------------------------------------------------------ */
+
+/* The args keys the reader uses: X(NAME, key, value when absent or not a number). */
+#define ARG_MAP(X)                                                                                   \
+  X(CORRELATION, "correlation", 0) X(CONTEXT, "context", 0) X(DEVICE, "device", 0)                   \
+  X(STREAM, "stream", 0) X(REGISTERS, "registers per thread", 0) X(SHARED_MEM, "shared memory", 0)   \
+  X(BYTES, "bytes", 0) X(CBID, "cbid", 0) X(ADDR, "Addr", 0) X(MEM_BYTES, "Bytes", 0)                \
+  X(TOTAL_ALLOCATED, "Total Allocated", -1) X(DEVICE_TYPE, "Device Type", -1)                        \
+  X(DEVICE_ID, "Device Id", -1)
+typedef enum {
+#define ARG_GEN(name, key, dflt) ARG_##name,
+  ARG_MAP(ARG_GEN)
+#undef ARG_GEN
+  ARG_COUNT
+} arg_t;
+
+static const struct {
+  const char *key;
+  size_t len;
+  int64_t dflt;
+} arg_table[] = {
+#define ARG_ROW(name, key, dflt) {key, sizeof key - 1, dflt},
+    ARG_MAP(ARG_ROW)
+#undef ARG_ROW
+};
+
+typedef struct {
+  bool has_ph;
+  char ph[3];      /* the first two characters (a longer ph matches nothing) */
+  int cat_kind;    /* pd_event_kind_t from the category table, -1 skipped or absent */
+  bool cat_instant; /* cat is "cpu_instant_event" */
+  bool has_name;   /* the name is in conv_t.name */
+  num_t pid, tid, ts, dur;
+  num_t arg[ARG_COUNT];
+  num_t grid[3], block[3];
+  bool external_id; /* args has an "External id" (torch's record functions) */
+  bool has_shape;   /* "Input Dims" text is in conv_t.shape */
+} entry_t;
 
 typedef struct {
   pd_trace_t *out;
   pd_trace_info_t *info;
-  sbuf_t shape;
+  const char *label;   /* the file name, for messages */
   bool torch;
+  size_t index;        /* of the entry in traceEvents */
+  int rc;              /* first conversion error */
+  char msg[320];
+  entry_t e;
+  sbuf_t name, shape;  /* the entry's name and shape text, reused */
 } conv_t;
 
-static void read_kernel_args(const cJSON *args, pd_event_t *ev) {
-  for (const cJSON *a = args ? args->child : NULL; a != NULL; a = a->next) {
-    const char *k = a->string;
-    if (strcmp(k, "grid") == 0 || strcmp(k, "block") == 0) {
-      int32_t *dst = k[0] == 'g' ? ev->u.kernel.grid : ev->u.kernel.block;
-      int i = 0;
-      for (const cJSON *c = cJSON_IsArray(a) ? a->child : NULL; c != NULL && i < 3; c = c->next)
-        dst[i++] = (int32_t)i64_of(c, 0);
-    } else if (strcmp(k, "registers per thread") == 0) {
-      ev->u.kernel.registers_per_thread = (int32_t)i64_of(a, 0);
-    } else if (strcmp(k, "shared memory") == 0) {
-      /* the writers put static + dynamic here; it comes back as static */
-      ev->u.kernel.static_smem_bytes = (int32_t)i64_of(a, 0);
+static int conv_fail(conv_t *cv, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int conv_fail(conv_t *cv, int rc, const char *fmt, ...) {
+  if (cv->rc != 0) return cv->rc;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cv->msg, sizeof cv->msg, fmt, ap);
+  va_end(ap);
+  cv->rc = rc;
+  return rc;
+}
+
+/* An integer field: dflt when it is no number, the number rounded otherwise, and an
+ * error when it lies beyond int64. */
+static int get_i64(conv_t *cv, const num_t *n, const char *what, int64_t dflt, int64_t *out) {
+  *out = dflt;
+  if (!n->set) return 0;
+  if (n->is_int) {
+    *out = n->i;
+    return 0;
+  }
+  if (!isfinite(n->d) || n->d >= 9.2e18 || n->d <= -9.2e18)
+    return conv_fail(cv, PD_EPARSE, "'%s': traceEvents[%zu] %s %s is out of range (an integer within +-9.2e18)",
+                     cv->label, cv->index, what, n->text);
+  *out = llround(n->d);
+  return 0;
+}
+
+/* ts or dur in microseconds, checked against TIME_LIMIT_US. */
+static int get_time(conv_t *cv, const num_t *n, const char *what, double *us) {
+  *us = n->d;
+  if (isfinite(n->d) && fabs(n->d) < TIME_LIMIT_US) return 0;
+  return conv_fail(cv, PD_EPARSE, "'%s': traceEvents[%zu] %s %s is out of range (|%s| < %.1e us)", cv->label,
+                   cv->index, what, n->text, what, TIME_LIMIT_US);
+}
+
+/* Value of a field the entry reads as a scalar: containers are passed over. */
+static an_json_type_t scalar(an_json_t *p) {
+  an_json_type_t t = an_json_value(p);
+  if ((t == AN_JSON_OBJECT || t == AN_JSON_ARRAY) && an_json_skip_rest(p, t) != 0) return AN_JSON_ERROR;
+  return t;
+}
+
+static void read_num(an_json_t *p, num_t *n) {
+  if (scalar(p) == AN_JSON_NUMBER) num_take(n, p);
+}
+
+static bool key_is(const an_json_t *p, const char *key, size_t len) {
+  return p->len == len && memcmp(p->str, key, len) == 0;
+}
+#define KEY_IS(p, lit) key_is(p, lit, sizeof lit - 1)
+
+/* Formats "Input Dims" as torch prints shapes: "[[64, 3, 32, 32], []]", cut with "..."
+ * past SHAPE_MAX_CHARS. Reads the value whose first token is t. */
+static int shape_from(an_json_t *p, an_json_type_t t, sbuf_t *b);
+
+static int shape_value(an_json_t *p, sbuf_t *b) {
+  return shape_from(p, an_json_value(p), b);
+}
+
+static void shape_number(const an_json_t *p, sbuf_t *b) {
+  char num[40];
+  int n;
+  double v = p->num;
+  if (p->num_is_int && p->num_i64 < 9000000000000000LL && p->num_i64 > -9000000000000000LL) {
+    /* the common case, digits by hand: snprintf per dimension is most of the cost */
+    char tmp[24];
+    int k = 0;
+    uint64_t u = p->num_i64 < 0 ? (uint64_t)0 - (uint64_t)p->num_i64 : (uint64_t)p->num_i64;
+    do {
+      tmp[k++] = (char)('0' + u % 10);
+      u /= 10;
+    } while (u != 0);
+    n = 0;
+    if (p->num_i64 < 0) num[n++] = '-';
+    while (k > 0) num[n++] = tmp[--k];
+  } else if (v == floor(v) && fabs(v) < 9e15) {
+    n = snprintf(num, sizeof num, "%lld", (long long)v);
+  } else {
+    n = snprintf(num, sizeof num, "%.17g", v);
+  }
+  sb_put(b, num, (size_t)n);
+}
+
+static int shape_from(an_json_t *p, an_json_type_t t, sbuf_t *b) {
+  if (t == AN_JSON_ERROR) return -1;
+  if (b->n > SHAPE_MAX_CHARS) return an_json_skip_rest(p, t);
+  switch (t) {
+  case AN_JSON_ARRAY: {
+    sb_put(b, "[", 1);
+    bool first = true, cut = false;
+    int r;
+    while ((r = an_json_elem(p)) > 0) {
+      if (cut) {
+        if (an_json_skip(p) != 0) return -1;
+        continue;
+      }
+      if (!first) sb_put(b, ", ", 2);
+      first = false;
+      if (shape_value(p, b) != 0) return -1;
+      if (b->n > SHAPE_MAX_CHARS) {
+        sb_put(b, "...", 3);
+        cut = true;
+      }
     }
+    if (r < 0) return -1;
+    if (!cut) sb_put(b, "]", 1);
+    return 0;
+  }
+  case AN_JSON_NUMBER:
+    shape_number(p, b);
+    return 0;
+  case AN_JSON_STRING:
+    sb_put(b, "'", 1);
+    sb_put(b, p->str, p->len);
+    sb_put(b, "'", 1);
+    return 0;
+  case AN_JSON_OBJECT:
+    if (an_json_skip_rest(p, t) != 0) return -1;
+    sb_put(b, "None", 4);
+    return 0;
+  default:
+    sb_put(b, "None", 4);
+    return 0;
   }
 }
 
-/* Fills the fields every GPU row carries in args. */
-static void read_common_args(const cJSON *args, pd_event_t *ev, bool device_row) {
-  for (const cJSON *a = args ? args->child : NULL; a != NULL; a = a->next) {
-    const char *k = a->string;
-    if (strcmp(k, "correlation") == 0) ev->correlation_id = (uint64_t)i64_of(a, 0);
-    else if (strcmp(k, "context") == 0) ev->context = (uint32_t)i64_of(a, 0);
-    else if (device_row && strcmp(k, "device") == 0) ev->device = (uint32_t)i64_of(a, ev->device);
-    else if (device_row && strcmp(k, "stream") == 0) ev->stream = (uint32_t)i64_of(a, ev->stream);
+static int read_dims(conv_t *cv, an_json_t *p) {
+  an_json_type_t t = an_json_value(p);
+  if (t == AN_JSON_STRING) {
+    cv->shape.n = 0;
+    sb_put(&cv->shape, p->str, p->len);
+    cv->e.has_shape = true;
+  } else if (t == AN_JSON_ARRAY) {
+    cv->shape.n = 0;
+    if (shape_from(p, t, &cv->shape) != 0) return -1;
+    cv->e.has_shape = true;
+  } else if (an_json_skip_rest(p, t) != 0) {
+    return -1;
   }
+  if (cv->shape.oom) return conv_fail(cv, PD_ENOMEM, "cannot read '%s': out of memory", cv->label);
+  return 0;
 }
 
-static int convert_x(conv_t *cv, pd_event_kind_t kind, const char *name, const cJSON *pid, const cJSON *tid,
-                     double ts, double dur, const cJSON *args) {
+/* grid / block: up to three numbers; a non-number element counts as 0. */
+static int read_dim3(an_json_t *p, num_t dst[3]) {
+  an_json_type_t t = an_json_value(p);
+  if (t != AN_JSON_ARRAY) return an_json_skip_rest(p, t);
+  int r, i = 0;
+  while ((r = an_json_elem(p)) > 0) {
+    if (i < 3) read_num(p, &dst[i++]);
+    else if (an_json_skip(p) != 0) return -1;
+  }
+  return r < 0 ? -1 : 0;
+}
+
+static int read_args(conv_t *cv, an_json_t *p) {
+  int r;
+  while ((r = an_json_key(p)) > 0) {
+    int rc = 0;
+    size_t a = 0;
+    while (a < ARG_COUNT && !key_is(p, arg_table[a].key, arg_table[a].len)) a++;
+    if (a < ARG_COUNT) {
+      read_num(p, &cv->e.arg[a]);
+    } else if (KEY_IS(p, "grid")) {
+      rc = read_dim3(p, cv->e.grid);
+    } else if (KEY_IS(p, "block")) {
+      rc = read_dim3(p, cv->e.block);
+    } else if (KEY_IS(p, "Input Dims")) {
+      rc = read_dims(cv, p);
+    } else {
+      if (KEY_IS(p, "External id")) cv->e.external_id = true;
+      rc = an_json_skip(p);
+    }
+    if (rc != 0 || p->failed) return -1;
+  }
+  return r;
+}
+
+/* Clears what read_entry fills: the flags, not the 1 KiB of number texts behind them
+ * (a memset per entry cost about 15% of the parse time). */
+static void entry_reset(entry_t *e) {
+  e->has_ph = e->cat_instant = e->has_name = e->external_id = e->has_shape = false;
+  e->cat_kind = -1;
+  e->pid.set = e->tid.set = e->ts.set = e->dur.set = false;
+  for (size_t a = 0; a < ARG_COUNT; a++) e->arg[a].set = false;
+  for (int i = 0; i < 3; i++) e->grid[i].set = e->block[i].set = false;
+}
+
+/* Reads one traceEvents object (its '{' read) into cv->e. Returns 0 or -1. */
+static int read_entry(conv_t *cv, an_json_t *p) {
+  entry_t *e = &cv->e;
+  entry_reset(e);
+  int r;
+  while ((r = an_json_key(p)) > 0) {
+    int rc = 0;
+    an_json_type_t t;
+    switch (p->len) {
+    case 2:
+      if (KEY_IS(p, "ph")) {
+        if ((t = scalar(p)) == AN_JSON_STRING) {
+          e->has_ph = true;
+          e->ph[0] = p->str[0];
+          e->ph[1] = p->len > 1 ? p->str[1] : 0;
+          e->ph[2] = p->len > 2 ? 1 : 0; /* longer than two characters: no phase we know */
+        }
+      } else if (KEY_IS(p, "ts")) {
+        read_num(p, &e->ts);
+      } else {
+        rc = an_json_skip(p);
+      }
+      break;
+    case 3:
+      if (KEY_IS(p, "cat")) {
+        if ((t = scalar(p)) == AN_JSON_STRING) {
+          e->cat_kind = kind_of_cat(p->str);
+          e->cat_instant = strcmp(p->str, "cpu_instant_event") == 0;
+        }
+      } else if (KEY_IS(p, "pid") || KEY_IS(p, "tid")) {
+        num_t *n = p->str[0] == 'p' ? &e->pid : &e->tid;
+        memset(n, 0, sizeof(*n));
+        if ((t = scalar(p)) == AN_JSON_NUMBER) num_take(n, p);
+        else if (t == AN_JSON_STRING) num_take_id_text(n, p->str, p->len);
+      } else if (KEY_IS(p, "dur")) {
+        read_num(p, &e->dur);
+      } else {
+        rc = an_json_skip(p);
+      }
+      break;
+    case 4:
+      if (KEY_IS(p, "name")) {
+        if ((t = scalar(p)) == AN_JSON_STRING) {
+          cv->name.n = 0;
+          sb_put(&cv->name, p->str, p->len);
+          if (cv->name.oom) return conv_fail(cv, PD_ENOMEM, "cannot read '%s': out of memory", cv->label);
+          e->has_name = true;
+        }
+      } else if (KEY_IS(p, "args")) {
+        t = an_json_value(p);
+        rc = t == AN_JSON_OBJECT ? read_args(cv, p) : an_json_skip_rest(p, t);
+      } else {
+        rc = an_json_skip(p);
+      }
+      break;
+    default:
+      rc = an_json_skip(p);
+      break;
+    }
+    if (rc != 0 || p->failed || cv->rc != 0) return -1;
+  }
+  return r;
+}
+
+/* ---- entry -> event ---------------------------------------------------------------------- */
+
+static int convert_x(conv_t *cv, pd_event_kind_t kind, const int64_t *arg) {
+  const entry_t *e = &cv->e;
+  const char *name = e->has_name ? cv->name.s : NULL;
   pd_event_t ev;
   memset(&ev, 0, sizeof ev);
   ev.kind = kind;
   ev.name = name;
+  double ts, dur = 0;
+  if (get_time(cv, &e->ts, "ts", &ts) != 0 || (e->dur.set && get_time(cv, &e->dur, "dur", &dur) != 0))
+    return cv->rc;
   ev.start_ns = pd_trace_us_to_ns(ts);
-  int64_t d = dur > 0 ? pd_trace_us_to_ns(dur) : 0;
-  ev.end_ns = ev.start_ns + d;
+  ev.end_ns = ev.start_ns + (dur > 0 ? pd_trace_us_to_ns(dur) : 0);
+  int64_t pid, tid;
+  if (get_i64(cv, &e->pid, "pid", 0, &pid) != 0 || get_i64(cv, &e->tid, "tid", 0, &tid) != 0) return cv->rc;
   bool device_row = is_device_kind(kind);
   if (device_row) {
-    ev.device = id_of(pid);
-    ev.stream = id_of(tid);
+    ev.device = e->arg[ARG_DEVICE].set ? (uint32_t)arg[ARG_DEVICE] : (uint32_t)pid;
+    ev.stream = e->arg[ARG_STREAM].set ? (uint32_t)arg[ARG_STREAM] : (uint32_t)tid;
   } else {
-    ev.pid = id_of(pid);
-    ev.tid = id_of(tid);
+    ev.pid = (uint32_t)pid;
+    ev.tid = (uint32_t)tid;
   }
-  read_common_args(args, &ev, device_row);
+  ev.correlation_id = (uint64_t)arg[ARG_CORRELATION];
+  ev.context = (uint32_t)arg[ARG_CONTEXT];
 
   switch (kind) {
   case PD_EVENT_KERNEL: {
-    read_kernel_args(args, &ev);
+    for (int i = 0; i < 3; i++) {
+      int64_t g, b;
+      if (get_i64(cv, &e->grid[i], "args.grid", 0, &g) != 0 || get_i64(cv, &e->block[i], "args.block", 0, &b) != 0)
+        return cv->rc;
+      ev.u.kernel.grid[i] = (int32_t)g;
+      ev.u.kernel.block[i] = (int32_t)b;
+    }
+    ev.u.kernel.registers_per_thread = (int32_t)arg[ARG_REGISTERS];
+    /* the writers put static + dynamic here; it comes back as static */
+    ev.u.kernel.static_smem_bytes = (int32_t)arg[ARG_SHARED_MEM];
     /* CUPTI's mangled names, shown readable as Kineto shows them */
     char readable[1024];
-    if (name != NULL && an_demangle(name, readable, sizeof readable)) {
+    if (name != NULL && name[0] == '_' && an_demangle(name, readable, sizeof readable)) {
       ev.name = readable;
       return pd_trace_add(cv->out, &ev); /* interns the name before readable goes */
     }
@@ -412,7 +587,7 @@ static int convert_x(conv_t *cv, pd_event_kind_t kind, const char *name, const c
   }
   case PD_EVENT_MEMCPY:
   case PD_EVENT_MEMSET: {
-    uint64_t bytes = (uint64_t)i64_of(cJSON_GetObjectItemCaseSensitive(args, "bytes"), 0);
+    uint64_t bytes = (uint64_t)arg[ARG_BYTES];
     char buf[128];
     if (kind == PD_EVENT_MEMCPY) {
       ev.u.memcpy.bytes = bytes;
@@ -430,7 +605,7 @@ static int convert_x(conv_t *cv, pd_event_kind_t kind, const char *name, const c
   }
   case PD_EVENT_RUNTIME:
   case PD_EVENT_DRIVER:
-    ev.u.api.cbid = (uint32_t)i64_of(cJSON_GetObjectItemCaseSensitive(args, "cbid"), 0);
+    ev.u.api.cbid = (uint32_t)arg[ARG_CBID];
     break;
   case PD_EVENT_SYNC:
     for (size_t i = 0; i < sizeof sync_names / sizeof sync_names[0]; i++) {
@@ -443,7 +618,7 @@ static int convert_x(conv_t *cv, pd_event_kind_t kind, const char *name, const c
     break;
   case PD_EVENT_CPU_OP:
   case PD_EVENT_RANGE:
-  case PD_EVENT_GPU_RANGE: {
+  case PD_EVENT_GPU_RANGE:
     ev.u.range.step = step_of_name(name);
     /* torch 1.x wrote ProfilerStep#N as an op: it is the step range all the same. */
     if (ev.u.range.step >= 0 && kind == PD_EVENT_CPU_OP) ev.kind = PD_EVENT_RANGE;
@@ -452,18 +627,9 @@ static int convert_x(conv_t *cv, pd_event_kind_t kind, const char *name, const c
       break; /* the container keeps shapes of host ranges only */
     }
     /* torch's record functions carry an External id; our writer never writes one */
-    if (cJSON_GetObjectItemCaseSensitive(args, "External id") != NULL) cv->torch = true;
-    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(args, "Input Dims");
-    if (cJSON_IsString(dims)) {
-      ev.u.range.shape = dims->valuestring;
-    } else if (cJSON_IsArray(dims)) {
-      cv->shape.n = 0;
-      shape_text(&cv->shape, dims);
-      if (cv->shape.oom) return PD_ENOMEM;
-      ev.u.range.shape = cv->shape.s;
-    }
+    if (e->external_id) cv->torch = true;
+    if (e->has_shape) ev.u.range.shape = cv->shape.s;
     break;
-  }
   case PD_EVENT_MEMORY:
   case PD_EVENT_OVERHEAD:
   case PD_EVENT_KIND_COUNT:
@@ -472,29 +638,28 @@ static int convert_x(conv_t *cv, pd_event_kind_t kind, const char *name, const c
   return pd_trace_add(cv->out, &ev);
 }
 
-static int convert_memory(conv_t *cv, const cJSON *pid, const cJSON *tid, double ts, const cJSON *args) {
+static int convert_memory(conv_t *cv, const int64_t *arg) {
+  const entry_t *e = &cv->e;
   pd_event_t ev;
   memset(&ev, 0, sizeof ev);
   ev.kind = PD_EVENT_MEMORY;
+  double ts;
+  int64_t pid, tid;
+  if (get_time(cv, &e->ts, "ts", &ts) != 0 || get_i64(cv, &e->pid, "pid", 0, &pid) != 0 ||
+      get_i64(cv, &e->tid, "tid", 0, &tid) != 0)
+    return cv->rc;
   ev.start_ns = ev.end_ns = pd_trace_us_to_ns(ts);
-  ev.pid = id_of(pid);
-  ev.tid = id_of(tid);
-  ev.u.memory.total_allocated = -1;
-  int64_t device_type = -1, device_id = -1;
-  for (const cJSON *a = args ? args->child : NULL; a != NULL; a = a->next) {
-    const char *k = a->string;
-    if (strcmp(k, "Addr") == 0) ev.u.memory.address = (uint64_t)i64_of(a, 0);
-    else if (strcmp(k, "Bytes") == 0) ev.u.memory.bytes = i64_of(a, 0);
-    else if (strcmp(k, "Total Allocated") == 0) ev.u.memory.total_allocated = i64_of(a, -1);
-    else if (strcmp(k, "Device Type") == 0) device_type = i64_of(a, -1);
-    else if (strcmp(k, "Device Id") == 0) device_id = i64_of(a, -1);
-  }
+  ev.pid = (uint32_t)pid;
+  ev.tid = (uint32_t)tid;
+  ev.u.memory.address = (uint64_t)arg[ARG_ADDR];
+  ev.u.memory.bytes = arg[ARG_MEM_BYTES];
+  ev.u.memory.total_allocated = arg[ARG_TOTAL_ALLOCATED];
   /* c10::DeviceType: 0 = CPU, 1 = CUDA. Host memory cannot tell pinned from pageable:
    * it comes back as pageable. */
-  if (device_type == 1) {
+  if (arg[ARG_DEVICE_TYPE] == 1) {
     ev.u.memory.mem_kind = PD_MEM_DEVICE;
-    ev.device = device_id >= 0 ? (uint32_t)device_id : 0;
-  } else if (device_type == 0) {
+    ev.device = arg[ARG_DEVICE_ID] >= 0 ? (uint32_t)arg[ARG_DEVICE_ID] : 0;
+  } else if (arg[ARG_DEVICE_TYPE] == 0) {
     ev.u.memory.mem_kind = PD_MEM_PAGEABLE;
   } else {
     ev.u.memory.mem_kind = PD_MEM_UNKNOWN;
@@ -503,51 +668,23 @@ static int convert_memory(conv_t *cv, const cJSON *pid, const cJSON *tid, double
 }
 
 /* Returns 1 when the entry became an event, 0 when skipped, or a PD_E* code. */
-static int convert_entry(conv_t *cv, const cJSON *e) {
-  if (!cJSON_IsObject(e)) return 0;
-  const char *ph = NULL, *cat = NULL, *name = NULL;
-  const cJSON *pid = NULL, *tid = NULL, *args = NULL;
-  double ts = NAN, dur = 0;
-  for (const cJSON *f = e->child; f != NULL; f = f->next) {
-    const char *k = f->string;
-    switch (k[0]) {
-    case 'p':
-      if (strcmp(k, "ph") == 0 && cJSON_IsString(f)) ph = f->valuestring;
-      else if (strcmp(k, "pid") == 0) pid = f;
-      break;
-    case 'c':
-      if (strcmp(k, "cat") == 0 && cJSON_IsString(f)) cat = f->valuestring;
-      break;
-    case 'n':
-      if (strcmp(k, "name") == 0 && cJSON_IsString(f)) name = f->valuestring;
-      break;
-    case 't':
-      if (strcmp(k, "tid") == 0) tid = f;
-      else if (strcmp(k, "ts") == 0) (void)num_of(f, &ts);
-      break;
-    case 'd':
-      if (strcmp(k, "dur") == 0) (void)num_of(f, &dur);
-      break;
-    case 'a':
-      if (strcmp(k, "args") == 0 && cJSON_IsObject(f)) args = f;
-      break;
-    default:
-      break;
-    }
+static int convert_entry(conv_t *cv) {
+  const entry_t *e = &cv->e;
+  if (!e->has_ph || !e->ts.set) return 0;
+  bool instant = (e->ph[0] == 'i' || e->ph[0] == 'I') && e->ph[1] == 0;
+  bool complete = e->ph[0] == 'X' && e->ph[1] == 0;
+  if (instant && !(e->cat_instant && e->has_name && strcmp(cv->name.s, "[memory]") == 0)) return 0;
+  if (!instant && (!complete || e->cat_kind < 0)) return 0;
+  int64_t arg[ARG_COUNT];
+  for (size_t a = 0; a < ARG_COUNT; a++) {
+    char what[40];
+    if (e->arg[a].set && !e->arg[a].is_int) snprintf(what, sizeof what, "args.%s", arg_table[a].key);
+    else what[0] = 0;
+    if (get_i64(cv, &e->arg[a], what, arg_table[a].dflt, &arg[a]) != 0) return cv->rc;
   }
-  if (ph == NULL || isnan(ts)) return 0;
-  if ((ph[0] == 'i' || ph[0] == 'I') && ph[1] == 0) {
-    if (cat != NULL && strcmp(cat, "cpu_instant_event") == 0 && name != NULL && strcmp(name, "[memory]") == 0) {
-      int rc = convert_memory(cv, pid, tid, ts, args);
-      return rc == 0 ? 1 : rc;
-    }
-    return 0;
-  }
-  if (ph[0] != 'X' || ph[1] != 0) return 0;
-  int kind = kind_of_cat(cat);
-  if (kind < 0) return 0;
-  int rc = convert_x(cv, (pd_event_kind_t)kind, name, pid, tid, ts, dur, args);
-  return rc == 0 ? 1 : rc;
+  int rc = instant ? convert_memory(cv, arg) : convert_x(cv, (pd_event_kind_t)e->cat_kind, arg);
+  if (rc != 0) return conv_fail(cv, rc, "cannot read '%s': %s", cv->label, pd_strerror(rc));
+  return 1;
 }
 
 /* ---- range depth --------------------------------------------------------------------------------- */
@@ -606,99 +743,247 @@ static int fill_depths(pd_trace_t *t) {
   return 0;
 }
 
+
 /* ---- the document --------------------------------------------------------------------------------- */
 
-static void read_device(const cJSON *d, pd_device_props_t *p) {
-  memset(p, 0, sizeof(*p));
-  static const struct {
-    const char *key;
-    size_t off;
-  } ints[] = {
-      {"id", offsetof(pd_device_props_t, id)},
-      {"computeMajor", offsetof(pd_device_props_t, compute_major)},
-      {"computeMinor", offsetof(pd_device_props_t, compute_minor)},
-      {"numSms", offsetof(pd_device_props_t, num_sms)},
-      {"maxThreadsPerBlock", offsetof(pd_device_props_t, max_threads_per_block)},
-      {"maxThreadsPerMultiprocessor", offsetof(pd_device_props_t, max_threads_per_sm)},
-      {"regsPerBlock", offsetof(pd_device_props_t, max_regs_per_block)},
-      {"regsPerMultiprocessor", offsetof(pd_device_props_t, max_regs_per_sm)},
-      {"sharedMemPerBlock", offsetof(pd_device_props_t, max_shared_mem_per_block)},
-      {"sharedMemPerMultiprocessor", offsetof(pd_device_props_t, max_shared_mem_per_sm)},
-      {"warpSize", offsetof(pd_device_props_t, warp_size)},
-      {"maxBlocksPerMultiprocessor", offsetof(pd_device_props_t, max_blocks_per_sm)},
-      {"sharedMemPerBlockOptin", offsetof(pd_device_props_t, max_shared_mem_per_block_optin)},
-  };
-  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-    *(int *)((char *)p + ints[i].off) = (int)i64_of(cJSON_GetObjectItemCaseSensitive(d, ints[i].key), 0);
-  p->total_global_mem = (uint64_t)i64_of(cJSON_GetObjectItemCaseSensitive(d, "totalGlobalMem"), 0);
-  const cJSON *name = cJSON_GetObjectItemCaseSensitive(d, "name");
-  if (cJSON_IsString(name)) snprintf(p->name, sizeof p->name, "%s", name->valuestring);
+static const struct {
+  const char *key;
+  size_t off;
+} device_ints[] = {
+    {"id", offsetof(pd_device_props_t, id)},
+    {"computeMajor", offsetof(pd_device_props_t, compute_major)},
+    {"computeMinor", offsetof(pd_device_props_t, compute_minor)},
+    {"numSms", offsetof(pd_device_props_t, num_sms)},
+    {"maxThreadsPerBlock", offsetof(pd_device_props_t, max_threads_per_block)},
+    {"maxThreadsPerMultiprocessor", offsetof(pd_device_props_t, max_threads_per_sm)},
+    {"regsPerBlock", offsetof(pd_device_props_t, max_regs_per_block)},
+    {"regsPerMultiprocessor", offsetof(pd_device_props_t, max_regs_per_sm)},
+    {"sharedMemPerBlock", offsetof(pd_device_props_t, max_shared_mem_per_block)},
+    {"sharedMemPerMultiprocessor", offsetof(pd_device_props_t, max_shared_mem_per_sm)},
+    {"warpSize", offsetof(pd_device_props_t, warp_size)},
+    {"maxBlocksPerMultiprocessor", offsetof(pd_device_props_t, max_blocks_per_sm)},
+    {"sharedMemPerBlockOptin", offsetof(pd_device_props_t, max_shared_mem_per_block_optin)},
+};
+
+/* One deviceProperties object (its '{' read). Returns 0 or -1. */
+static int read_device(conv_t *cv, an_json_t *p, pd_device_props_t *d) {
+  memset(d, 0, sizeof(*d));
+  int r;
+  while ((r = an_json_key(p)) > 0) {
+    size_t i = 0;
+    while (i < sizeof device_ints / sizeof device_ints[0] && strcmp(p->str, device_ints[i].key) != 0) i++;
+    bool total = KEY_IS(p, "totalGlobalMem");
+    if (KEY_IS(p, "name")) {
+      if (scalar(p) == AN_JSON_STRING) snprintf(d->name, sizeof d->name, "%s", p->str);
+    } else if (total || i < sizeof device_ints / sizeof device_ints[0]) {
+      num_t n = {0};
+      int64_t v;
+      read_num(p, &n);
+      if (get_i64(cv, &n, "deviceProperties value", 0, &v) != 0) return -1;
+      if (total) d->total_global_mem = (uint64_t)v;
+      else *(int *)((char *)d + device_ints[i].off) = (int)v;
+    } else if (an_json_skip(p) != 0) {
+      return -1;
+    }
+    if (p->failed) return -1;
+  }
+  return r;
 }
 
-static int convert_document(const cJSON *root, const char *label, pd_trace_t *out, pd_trace_info_t *info,
-                            char *err, size_t errlen) {
-  const cJSON *events = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "traceEvents") : NULL;
-  if (!cJSON_IsArray(events)) {
+static int read_devices(conv_t *cv, an_json_t *p) {
+  an_json_type_t t = an_json_value(p);
+  if (t != AN_JSON_ARRAY) return an_json_skip_rest(p, t);
+  int r;
+  while ((r = an_json_elem(p)) > 0) {
+    t = an_json_value(p);
+    if (t != AN_JSON_OBJECT) {
+      if (an_json_skip_rest(p, t) != 0) return -1;
+      continue;
+    }
+    pd_device_props_t d;
+    if (read_device(cv, p, &d) != 0) return -1;
+    int rc = pd_trace_add_device(cv->out, &d);
+    if (rc != 0) return conv_fail(cv, rc, "cannot read '%s': %s", cv->label, pd_strerror(rc));
+  }
+  return r < 0 ? -1 : 0;
+}
+
+static int read_events(conv_t *cv, an_json_t *p) {
+  int r;
+  while ((r = an_json_elem(p)) > 0) {
+    cv->index = cv->info->json_events++;
+    an_json_type_t t = an_json_value(p);
+    int made = 0;
+    if (t == AN_JSON_OBJECT) {
+      if (read_entry(cv, p) != 0) return -1;
+      made = convert_entry(cv);
+      if (made < 0) return -1;
+    } else if (an_json_skip_rest(p, t) != 0) {
+      return -1;
+    }
+    if (made == 0) cv->info->skipped++;
+  }
+  return r < 0 ? -1 : 0;
+}
+
+/* Walks the whole document. Returns 0, or -1 with the fault in p->err or cv->msg. */
+static int read_document(conv_t *cv, an_json_t *p, bool *have_events) {
+  pd_trace_info_t *info = cv->info;
+  an_json_type_t t = an_json_value(p);
+  if (t != AN_JSON_OBJECT) {
+    if (an_json_skip_rest(p, t) != 0) return -1;
+    return an_json_finish(p);
+  }
+  int r;
+  while ((r = an_json_key(p)) > 0) {
+    int rc = 0;
+    if (KEY_IS(p, "traceEvents")) {
+      t = an_json_value(p);
+      if (t == AN_JSON_ARRAY) {
+        *have_events = true;
+        rc = read_events(cv, p);
+      } else {
+        rc = an_json_skip_rest(p, t);
+      }
+    } else if (KEY_IS(p, "deviceProperties")) {
+      rc = read_devices(cv, p);
+    } else if (KEY_IS(p, "baseTimeNanoseconds") || KEY_IS(p, "schemaVersion")) {
+      bool base = p->str[0] == 'b';
+      num_t n = {0};
+      int64_t v;
+      read_num(p, &n);
+      if (get_i64(cv, &n, base ? "baseTimeNanoseconds" : "schemaVersion", base ? 0 : -1, &v) != 0) return -1;
+      if (base) info->base_time_ns = v;
+      else info->schema_version = (int)v;
+    } else if (KEY_IS(p, "traceName")) {
+      if (scalar(p) == AN_JSON_STRING) snprintf(info->trace_name, sizeof info->trace_name, "%s", p->str);
+    } else {
+      if (KEY_IS(p, "trace_id")) cv->torch = true;
+      rc = an_json_skip(p);
+    }
+    if (rc != 0 || p->failed || cv->rc != 0) return -1;
+  }
+  if (r < 0) return -1;
+  return an_json_finish(p);
+}
+
+/* ---- reading a file ---------------------------------------------------------------------------- */
+
+typedef struct {
+  gzFile gz;
+  const char *path;
+  int rc;                  /* PD_EIO or PD_EPARSE when a read failed */
+  int64_t load_ns;         /* time inside gzread */
+  int64_t t0;
+  uint64_t file_bytes, text_bytes;
+  const pd_trace_t *out;
+  pd_trace_progress_cb progress;
+  void *user;
+} file_src_t;
+
+static void report_progress(file_src_t *s, bool done) {
+  if (s->progress == NULL) return;
+  pd_trace_progress_t pr = {
+      .file_bytes = s->file_bytes,
+      .file_read = done ? s->file_bytes : (uint64_t)gzoffset(s->gz),
+      .text_bytes = s->text_bytes,
+      .events = pd_trace_count(s->out),
+      .elapsed_s = seconds_since(s->t0),
+      .done = done,
+  };
+  s->progress(&pr, s->user);
+}
+
+/* an_json_read_cb over gzread: inflates gzip, passes plain text through. */
+static long file_read(void *user, char *buf, size_t cap, char *err, size_t errlen) {
+  file_src_t *s = user;
+  int64_t t0 = pd_clock_now_ns();
+  int got = gzread(s->gz, buf, (unsigned)cap);
+  s->load_ns += pd_clock_now_ns() - t0;
+  int zerr = Z_OK;
+  const char *msg = NULL;
+  if (got < 0) {
+    msg = gzerror(s->gz, &zerr);
+    set_err(err, errlen, "%s", zerr == Z_ERRNO ? strerror(errno) : (msg ? msg : "read error"));
+    s->rc = zerr == Z_ERRNO ? PD_EIO : PD_EPARSE;
+    if (zerr == Z_DATA_ERROR) set_err(err, errlen, "corrupt gzip data (%s)", msg ? msg : "unknown");
+    return -1;
+  }
+  if (got == 0) {
+    /* gzread stops at a truncated stream's end without an error return: ask. */
+    msg = gzerror(s->gz, &zerr);
+    if (zerr != Z_OK && zerr != Z_STREAM_END) {
+      set_err(err, errlen, "corrupt gzip data (%s)", msg ? msg : "unknown");
+      s->rc = PD_EPARSE;
+      return -1;
+    }
+    return 0;
+  }
+  s->text_bytes += (uint64_t)got;
+  report_progress(s, false);
+  return got;
+}
+
+/* Turns the outcome of a walk into the one-line message and code. */
+static int finish_read(conv_t *cv, an_json_t *p, int walk, bool have_events, int src_rc, char *err,
+                       size_t errlen) {
+  const char *label = cv->label;
+  if (cv->rc != 0) {
+    set_err(err, errlen, "%s", cv->msg);
+    return cv->rc;
+  }
+  if (walk != 0 && p->read_failed) {
+    set_err(err, errlen, "cannot read '%s': %s", label, p->err);
+    return src_rc != 0 ? src_rc : PD_EIO;
+  }
+  if (walk != 0) {
+    if (an_json_offset(p) == 0 && p->at_eof) set_err(err, errlen, "'%s' is empty (not JSON)", label);
+    else set_err(err, errlen, "'%s' is not valid JSON (%s)", label, p->err);
+    return PD_EPARSE;
+  }
+  if (!have_events) {
     set_err(err, errlen, "'%s' has no traceEvents array (not a Chrome trace)", label);
     return PD_EPARSE;
   }
-  info->base_time_ns = i64_of(cJSON_GetObjectItemCaseSensitive(root, "baseTimeNanoseconds"), 0);
-  info->schema_version = (int)i64_of(cJSON_GetObjectItemCaseSensitive(root, "schemaVersion"), -1);
-  const cJSON *tn = cJSON_GetObjectItemCaseSensitive(root, "traceName");
-  if (cJSON_IsString(tn)) snprintf(info->trace_name, sizeof info->trace_name, "%s", tn->valuestring);
-
-  int rc = 0;
-  const cJSON *devs = cJSON_GetObjectItemCaseSensitive(root, "deviceProperties");
-  for (const cJSON *d = cJSON_IsArray(devs) ? devs->child : NULL; d != NULL && rc == 0; d = d->next) {
-    if (!cJSON_IsObject(d)) continue;
-    pd_device_props_t p;
-    read_device(d, &p);
-    rc = pd_trace_add_device(out, &p);
-  }
-
-  conv_t cv = {.out = out, .info = info};
-  cv.torch = cJSON_GetObjectItemCaseSensitive(root, "trace_id") != NULL;
-  for (const cJSON *e = events->child; e != NULL && rc == 0; e = e->next) {
-    info->json_events++;
-    int r = convert_entry(&cv, e);
-    if (r < 0) rc = r;
-    else if (r == 0) info->skipped++;
-  }
-  free(cv.shape.s);
-  if (rc != 0) {
-    set_err(err, errlen, "cannot read '%s': %s", label, pd_strerror(rc));
-    return rc;
-  }
-  info->torch = cv.torch;
-  pd_trace_sort(out);
-  if ((rc = fill_depths(out)) != 0) {
-    set_err(err, errlen, "cannot read '%s': %s", label, pd_strerror(rc));
-    return rc;
-  }
-  const pd_event_t *ev = pd_trace_events(out);
-  for (size_t i = 0, n = pd_trace_count(out); i < n; i++) info->kind_counts[ev[i].kind]++;
   return 0;
 }
 
-/* Parses text (freed here when owned: the tree holds its own copies, so the text need
- * not stay alive while the events are made) and converts the tree. */
-static int parse_and_convert(char *text, bool owned, size_t len, const char *label, pd_trace_t *out,
-                             pd_trace_info_t *info, char *err, size_t errlen) {
+/* Sorts, rebuilds range depth and counts kinds once every event is in. */
+static int finish_events(conv_t *cv) {
+  pd_trace_info_t *info = cv->info;
+  info->torch = cv->torch;
+  pd_trace_sort(cv->out);
+  int rc = fill_depths(cv->out);
+  if (rc != 0) return conv_fail(cv, rc, "cannot read '%s': %s", cv->label, pd_strerror(rc));
+  const pd_event_t *ev = pd_trace_events(cv->out);
+  for (size_t i = 0, n = pd_trace_count(cv->out); i < n; i++) info->kind_counts[ev[i].kind]++;
+  return 0;
+}
+
+static void info_reset(pd_trace_info_t *info) {
+  memset(info, 0, sizeof(*info));
+  info->schema_version = -1;
+}
+
+/* Reads with parser p set up over the text; the common part of the file and buffer paths. */
+static int read_with(an_json_t *p, const char *label, pd_trace_t *out, pd_trace_info_t *info, int *src_rc,
+                     char *err, size_t errlen) {
+  conv_t cv = {.out = out, .info = info, .label = label};
   int64_t t0 = pd_clock_now_ns();
-  const char *end = NULL;
-  cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+  bool have_events = false;
+  int walk = read_document(&cv, p, &have_events);
   info->parse_s = seconds_since(t0);
-  size_t at = root == NULL && end != NULL && end >= text ? (size_t)(end - text) : 0;
-  if (owned) free(text);
-  if (root == NULL) {
-    if (len == 0) set_err(err, errlen, "'%s' is empty (not JSON)", label);
-    else set_err(err, errlen, "'%s' is not valid JSON (parse error near byte %zu)", label, at);
-    return PD_EPARSE;
+  info->text_bytes = (size_t)an_json_offset(p);
+  free(cv.name.s);
+  free(cv.shape.s);
+  int rc = finish_read(&cv, p, walk, have_events, src_rc ? *src_rc : 0, err, errlen);
+  if (rc == 0) {
+    t0 = pd_clock_now_ns();
+    rc = finish_events(&cv);
+    info->convert_s = seconds_since(t0);
+    if (rc != 0) set_err(err, errlen, "%s", cv.msg);
   }
-  t0 = pd_clock_now_ns();
-  int rc = convert_document(root, label, out, info, err, errlen);
-  cJSON_Delete(root);
-  info->convert_s = seconds_since(t0);
+  if (rc != 0) pd_trace_reset(out);
   return rc;
 }
 
@@ -710,39 +995,65 @@ int pd_trace_read_buffer(const char *text, size_t len, pd_trace_t *out, pd_trace
   }
   pd_trace_info_t local;
   if (info == NULL) info = &local;
-  memset(info, 0, sizeof(*info));
-  info->schema_version = -1;
-  info->text_bytes = len;
+  info_reset(info);
   pd_trace_reset(out);
-  int rc = parse_and_convert((char *)text, false, len, "<buffer>", out, info, err, errlen);
-  if (rc != 0) pd_trace_reset(out);
+  an_json_t p;
+  an_json_init_buffer(&p, text, len);
+  int rc = read_with(&p, "<buffer>", out, info, NULL, err, errlen);
+  an_json_free(&p);
   return rc;
 }
 
-int pd_trace_read_file_info(const char *path, pd_trace_t *out, pd_trace_info_t *info, char *err,
-                            size_t errlen) {
+int pd_trace_read_file_progress(const char *path, pd_trace_t *out, pd_trace_info_t *info,
+                                pd_trace_progress_cb progress, void *user, char *err, size_t errlen) {
   if (path == NULL || out == NULL) {
     set_err(err, errlen, "invalid argument");
     return PD_EINVAL;
   }
   pd_trace_info_t local;
   if (info == NULL) info = &local;
-  memset(info, 0, sizeof(*info));
-  info->schema_version = -1;
+  info_reset(info);
   pd_trace_reset(out);
 
-  int64_t t0 = pd_clock_now_ns();
-  char *text = NULL;
-  size_t len = 0;
-  int rc = load_file(path, &text, &len, &info->gzipped, err, errlen);
-  info->load_s = seconds_since(t0);
-  if (rc != 0) return rc;
-  info->text_bytes = len;
-  rc = parse_and_convert(text, true, len, path, out, info, err, errlen);
-  if (rc != 0) pd_trace_reset(out);
+  /* A FIFO, a terminal or /dev/zero could block or never end: only regular files are
+   * read. O_NONBLOCK keeps open() itself from waiting for a FIFO's writer. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    set_err(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+    return PD_EIO;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || fcntl(fd, F_SETFL, 0) != 0) {
+    set_err(err, errlen, "cannot read '%s': not a regular file", path);
+    close(fd);
+    return PD_EIO;
+  }
+  file_src_t src = {.path = path, .file_bytes = (uint64_t)st.st_size, .out = out, .progress = progress,
+                    .user = user, .t0 = pd_clock_now_ns()};
+  src.gz = gzdopen(fd, "rb");
+  an_json_t p;
+  if (src.gz == NULL || an_json_init_reader(&p, file_read, &src) != 0) {
+    if (src.gz != NULL) gzclose_r(src.gz);
+    else close(fd);
+    set_err(err, errlen, "cannot read '%s': out of memory", path);
+    return PD_ENOMEM;
+  }
+  (void)gzbuffer(src.gz, 256u * 1024u);
+  int rc = read_with(&p, path, out, info, &src.rc, err, errlen);
+  info->gzipped = gzdirect(src.gz) == 0;
+  info->load_s = (double)src.load_ns / 1e9;
+  info->parse_s -= info->load_s;
+  if (rc == 0) report_progress(&src, true);
+  gzclose_r(src.gz); /* closes fd */
+  an_json_free(&p);
   return rc;
 }
 
+int pd_trace_read_file_info(const char *path, pd_trace_t *out, pd_trace_info_t *info, char *err,
+                            size_t errlen) {
+  return pd_trace_read_file_progress(path, out, info, NULL, NULL, err, errlen);
+}
+
 int pd_trace_read_file(const char *path, pd_trace_t *out, char *err, size_t errlen) {
-  return pd_trace_read_file_info(path, out, NULL, err, errlen);
+  return pd_trace_read_file_progress(path, out, NULL, NULL, NULL, err, errlen);
 }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "pd/pd_analyze.h"
 #include "pd/pd_common.h"
@@ -187,6 +188,36 @@ static int parse_options(int argc, char **argv, options_t *o) {
   return -1;
 }
 
+/* ---- progress line ------------------------------------------------------------------------ */
+
+/* Files this large get a progress line while they are read (when stderr is a terminal):
+ * at ~250 MB/s that is half a second and more of silence otherwise. */
+#define PROGRESS_MIN_BYTES 100000000ULL
+#define PROGRESS_EVERY_S 0.25
+
+typedef struct {
+  const char *path;
+  double next_s; /* elapsed time of the next update */
+  bool shown;    /* a line is on the terminal */
+} progress_t;
+
+/* pd_trace_progress_cb: rewrites one line with bytes read, events and rate; on done,
+ * leaves a final line when one was shown. */
+static void progress_print(const pd_trace_progress_t *pr, void *user) {
+  progress_t *pg = user;
+  bool large = pr->file_bytes > PROGRESS_MIN_BYTES || pr->text_bytes > PROGRESS_MIN_BYTES;
+  if (!large || (!pr->done && pr->elapsed_s < pg->next_s) || (pr->done && !pg->shown)) return;
+  pg->next_s = pr->elapsed_s + PROGRESS_EVERY_S;
+  double mb = (double)pr->text_bytes / 1e6;
+  double pct = pr->file_bytes > 0 ? 100.0 * (double)pr->file_read / (double)pr->file_bytes : 100.0;
+  double rate = pr->elapsed_s > 0 ? mb / pr->elapsed_s : 0.0;
+  /* \r and erase-to-end-of-line: the line is redrawn in place */
+  fprintf(stderr, "\r\033[Kprofile_analyze: %s %s: %.0f%% of the file, %.1f MB of JSON, %zu events, %.0f MB/s%s",
+          pr->done ? "read" : "reading", pg->path, pct, mb, pr->events, rate, pr->done ? "\n" : "");
+  fflush(stderr);
+  pg->shown = !pr->done;
+}
+
 /* Reads one trace; returns 0 or the exit status. */
 static int load(const char *path, pd_trace_t **trace, pd_trace_info_t *info) {
   char err[1024];
@@ -195,7 +226,10 @@ static int load(const char *path, pd_trace_t **trace, pd_trace_info_t *info) {
     fprintf(stderr, "profile_analyze: out of memory\n");
     return EXIT_FAILURE_;
   }
-  int rc = pd_trace_read_file_info(path, *trace, info, err, sizeof err);
+  progress_t pg = {.path = path};
+  bool tty = isatty(STDERR_FILENO) == 1;
+  int rc = pd_trace_read_file_progress(path, *trace, info, tty ? progress_print : NULL, &pg, err, sizeof err);
+  if (pg.shown) fputs("\r\033[K", stderr); /* a failed read: clear the line before the message */
   if (rc == PD_ENOMEM) {
     fprintf(stderr, "profile_analyze: %s\n", err);
     return EXIT_FAILURE_;

@@ -208,6 +208,30 @@ Test(cli, bad_input_not_json) {
   expect_bad_input(rc, "not valid JSON");
 }
 
+Test(cli, bad_input_number_out_of_range) {
+  const char *p = in_dir("inf.json");
+  FILE *f = fopen(p, "w");
+  fputs("{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1e400,\"dur\":1}]}", f);
+  fclose(f);
+  int rc = pa_run(p, "--json", in_dir("x.json"), NULL);
+  unlink(p);
+  expect_bad_input(rc, "ts 1e400 is out of range");
+}
+
+Test(cli, bad_input_fifo_is_refused_not_waited_on) {
+  const char *p = in_dir("fifo.json");
+  cr_assert_eq(mkfifo(p, 0600), 0);
+  int rc = pa_run(p, NULL);
+  unlink(p);
+  expect_bad_input(rc, "not a regular file");
+}
+
+Test(cli, no_progress_line_when_stderr_is_no_terminal) {
+  int rc = pa_run(fixture("torch_sync.pt.trace.json.gz"), NULL);
+  cr_assert_eq(rc, 0);
+  cr_expect_str_eq(g_err, "", "stderr is a file here: silent");
+}
+
 Test(cli, bad_input_diff_trace) {
   expect_bad_input(pa_run(fixture("torch_sync.pt.trace.json.gz"), "--diff", in_dir("gone.json"), "--json",
                           in_dir("x.json"), NULL),
