@@ -330,20 +330,20 @@ Test(synthetic_step, profiler_pipeline_writes_a_linked_trace) {
   pd_prof_config_init(&cfg);
   cfg.activities = PD_ACTIVITY_CPU;
   cfg.record_shapes = true;
-  cfg.schedule = (pd_schedule_t){.wait = 1, .warmup = 1, .active = 3, .repeat = 1};
+  cfg.schedule = (pd_schedule_t){.wait = 1, .warmup = 1, .active = 4, .repeat = 1};
   cfg.on_trace_ready = synth_ready_cb;
   cfg.user = &s;
   pd_prof_t *p = NULL;
   cr_assert_eq(pd_prof_create(&cfg, &p), 0, "%s", pd_prof_last_error(NULL));
   cr_assert_eq(pd_prof_start(p), 0);
-  for (int i = 0; i < 5; i++) {
+  for (int i = 0; i < 6; i++) {
     train_step();
     cr_assert_eq(pd_prof_step(p), 0, "step %d: %s", i, pd_prof_last_error(p));
   }
   cr_assert_eq(pd_prof_stop(p), 0);
   pd_prof_destroy(p);
   cr_assert_eq(s.cycles, 1);
-  cr_expect_eq(s.kernels, 3u * 9u, "nine kernels in each of the three recorded steps");
+  cr_expect_eq(s.kernels, 4u * 9u, "nine kernels in each of the four recorded steps");
 
   char *text = pd_test_slurp(s.path);
   cJSON *root = cJSON_Parse(text);
@@ -352,13 +352,13 @@ Test(synthetic_step, profiler_pipeline_writes_a_linked_trace) {
   /* every kernel, copy and set is linked to an op; every op has its cpu_op */
   cr_expect_eq(count_cat(ev, "kernel", "External id"), count_cat(ev, "kernel", NULL));
   cr_expect_eq(count_cat(ev, "gpu_memcpy", "External id"), count_cat(ev, "gpu_memcpy", NULL));
-  cr_expect_eq(count_cat(ev, "gpu_memset", "External id"), 3);
-  cr_expect_eq(count_cat(ev, "cuda_driver", "External id"), 3 * 3, "cuBLASLt's driver launches too");
+  cr_expect_eq(count_cat(ev, "gpu_memset", "External id"), 4);
+  cr_expect_eq(count_cat(ev, "cuda_driver", "External id"), 4 * 3, "cuBLASLt's driver launches too");
   cr_expect_gt(count_cat(ev, "cpu_op", NULL), 0);
   cr_expect_gt(count_cat(ev, "gpu_user_annotation", NULL), 0);
-  cr_expect_eq(count_cat(ev, "cuda_sync", "External id"), 3);
-  cr_expect_eq(count_cat(ev, "cpu_instant_event", "Total Reserved"), 3 * 2);
-  cr_expect_eq(count_cat(ev, "kernel", "mangled name"), 3 * 6);
+  cr_expect_eq(count_cat(ev, "cuda_sync", "External id"), 4);
+  cr_expect_eq(count_cat(ev, "cpu_instant_event", "Total Reserved"), 4 * 2);
+  cr_expect_eq(count_cat(ev, "kernel", "mangled name"), 4 * 6);
   cr_expect_null(strstr(text, "\"name\":\"_Z"), "every kernel name demangled");
   cr_expect_null(strstr(text, "DataLoader.wait"), "the data wait is named as torch names it");
   cJSON_Delete(root);
