@@ -916,7 +916,7 @@ int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev) {
  * PD_TRACE_SPAN_PID row, and its global "Iteration Start" marker. */
 static void write_trace_span(pd_trace_writer_t *w) {
   if (!w->any_event) return;
-  char buf[512], *p;
+  char buf[1024], *p; /* about 700 bytes of metadata, span and marker */
   begin_entry(w);
   p = PUT_LIT(buf, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":");
   p = put_u64(p, PD_TRACE_SPAN_PID);
