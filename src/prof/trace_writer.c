@@ -365,7 +365,7 @@ static void note_row(pd_trace_writer_t *w, uint32_t pid, uint32_t tid, row_kind_
     return;
   }
   if (!added) return;
-  char buf[200], *p;
+  char buf[320], *p; /* two metadata entries with 10-digit ids: under 240 bytes */
   begin_entry(w);
   p = PUT_LIT(buf, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":");
   p = put_u64(p, pid);
