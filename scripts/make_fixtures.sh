@@ -2,7 +2,10 @@
 # make_fixtures.sh [--build DIR] OUT_DIR: records one small real run per scenario on this
 # GPU as test fixtures: OUT_DIR/<scenario>.metrics.json and OUT_DIR/<scenario>.pt.trace.json.gz.
 # Copy them into tests/fixtures/runs/ and commit them after review; the unit tests in
-# tests/unit/fixtures read them (no GPU needed there).
+# tests/unit/fixtures read them (no GPU needed there), and test.sh's browser stage loads
+# every fixture that carries the writer's torch-compatible keys into speedscope. Before
+# committing, check them in the peer tools too: bash ../shared/peers/run_all.sh OUT_DIR/*.gz
+# (docs/formats.md, "Checking with the tools").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build

@@ -27,7 +27,9 @@ esac
 # Build: compiler, CMake, pkg-config, the C libraries (zlib: the analyzer reads gzipped
 # traces). Tests: Criterion, gcovr for the coverage gate, shellcheck for the scripts.
 # git: baselines record the commit.
-packages=(build-essential cmake pkg-config git libcriterion-dev libcjson-dev zlib1g-dev gcovr shellcheck python3)
+# chromium + fonts: test.sh's browser stage (speedscope and the HTML report, headless)
+packages=(build-essential cmake pkg-config git libcriterion-dev libcjson-dev zlib1g-dev gcovr shellcheck python3
+  chromium fonts-dejavu-core)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -68,6 +70,21 @@ else
   "${sudo[@]}" apt-get update -q
   "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
   missing=()
+fi
+
+# npm packages of the browser stage, into .tools (git-ignored): speedscope's release build
+# (the viewer the stage loads traces into) and puppeteer-core (drives Debian's chromium; it
+# downloads no browser). Installed only when missing.
+tools=$(cd "$(dirname "$0")/.." && pwd)/.tools
+npm_pkgs=(speedscope@1.25.0 puppeteer-core@24)
+if [ ! -f "$tools/node_modules/speedscope/dist/release/index.html" ] || [ ! -d "$tools/node_modules/puppeteer-core" ]; then
+  if [ "$check_only" -eq 1 ]; then
+    echo "setup: missing npm packages in $tools: ${npm_pkgs[*]}"
+    missing+=("${npm_pkgs[@]}")
+  elif command -v npm >/dev/null 2>&1; then
+    echo "setup: installing ${npm_pkgs[*]} into $tools"
+    npm install --prefix "$tools" --no-audit --no-fund --loglevel=error "${npm_pkgs[@]}" >/dev/null
+  fi
 fi
 
 if [ -z "$nvcc_bin" ]; then

@@ -8,6 +8,8 @@
 #   unit       ctest -L unit                                             (no GPU needed)
 #   acceptance ctest -L acceptance: with no GPU every test must report skipped (exit 77);
 #              with GPUs each test gets one through a CTest resource spec
+#   browser    traces in speedscope and the HTML report in headless Chromium
+#              (scripts/browser_check.cjs; no browser is a failure)
 #   asan       ASan+UBSan build of the unit tests, then ctest -L unit     -> $PD_TEST_ASAN_DIR
 #   coverage   gcovr over src/**/*.c (gcovr.cfg), HTML + Cobertura + text, fails under 80 %
 #   lint       shellcheck on the scripts, actionlint on .github/workflows
@@ -27,7 +29,7 @@ for arg in "$@"; do
     --no-asan) do_asan=0 ;;
     --no-lint) do_lint=0 ;;
     -h | --help)
-      sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -192,9 +194,35 @@ if [ "$built" -eq 1 ]; then
     record acceptance ok "$acc_detail on $ngpu GPU(s)"
   fi
   endgroup
+
+  # ---- browser: traces in speedscope, the HTML report in Chromium ------------------------
+  # Every fixture trace written by the current writer, and a trace the writer makes here
+  # from a synthetic step (test_synthetic_step), must import and draw in speedscope; the
+  # HTML report of a fixture must render with its verdict and sections. Fixtures written by
+  # the writer before its torch-compatible fields (no distributedInfo key) are listed, not
+  # loaded: re-record them with scripts/make_fixtures.sh on a GPU. No browser: FAILED.
+  group "browser: speedscope and the HTML report in headless Chromium"
+  bdir=$build/browser
+  rm -rf "$bdir" && mkdir -p "$bdir"
+  btraces=("$bdir/synthetic_step.pt.trace.json")
+  old_fixtures=()
+  for f in tests/fixtures/runs/*.pt.trace.json.gz; do
+    if gzip -dc "$f" | head -c 4096 | grep -q '"distributedInfo"'; then btraces+=("$f"); else old_fixtures+=("$(basename "$f")"); fi
+  done
+  if PD_SYNTH_TRACE="${btraces[0]}" "$build/tests/unit/profiler/test_synthetic_step" >/dev/null &&
+    "$build/src/cli/profile_analyze/profile_analyze" tests/fixtures/runs/clean.pt.trace.json.gz --html "$bdir/report.html" >/dev/null &&
+    node scripts/browser_check.cjs "$tools" "$bdir/shots" --html "$bdir/report.html" "${btraces[@]}"; then
+    detail="${#btraces[@]} traces in speedscope, clean's HTML report"
+    if [ "${#old_fixtures[@]}" -gt 0 ]; then detail+="; ${#old_fixtures[@]} fixtures from the old writer not loaded (re-record)"; fi
+    record browser ok "$detail"
+  else
+    record browser FAILED "see above (screenshots in $bdir/shots)"
+  fi
+  endgroup
 else
   record unit FAILED "$unit_detail"
   record acceptance skipped "no build"
+  record browser skipped "no build"
 fi
 
 # ---- sanitizers ------------------------------------------------------------------------

@@ -227,8 +227,9 @@ typedef enum {
 /* Returns "kernel", "dataloader", ... / "host_wait", ...; never NULL. */
 const char *pd_part_name(pd_part_t p);
 const char *pd_idle_name(pd_idle_t k);
-/* Returns true for data-loading ranges: ours (PD_RANGE_DATA_WAIT, "DataLoader.wait") and
- * torch's "enumerate(DataLoader)#..." ranges. */
+/* Returns true for data-loading ranges: pd_range_is_data_wait() (pd_prof.h's one name
+ * table: torch's "enumerate(DataLoader)#..." names, which ours use, and our older
+ * "DataLoader.wait"). */
 bool pd_range_is_dataloader(const char *name);
 
 typedef struct {

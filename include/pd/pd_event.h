@@ -180,6 +180,12 @@ const char *pd_event_display_name(const pd_event_t *ev, char *buf, size_t buflen
 /* Returns Kineto's text for a copy kind ("HtoD") / memory kind ("Pinned"); never NULL. */
 const char *pd_memcpy_kind_name(pd_memcpy_kind_t k);
 const char *pd_mem_kind_name(pd_mem_kind_t k);
+/* Writes the readable form of an Itanium-mangled name ("_ZN...") into buf: the
+ * qualified name with its template arguments as c++filt prints them, without return
+ * type and parameters ("(anonymous namespace)::k_im2col_nhwc<__half, false>"). Returns
+ * false (buf unspecified) for a name that is not mangled or that it does not fully
+ * understand; callers then keep the mangled name. Nothing to free. */
+bool pd_demangle(const char *mangled, char *buf, size_t len);
 /* Copies one device's properties into the trace. Returns 0, PD_EINVAL or PD_ENOMEM. */
 int pd_trace_add_device(pd_trace_t *trace, const pd_device_props_t *props);
 /* Returns the number of devices carried with the trace. */

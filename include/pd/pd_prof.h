@@ -129,8 +129,24 @@ int pd_range_push_shape(const char *name, const char *shape);
 /* Closes the innermost range of the calling thread. PD_ESTATE when none is open. */
 int pd_range_pop(void);
 
-/* The range name the data pipeline uses while the step waits for a batch. */
-#define PD_RANGE_DATA_WAIT "DataLoader.wait"
+/* Data-wait range names, one table: X(name). The data pipeline names the range in which
+ * a step waits for its batch as torch's DataLoader iterators do (worker threads: the
+ * multi-process iterator; num_workers=0: the single-process one), so torch-tb-profiler's
+ * DataLoader category and HTA see it. "DataLoader.wait" is the name traces written
+ * before used; it is still recognized. */
+#define PD_RANGE_DATA_WAIT_MAP(X)                                  \
+  X("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__") \
+  X("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")   \
+  X("DataLoader.wait")
+
+/* The data-wait range with worker threads, and without (loading on the main thread). */
+#define PD_RANGE_DATA_WAIT "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+#define PD_RANGE_DATA_WAIT_MAIN "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+/* Returns true for a data-wait range: every name of PD_RANGE_DATA_WAIT_MAP, and any other
+ * torch DataLoader/DataPipe iterator range ("enumerate(DataLoader)#...", as
+ * torch-tb-profiler matches them). NULL: false. */
+bool pd_range_is_data_wait(const char *name);
 
 /* Scoped range: PD_RANGE_SCOPE("forward") { ... } closes the range when the block
  * ends (also on break). Do not return or goto out of the block. */

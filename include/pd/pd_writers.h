@@ -25,11 +25,27 @@ typedef struct {
   const char *trace_name;     /* "traceName"; may be NULL (then the file path) */
   int64_t unix_offset_ns;     /* pd_clock_unix_offset_ns(): added to event times */
   uint32_t pid;               /* host process id for host events */
-  bool profile_memory;        /* write [memory] instant events */
+  bool profile_memory;        /* write [memory] instant events; top-level "profile_memory" */
   const char *process_name;   /* label of the host process row; NULL: the program's name */
+  bool record_shapes;         /* top-level "record_shapes" (ranges carry "Input Dims") */
+  int cuda_driver_version;    /* top-level "cuda_driver_version" (13000); 0: unknown, left out */
+  int cuda_runtime_version;   /* top-level "cuda_runtime_version"; 0: unknown, left out */
+  int cupti_version;          /* top-level "cupti_version" (130001); 0: unknown, left out */
+  /* Link ops to their CUDA calls and GPU work as torch.profiler does, for
+   * torch-tb-profiler's Operator and Kernel pages and HTA's annotation breakdowns:
+   * "External id" on host ranges, calls, GPU activity and syncs, each host range also as
+   * a cpu_op, gpu_user_annotation spans, "Ev Idx", a "trace_id". profiler_demo turns it
+   * on; off, the file holds each recorded event once and nothing derived. */
+  bool links;
 } pd_trace_meta_t;
 
 typedef struct pd_trace_writer pd_trace_writer_t;
+
+/* Kineto's offset from a stream's tid to its synchronization row's tid. */
+#define PD_TRACE_SYNC_TID_OFFSET 1000000u
+/* The row of the whole-trace span ("Trace" category): a pid no process or GPU has, as
+ * Kineto's "Spans" (its sort index), but a number so every viewer takes it. */
+#define PD_TRACE_SPAN_PID 536870912u
 
 /* Opens "<path>.tmp.<pid>" and writes the header (schemaVersion, deviceProperties, ...).
  * baseTimeNanoseconds is meta->unix_offset_ns rounded down to a second; every ts is
@@ -39,14 +55,18 @@ typedef struct pd_trace_writer pd_trace_writer_t;
 int pd_trace_writer_open(const char *path, const pd_trace_meta_t *meta,
                          const pd_device_props_t *devices, size_t ndevices,
                          pd_trace_writer_t **out);
-/* Appends one event: GPU rows (kernel, memcpy, memset, gpu_user_annotation, cuda_sync)
- * use pid = device, tid = stream; host rows pid/tid. A RUNTIME/DRIVER call with a
- * correlation id also gets its ac2g flow start ("s"), a kernel/memcpy/memset its flow
- * end ("f"); pd_trace_write_file() keeps only the pairs whose both halves exist.
- * MEMORY events are skipped unless meta->profile_memory. Returns 0, PD_EINVAL or the
- * writer's first error (PD_EIO, PD_ENOMEM). */
+/* Appends one event: GPU rows (kernel, memcpy, memset, gpu_user_annotation) use
+ * pid = device, tid = stream, cuda_sync records their stream's own sync row (tid =
+ * stream + PD_TRACE_SYNC_TID_OFFSET, "stream N (sync)", as Kineto); host rows pid/tid.
+ * A RUNTIME/DRIVER call with a correlation id also gets its ac2g flow start ("s"), a
+ * kernel/memcpy/memset its flow end ("f"); pd_trace_write_file() keeps only the pairs
+ * whose both halves exist. Mangled kernel names are written demangled, the mangled one
+ * in args. MEMORY events are skipped unless meta->profile_memory. With meta->links,
+ * events must come in start order (a sorted trace) for the External ids to link.
+ * Returns 0, PD_EINVAL or the writer's first error (PD_EIO, PD_ENOMEM). */
 int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev);
-/* Writes the footer, flushes, renames the temporary file to its final path, frees w.
+/* Writes the trace span, the gpu_user_annotation spans (meta->links) and the footer,
+ * flushes, renames the temporary file to its final path, frees w.
  * On failure the temporary file is removed and nothing is left at the final path. */
 int pd_trace_writer_close(pd_trace_writer_t *w);
 /* Removes the temporary file and frees w. NULL is a no-op. */

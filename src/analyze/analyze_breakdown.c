@@ -3,7 +3,8 @@
  * Each ProfilerStep#N range is carved into disjoint parts the way torch-tb-profiler's
  * step-time breakdown does: at every instant the highest-priority activity that is
  * running owns the time, in the order kernel > memcpy > memset > runtime (CUDA runtime
- * and driver calls) > dataloader (our DataLoader.wait, torch's enumerate(DataLoader)#...)
+ * and driver calls) > dataloader (pd_range_is_data_wait(): torch's enumerate(DataLoader)#...
+ * names, which ours now use, and our older DataLoader.wait)
  * > CPU exec (any other host range or torch op) > other. One sweep over the start/end
  * points of all such events turns the timeline into labelled segments; a step adds up
  * the segments inside it and gives the remainder to "other", so the parts are integers
@@ -53,8 +54,7 @@ const char *pd_idle_name(pd_idle_t k) {
 }
 
 bool pd_range_is_dataloader(const char *name) {
-  if (name == NULL) return false;
-  return strcmp(name, PD_RANGE_DATA_WAIT) == 0 || strncmp(name, "enumerate(DataLoader)", 21) == 0;
+  return pd_range_is_data_wait(name); /* the one name table: PD_RANGE_DATA_WAIT_MAP */
 }
 
 /* The part an event's time belongs to, or -1 when it takes none (it leaves "other"). */

@@ -37,11 +37,10 @@ static inline int64_t an_dur(const pd_event_t *e) {
  * synchronization records without one. Result is ev->name, buf or a static string. */
 const char *an_event_name(const pd_event_t *ev, char *buf, size_t len);
 
-/* Writes the readable form of an Itanium-mangled name ("_ZN...") into buf: the
- * qualified name with its template arguments as c++filt prints them, without return
- * type and parameters. Returns false (buf unspecified) for anything it does not fully
- * understand; callers then keep the mangled name. */
-bool an_demangle(const char *mangled, char *buf, size_t len);
+/* The core's demangler (pd_demangle(), src/prof/demangle.c) under the analyzer's name. */
+static inline bool an_demangle(const char *mangled, char *buf, size_t len) {
+  return pd_demangle(mangled, buf, len);
+}
 
 /* "12.345 ms" style: ns, us, ms or s with three decimals. */
 void an_fmt_time(char *buf, size_t len, int64_t ns);

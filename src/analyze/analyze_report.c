@@ -4,9 +4,10 @@
  * a live run: pd_metrics_from_trace() for the GPU-side metrics, and, since a trace file
  * holds no host-timed samples, per-step samples derived from the trace itself and passed
  * through pd_metrics_from_samples(): the data wait of a step is the union of its
- * dataloader ranges (ours: DataLoader.wait; torch: enumerate(DataLoader)#...), and its
- * step time is the ProfilerStep#N range minus that wait, matching profiler_demo's step
- * time (data wait excluded). pd_diagnose() then names the bottleneck.
+ * dataloader ranges (pd_range_is_data_wait(): enumerate(DataLoader)#..., as ours and
+ * torch name them, or our older DataLoader.wait), and its step time is the
+ * ProfilerStep#N range minus that wait, matching profiler_demo's step time (data wait
+ * excluded). pd_diagnose() then names the bottleneck.
  */
 #include "analyze_internal.h"
 

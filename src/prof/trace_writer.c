@@ -28,6 +28,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pd/pd_prof.h"
+#include "trace_links.h"
+
 /* ---- occupancy ----------------------------------------------------------------------------- */
 
 #define REG_ALLOC_UNIT 256  /* registers are allocated per warp in units of 256 */
@@ -278,6 +281,11 @@ struct pd_trace_writer {
   /* Flow filter for pd_trace_write_file(): correlation ids seen on both sides. NULL
    * when streaming: every correlated event then gets its flow half. */
   const u64set_t *flows;
+  pd_links_t *links; /* External ids and GPU spans; NULL unless meta->links */
+  uint64_t ev_idx;   /* "Ev Idx" of the next host range or memory record (links) */
+  uint64_t nops;     /* host ranges written: the trace span's "Op count" */
+  int64_t first_ns, last_ns; /* extent of the events (trace ns), for the trace span */
+  bool any_event;
   int err; /* first error; later writes are skipped */
 };
 
@@ -339,8 +347,12 @@ static void write_process_meta(pd_trace_writer_t *w, uint32_t pid, bool device) 
   put_raw(w, buf, (size_t)(p - buf));
 }
 
-/* Process and thread name metadata the first time a row appears. */
-static void note_row(pd_trace_writer_t *w, uint32_t pid, uint32_t tid, bool device) {
+typedef enum { ROW_HOST, ROW_STREAM, ROW_SYNC } row_kind_t;
+
+/* Process and thread name metadata the first time a row appears: "thread <tid>",
+ * "stream <id>", or "stream <id> (sync)" sorted with its stream (Kineto's). */
+static void note_row(pd_trace_writer_t *w, uint32_t pid, uint32_t tid, row_kind_t kind) {
+  bool device = kind != ROW_HOST;
   int added = u64set_add(&w->pids, pid);
   if (added < 0) {
     w->err = added;
@@ -353,20 +365,22 @@ static void note_row(pd_trace_writer_t *w, uint32_t pid, uint32_t tid, bool devi
     return;
   }
   if (!added) return;
-  char buf[200], *p;
+  char buf[320], *p; /* two metadata entries with 10-digit ids: under 240 bytes */
   begin_entry(w);
   p = PUT_LIT(buf, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":");
   p = put_u64(p, pid);
   p = PUT_LIT(p, ",\"tid\":");
   p = put_u64(p, tid);
+  uint32_t shown = kind == ROW_SYNC ? tid - PD_TRACE_SYNC_TID_OFFSET : tid;
   p = device ? PUT_LIT(p, ",\"args\":{\"name\":\"stream ") : PUT_LIT(p, ",\"args\":{\"name\":\"thread ");
-  p = put_u64(p, tid);
+  p = put_u64(p, shown);
+  if (kind == ROW_SYNC) p = PUT_LIT(p, " (sync)");
   p = PUT_LIT(p, "\"}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":");
   p = put_u64(p, pid);
   p = PUT_LIT(p, ",\"tid\":");
   p = put_u64(p, tid);
   p = PUT_LIT(p, ",\"args\":{\"sort_index\":");
-  p = put_u64(p, tid);
+  p = put_u64(p, shown);
   p = PUT_LIT(p, "}}");
   w->nevents++; /* two entries in this buffer */
   put_raw(w, buf, (size_t)(p - buf));
@@ -412,6 +426,51 @@ static void write_device_props(pd_trace_writer_t *w, const pd_device_props_t *d,
   put_raw(w, buf, (size_t)(p - buf));
 }
 
+/* A trace id as Kineto writes one: 32 upper-case hex digits, from the process, the
+ * trace's base time and the clock now, so two traces of one run differ. */
+static char *put_trace_id(char *p, const pd_trace_writer_t *w) {
+  uint64_t a = mix64((uint64_t)w->base_ns ^ ((uint64_t)w->pid << 32));
+  uint64_t b = mix64((uint64_t)pd_clock_now_ns() ^ (uint64_t)(uintptr_t)w ^ a);
+  static const char hex[] = "0123456789ABCDEF";
+  for (int i = 60; i >= 0; i -= 4) *p++ = hex[(a >> i) & 15];
+  for (int i = 60; i >= 0; i -= 4) *p++ = hex[(b >> i) & 15];
+  return p;
+}
+
+/* The top-level keys torch.profiler writes after deviceProperties: the trace id (with
+ * links), the profiler's settings, the CUDA/CUPTI versions it knows, and
+ * distributedInfo (one process: rank 0 of 1, which HTA needs to place the trace). */
+static void write_top_level(pd_trace_writer_t *w, const pd_trace_meta_t *meta) {
+  char buf[512], *p = buf;
+  if (w->links != NULL) {
+    p = PUT_LIT(p, "\n  \"trace_id\": \"");
+    p = put_trace_id(p, w);
+    p = PUT_LIT(p, "\",");
+  }
+  p = PUT_LIT(p, "\n  \"profile_memory\": ");
+  p = put_u64(p, w->profile_memory ? 1 : 0);
+  p = PUT_LIT(p, ",\n  \"record_shapes\": ");
+  p = put_u64(p, meta != NULL && meta->record_shapes ? 1 : 0);
+  p = PUT_LIT(p, ",");
+  if (meta != NULL && meta->cuda_driver_version > 0) {
+    p = PUT_LIT(p, "\n  \"cuda_driver_version\": ");
+    p = put_i64(p, meta->cuda_driver_version);
+    p = PUT_LIT(p, ",");
+  }
+  if (meta != NULL && meta->cuda_runtime_version > 0) {
+    p = PUT_LIT(p, "\n  \"cuda_runtime_version\": ");
+    p = put_i64(p, meta->cuda_runtime_version);
+    p = PUT_LIT(p, ",");
+  }
+  if (meta != NULL && meta->cupti_version > 0) {
+    p = PUT_LIT(p, "\n  \"cupti_version\": ");
+    p = put_i64(p, meta->cupti_version);
+    p = PUT_LIT(p, ",");
+  }
+  p = PUT_LIT(p, "\n  \"distributedInfo\": {\"rank\": 0, \"world_size\": 1},");
+  put_raw(w, buf, (size_t)(p - buf));
+}
+
 static char *dup_str(const char *s) {
   if (s == NULL) return NULL;
   size_t n = strlen(s) + 1;
@@ -431,6 +490,7 @@ static void writer_free(pd_trace_writer_t *w) {
   free(w->devices);
   u64set_free(&w->pids);
   u64set_free(&w->rows);
+  pd_links_destroy(w->links);
   free(w);
 }
 
@@ -459,6 +519,10 @@ int pd_trace_writer_open(const char *path, const pd_trace_meta_t *meta,
   w->pid = meta ? meta->pid : (uint32_t)getpid();
   w->profile_memory = meta ? meta->profile_memory : false;
   w->unix_offset_ns = meta ? meta->unix_offset_ns : 0;
+  if (meta != NULL && meta->links && (w->links = pd_links_create()) == NULL) {
+    writer_free(w);
+    return PD_ENOMEM;
+  }
   /* Base time: the Unix offset rounded down to a whole second, as Kineto's base is a
    * round number; ts then stay positive (the clock is CLOCK_MONOTONIC, >= 0). */
   int64_t sec = w->unix_offset_ns / 1000000000LL;
@@ -480,7 +544,9 @@ int pd_trace_writer_open(const char *path, const pd_trace_meta_t *meta,
   char buf[128], *p;
   PUT_RAW_LIT(w, "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [");
   for (size_t i = 0; i < ndevices; i++) write_device_props(w, &devices[i], i == 0);
-  PUT_RAW_LIT(w, "\n  ],\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ");
+  PUT_RAW_LIT(w, "\n  ],");
+  write_top_level(w, meta);
+  PUT_RAW_LIT(w, "\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ");
   p = put_i64(buf, w->base_ns);
   p = PUT_LIT(p, ",\n  \"traceEvents\": [");
   put_raw(w, buf, (size_t)(p - buf));
@@ -536,6 +602,217 @@ static bool wants_flow(const pd_trace_writer_t *w, uint64_t corr) {
   return corr != 0 && (w->flows == NULL || u64set_has(w->flows, corr));
 }
 
+/* ---- one event ---------------------------------------------------------------------------------- */
+
+/* What the links give an event: its External id (0: none) and, for host ranges and
+ * memory records, its Ev Idx. */
+typedef struct {
+  uint64_t ext_id;
+  bool has_idx;
+  uint64_t ev_idx;
+} event_links_t;
+
+static event_links_t link_event(pd_trace_writer_t *w, const pd_event_t *ev) {
+  event_links_t lk = {0, false, 0};
+  if (w->links == NULL) return lk;
+  switch (ev->kind) {
+  case PD_EVENT_RANGE:
+  case PD_EVENT_CPU_OP:
+    lk.ext_id = pd_links_range(w->links, ev);
+    lk.has_idx = true;
+    break;
+  case PD_EVENT_RUNTIME:
+  case PD_EVENT_DRIVER:
+    lk.ext_id = pd_links_call(w->links, ev);
+    break;
+  case PD_EVENT_KERNEL:
+  case PD_EVENT_MEMCPY:
+  case PD_EVENT_MEMSET:
+  case PD_EVENT_SYNC:
+    lk.ext_id = pd_links_activity(w->links, ev);
+    break;
+  case PD_EVENT_MEMORY:
+    lk.has_idx = true;
+    break;
+  default:
+    break;
+  }
+  if (lk.has_idx) lk.ev_idx = w->ev_idx++;
+  if (pd_links_error(w->links) != 0 && w->err == 0) w->err = pd_links_error(w->links);
+  return lk;
+}
+
+static char *put_ext_id(char *p, uint64_t ext_id) {
+  if (ext_id == 0) return p;
+  p = PUT_LIT(p, "\"External id\":");
+  p = put_u64(p, ext_id);
+  return PUT_LIT(p, ",");
+}
+
+/* device, context, stream, correlation: the args every GPU record starts with. */
+static char *put_gpu_ids(char *p, const pd_event_t *ev) {
+  p = PUT_LIT(p, "\"device\":");
+  p = put_u64(p, ev->device);
+  p = PUT_LIT(p, ",\"context\":");
+  p = put_u64(p, ev->context);
+  p = PUT_LIT(p, ",\"stream\":");
+  p = put_u64(p, ev->stream);
+  p = PUT_LIT(p, ",\"correlation\":");
+  return put_u64(p, ev->correlation_id);
+}
+
+/* Kernel args (Kineto's keys); a mangled name goes last, as "mangled name". Writes what
+ * is in buf up to p, then the rest; returns the new end of buf. */
+static char *put_kernel_args(pd_trace_writer_t *w, char *buf, char *p, const pd_event_t *ev, bool mangled) {
+  p = put_gpu_ids(p, ev);
+  p = PUT_LIT(p, ",\"registers per thread\":");
+  p = put_i64(p, ev->u.kernel.registers_per_thread);
+  p = PUT_LIT(p, ",\"shared memory\":");
+  p = put_i64(p, (int64_t)ev->u.kernel.static_smem_bytes + ev->u.kernel.dynamic_smem_bytes);
+  pd_kernel_launch_stats_t ls;
+  const pd_device_props_t *dev = find_device(w, ev->device);
+  bool have_stats = dev != NULL && pd_kernel_launch_stats(dev, ev, &ls) == 0;
+  if (have_stats) {
+    p = PUT_LIT(p, ",\"blocks per SM\":");
+    p = put_fixed6(p, ls.blocks_per_sm);
+    p = PUT_LIT(p, ",\"warps per SM\":");
+    p = put_fixed6(p, ls.warps_per_sm);
+  }
+  p = PUT_LIT(p, ",\"grid\":[");
+  for (int i = 0; i < 3; i++) {
+    if (i) *p++ = ',';
+    p = put_i64(p, ev->u.kernel.grid[i]);
+  }
+  p = PUT_LIT(p, "],\"block\":[");
+  for (int i = 0; i < 3; i++) {
+    if (i) *p++ = ',';
+    p = put_i64(p, ev->u.kernel.block[i]);
+  }
+  p = PUT_LIT(p, "]");
+  if (have_stats) {
+    p = PUT_LIT(p, ",\"est. achieved occupancy %\":");
+    p = put_i64(p, ls.est_achieved_occupancy_pct);
+  }
+  if (mangled) {
+    p = PUT_LIT(p, ",\"mangled name\":");
+    put_raw(w, buf, (size_t)(p - buf));
+    put_name(w, ev->name);
+    p = buf;
+  }
+  return PUT_LIT(p, "}}");
+}
+
+static char *put_copy_args(char *p, const pd_event_t *ev, int64_t dur_ns) {
+  uint64_t bytes = ev->kind == PD_EVENT_MEMCPY ? ev->u.memcpy.bytes : ev->u.memset.bytes;
+  p = put_gpu_ids(p, ev);
+  p = PUT_LIT(p, ",\"bytes\":");
+  p = put_u64(p, bytes);
+  /* bytes per nanosecond is GB/s */
+  p = PUT_LIT(p, ",\"memory bandwidth (GB/s)\":");
+  p = put_fixed6(p, dur_ns > 0 ? (double)bytes / (double)dur_ns : 0.0);
+  return PUT_LIT(p, "}}");
+}
+
+/* [memory] args as torch writes them. Our allocations are plain cudaMalloc-style calls
+ * with no caching allocator in between, so what is reserved is what is allocated:
+ * "Total Reserved" repeats "Total Allocated" (torch-tb-profiler's memory curves need it). */
+static char *put_memory_args(char *p, const pd_event_t *ev, const event_links_t *lk) {
+  bool on_device = ev->u.memory.mem_kind != PD_MEM_PAGEABLE && ev->u.memory.mem_kind != PD_MEM_PINNED;
+  if (ev->u.memory.total_allocated >= 0) {
+    p = PUT_LIT(p, "\"Total Reserved\":");
+    p = put_i64(p, ev->u.memory.total_allocated);
+    p = PUT_LIT(p, ",\"Total Allocated\":");
+    p = put_i64(p, ev->u.memory.total_allocated);
+    p = PUT_LIT(p, ",");
+  }
+  p = PUT_LIT(p, "\"Bytes\":");
+  p = put_i64(p, ev->u.memory.bytes);
+  p = PUT_LIT(p, ",\"Device Id\":");
+  p = on_device ? put_u64(p, ev->device) : PUT_LIT(p, "-1");
+  /* c10::DeviceType: 0 = CPU, 1 = CUDA */
+  p = on_device ? PUT_LIT(p, ",\"Device Type\":1") : PUT_LIT(p, ",\"Device Type\":0");
+  p = PUT_LIT(p, ",\"Addr\":");
+  p = put_u64(p, ev->u.memory.address);
+  if (lk->has_idx) {
+    p = PUT_LIT(p, ",\"Ev Idx\":");
+    p = put_u64(p, lk->ev_idx);
+  }
+  return PUT_LIT(p, "}}");
+}
+
+/* Range args: External id, Ev Idx, Input Dims (an array when the shape text is one). */
+static char *put_range_args(pd_trace_writer_t *w, char *buf, char *p, const pd_event_t *ev, uint64_t ext_id,
+                            const uint64_t *ev_idx) {
+  const char *sep = "";
+  if (ext_id != 0) {
+    p = PUT_LIT(p, "\"External id\":");
+    p = put_u64(p, ext_id);
+    sep = ",";
+  }
+  if (ev_idx != NULL) {
+    p = *sep ? PUT_LIT(p, ",\"Ev Idx\":") : PUT_LIT(p, "\"Ev Idx\":");
+    p = put_u64(p, *ev_idx);
+    sep = ",";
+  }
+  if (ev->kind != PD_EVENT_GPU_RANGE && ev->u.range.shape != NULL) {
+    p = *sep ? PUT_LIT(p, ",\"Input Dims\":") : PUT_LIT(p, "\"Input Dims\":");
+    put_raw(w, buf, (size_t)(p - buf));
+    if (shape_is_int_array(ev->u.range.shape)) put_raw(w, ev->u.range.shape, strlen(ev->u.range.shape));
+    else put_name(w, ev->u.range.shape);
+    p = buf;
+  }
+  return PUT_LIT(p, "}}");
+}
+
+/* {"ph":"X","cat":<cat>,"name":<name>,"pid":..,"tid":..,"ts":..,"dur":..,"args":{
+ * written up to the args' first key; returns the end in buf. */
+static char *put_x_head(pd_trace_writer_t *w, char *buf, const char *cat, const char *name, uint32_t pid,
+                        uint32_t tid, int64_t ts_ns, int64_t dur_ns) {
+  char *p = PUT_LIT(buf, "{\"ph\":\"X\",\"cat\":\"");
+  size_t n = strlen(cat);
+  memcpy(p, cat, n);
+  p += n;
+  p = PUT_LIT(p, "\",\"name\":");
+  put_raw(w, buf, (size_t)(p - buf));
+  put_name(w, name);
+  p = PUT_LIT(buf, ",\"pid\":");
+  p = put_u64(p, pid);
+  p = PUT_LIT(p, ",\"tid\":");
+  p = put_u64(p, tid);
+  p = PUT_LIT(p, ",\"ts\":");
+  p = us_text(p, ts_ns);
+  p = PUT_LIT(p, ",\"dur\":");
+  p = us_text(p, dur_ns);
+  return PUT_LIT(p, ",\"args\":{");
+}
+
+/* ac2g flow halves: "s" at the launching call, "f" (binding to the enclosing slice)
+ * at the GPU activity, both with the correlation id as flow id. */
+static char *put_flow(pd_trace_writer_t *w, char *p, const pd_event_t *ev, uint32_t pid, uint32_t tid,
+                      int64_t ts_ns) {
+  bool launch = ev->kind == PD_EVENT_RUNTIME || ev->kind == PD_EVENT_DRIVER;
+  bool activity = ev->kind == PD_EVENT_KERNEL || ev->kind == PD_EVENT_MEMCPY || ev->kind == PD_EVENT_MEMSET;
+  if (!(launch || activity) || !wants_flow(w, ev->correlation_id)) return p;
+  p = launch ? PUT_LIT(p, ",\n{\"ph\":\"s\",\"id\":") : PUT_LIT(p, ",\n{\"ph\":\"f\",\"id\":");
+  p = put_u64(p, ev->correlation_id);
+  p = PUT_LIT(p, ",\"pid\":");
+  p = put_u64(p, pid);
+  p = PUT_LIT(p, ",\"tid\":");
+  p = put_u64(p, tid);
+  p = PUT_LIT(p, ",\"ts\":");
+  p = us_text(p, ts_ns);
+  p = launch ? PUT_LIT(p, ",\"cat\":\"ac2g\",\"name\":\"ac2g\"}")
+             : PUT_LIT(p, ",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"}");
+  w->nevents++;
+  return p;
+}
+
+static void note_extent(pd_trace_writer_t *w, int64_t ts_ns, int64_t end_ns) {
+  if (!w->any_event || ts_ns < w->first_ns) w->first_ns = ts_ns;
+  if (!w->any_event || end_ns > w->last_ns) w->last_ns = end_ns;
+  w->any_event = true;
+}
+
 int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev) {
   if (w == NULL || ev == NULL) return PD_EINVAL;
   if (w->err != 0) return w->err;
@@ -545,100 +822,55 @@ int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev) {
   bool gpu = is_gpu_row(ev->kind);
   uint32_t pid = gpu ? ev->device : ev->pid;
   uint32_t tid = gpu ? ev->stream : ev->tid;
-  note_row(w, pid, tid, gpu);
+  row_kind_t row = gpu ? ROW_STREAM : ROW_HOST;
+  /* Kineto's own row per stream for synchronization: a sync record spans the kernels it
+   * waits for, and on the kernels' row it would overlap them in part. */
+  if (ev->kind == PD_EVENT_SYNC) {
+    tid = ev->stream + PD_TRACE_SYNC_TID_OFFSET;
+    row = ROW_SYNC;
+  }
+  note_row(w, pid, tid, row);
+  if (w->err != 0) return w->err;
+  event_links_t lk = link_event(w, ev);
   if (w->err != 0) return w->err;
 
   char buf[1024], *p;
-  char namebuf[96];
-  const char *cat = pd_event_kind_category(ev->kind);
+  char namebuf[1024];
   int64_t ts_ns = ev->start_ns + w->unix_offset_ns - w->base_ns;
   int64_t dur_ns = ev->end_ns > ev->start_ns ? ev->end_ns - ev->start_ns : 0;
-  const char *name = ev->kind == PD_EVENT_SYNC && ev->name == NULL
+  note_extent(w, ts_ns, ts_ns + dur_ns);
+  bool mangled = ev->kind == PD_EVENT_KERNEL && pd_demangle(ev->name, namebuf, sizeof namebuf);
+  const char *name = mangled ? namebuf
+                     : ev->kind == PD_EVENT_SYNC && ev->name == NULL
                          ? sync_name(ev->u.sync.sync_kind)
                          : pd_event_display_name(ev, namebuf, sizeof namebuf);
 
   begin_entry(w);
   if (ev->kind == PD_EVENT_MEMORY) {
     p = PUT_LIT(buf, "{\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"s\":\"t\",\"name\":\"[memory]\",\"pid\":");
+    p = put_u64(p, pid);
+    p = PUT_LIT(p, ",\"tid\":");
+    p = put_u64(p, tid);
+    p = PUT_LIT(p, ",\"ts\":");
+    p = us_text(p, ts_ns);
+    p = PUT_LIT(p, ",\"args\":{");
   } else {
-    p = PUT_LIT(buf, "{\"ph\":\"X\",\"cat\":\"");
-    size_t n = strlen(cat);
-    memcpy(p, cat, n);
-    p += n;
-    p = PUT_LIT(p, "\",\"name\":");
-    put_raw(w, buf, (size_t)(p - buf));
-    put_name(w, name);
-    p = PUT_LIT(buf, ",\"pid\":");
+    p = put_x_head(w, buf, pd_event_kind_category(ev->kind), name, pid, tid, ts_ns, dur_ns);
   }
-  p = put_u64(p, pid);
-  p = PUT_LIT(p, ",\"tid\":");
-  p = put_u64(p, tid);
-  p = PUT_LIT(p, ",\"ts\":");
-  p = us_text(p, ts_ns);
-  if (ev->kind != PD_EVENT_MEMORY) {
-    p = PUT_LIT(p, ",\"dur\":");
-    p = us_text(p, dur_ns);
-  }
-  p = PUT_LIT(p, ",\"args\":{");
 
   switch (ev->kind) {
-  case PD_EVENT_KERNEL: {
-    p = PUT_LIT(p, "\"device\":");
-    p = put_u64(p, ev->device);
-    p = PUT_LIT(p, ",\"stream\":");
-    p = put_u64(p, ev->stream);
-    p = PUT_LIT(p, ",\"correlation\":");
-    p = put_u64(p, ev->correlation_id);
-    p = PUT_LIT(p, ",\"registers per thread\":");
-    p = put_i64(p, ev->u.kernel.registers_per_thread);
-    p = PUT_LIT(p, ",\"shared memory\":");
-    p = put_i64(p, (int64_t)ev->u.kernel.static_smem_bytes + ev->u.kernel.dynamic_smem_bytes);
-    pd_kernel_launch_stats_t ls;
-    const pd_device_props_t *dev = find_device(w, ev->device);
-    bool have_stats = dev != NULL && pd_kernel_launch_stats(dev, ev, &ls) == 0;
-    if (have_stats) {
-      p = PUT_LIT(p, ",\"blocks per SM\":");
-      p = put_fixed6(p, ls.blocks_per_sm);
-      p = PUT_LIT(p, ",\"warps per SM\":");
-      p = put_fixed6(p, ls.warps_per_sm);
-    }
-    p = PUT_LIT(p, ",\"grid\":[");
-    for (int i = 0; i < 3; i++) {
-      if (i) *p++ = ',';
-      p = put_i64(p, ev->u.kernel.grid[i]);
-    }
-    p = PUT_LIT(p, "],\"block\":[");
-    for (int i = 0; i < 3; i++) {
-      if (i) *p++ = ',';
-      p = put_i64(p, ev->u.kernel.block[i]);
-    }
-    p = PUT_LIT(p, "]");
-    if (have_stats) {
-      p = PUT_LIT(p, ",\"est. achieved occupancy %\":");
-      p = put_i64(p, ls.est_achieved_occupancy_pct);
-    }
-    p = PUT_LIT(p, "}}");
+  case PD_EVENT_KERNEL:
+    p = put_ext_id(p, lk.ext_id);
+    p = put_kernel_args(w, buf, p, ev, mangled);
     break;
-  }
   case PD_EVENT_MEMCPY:
-  case PD_EVENT_MEMSET: {
-    uint64_t bytes = ev->kind == PD_EVENT_MEMCPY ? ev->u.memcpy.bytes : ev->u.memset.bytes;
-    p = PUT_LIT(p, "\"device\":");
-    p = put_u64(p, ev->device);
-    p = PUT_LIT(p, ",\"stream\":");
-    p = put_u64(p, ev->stream);
-    p = PUT_LIT(p, ",\"correlation\":");
-    p = put_u64(p, ev->correlation_id);
-    p = PUT_LIT(p, ",\"bytes\":");
-    p = put_u64(p, bytes);
-    /* bytes per nanosecond is GB/s */
-    p = PUT_LIT(p, ",\"memory bandwidth (GB/s)\":");
-    p = put_fixed6(p, dur_ns > 0 ? (double)bytes / (double)dur_ns : 0.0);
-    p = PUT_LIT(p, "}}");
+  case PD_EVENT_MEMSET:
+    p = put_ext_id(p, lk.ext_id);
+    p = put_copy_args(p, ev, dur_ns);
     break;
-  }
   case PD_EVENT_RUNTIME:
   case PD_EVENT_DRIVER:
+    p = put_ext_id(p, lk.ext_id);
     p = PUT_LIT(p, "\"cbid\":");
     p = put_u64(p, ev->u.api.cbid);
     p = PUT_LIT(p, ",\"correlation\":");
@@ -646,67 +878,92 @@ int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev) {
     p = PUT_LIT(p, "}}");
     break;
   case PD_EVENT_SYNC:
-    p = PUT_LIT(p, "\"device\":");
-    p = put_u64(p, ev->device);
-    p = PUT_LIT(p, ",\"stream\":");
-    p = put_u64(p, ev->stream);
-    p = PUT_LIT(p, ",\"correlation\":");
-    p = put_u64(p, ev->correlation_id);
+    p = put_ext_id(p, lk.ext_id);
+    p = put_gpu_ids(p, ev);
     p = PUT_LIT(p, "}}");
     break;
-  case PD_EVENT_MEMORY: {
-    bool on_device = ev->u.memory.mem_kind != PD_MEM_PAGEABLE && ev->u.memory.mem_kind != PD_MEM_PINNED;
-    p = PUT_LIT(p, "\"Addr\":");
-    p = put_u64(p, ev->u.memory.address);
-    p = PUT_LIT(p, ",\"Bytes\":");
-    p = put_i64(p, ev->u.memory.bytes);
-    if (ev->u.memory.total_allocated >= 0) {
-      p = PUT_LIT(p, ",\"Total Allocated\":");
-      p = put_i64(p, ev->u.memory.total_allocated);
-    }
-    p = PUT_LIT(p, ",\"Device Id\":");
-    p = on_device ? put_u64(p, ev->device) : PUT_LIT(p, "-1");
-    /* c10::DeviceType: 0 = CPU, 1 = CUDA */
-    p = on_device ? PUT_LIT(p, ",\"Device Type\":1}}") : PUT_LIT(p, ",\"Device Type\":0}}");
+  case PD_EVENT_MEMORY:
+    p = put_memory_args(p, ev, &lk);
     break;
-  }
   case PD_EVENT_RANGE:
   case PD_EVENT_CPU_OP:
   case PD_EVENT_GPU_RANGE:
-    if (ev->u.range.shape != NULL) {
-      p = PUT_LIT(p, "\"Input Dims\":");
-      put_raw(w, buf, (size_t)(p - buf));
-      if (shape_is_int_array(ev->u.range.shape)) put_raw(w, ev->u.range.shape, strlen(ev->u.range.shape));
-      else put_name(w, ev->u.range.shape);
-      p = buf;
-    }
-    p = PUT_LIT(p, "}}");
+    w->nops += ev->kind != PD_EVENT_GPU_RANGE;
+    p = put_range_args(w, buf, p, ev, lk.ext_id, lk.has_idx ? &lk.ev_idx : NULL);
     break;
   case PD_EVENT_OVERHEAD:
   case PD_EVENT_KIND_COUNT:
     p = PUT_LIT(p, "}}");
     break;
   }
-
-  /* ac2g flow halves: "s" at the launching call, "f" (binding to the enclosing slice)
-   * at the GPU activity, both with the correlation id as flow id. */
-  bool launch = ev->kind == PD_EVENT_RUNTIME || ev->kind == PD_EVENT_DRIVER;
-  bool activity = ev->kind == PD_EVENT_KERNEL || ev->kind == PD_EVENT_MEMCPY || ev->kind == PD_EVENT_MEMSET;
-  if ((launch || activity) && wants_flow(w, ev->correlation_id)) {
-    p = launch ? PUT_LIT(p, ",\n{\"ph\":\"s\",\"id\":") : PUT_LIT(p, ",\n{\"ph\":\"f\",\"id\":");
-    p = put_u64(p, ev->correlation_id);
-    p = PUT_LIT(p, ",\"pid\":");
-    p = put_u64(p, pid);
-    p = PUT_LIT(p, ",\"tid\":");
-    p = put_u64(p, tid);
-    p = PUT_LIT(p, ",\"ts\":");
-    p = us_text(p, ts_ns);
-    p = launch ? PUT_LIT(p, ",\"cat\":\"ac2g\",\"name\":\"ac2g\"}")
-               : PUT_LIT(p, ",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"}");
-    w->nevents++;
-  }
+  p = put_flow(w, p, ev, pid, tid, ts_ns);
   put_raw(w, buf, (size_t)(p - buf));
+
+  /* Each host range once more as a cpu_op, sharing its External id, as torch writes ops
+   * (torch-tb-profiler builds its Operator page and op tree from cpu_op only). Step and
+   * data-wait ranges stay annotations: tb reads those by name. */
+  if (ev->kind == PD_EVENT_RANGE && w->links != NULL && ev->u.range.step < 0 && !pd_range_is_data_wait(ev->name)) {
+    uint64_t idx = w->ev_idx++;
+    begin_entry(w);
+    p = put_x_head(w, buf, "cpu_op", name, pid, tid, ts_ns, dur_ns);
+    p = put_range_args(w, buf, p, ev, lk.ext_id, &idx);
+    put_raw(w, buf, (size_t)(p - buf));
+  }
   return w->err;
+}
+
+/* The spans Kineto closes a trace with: "Trace" over the whole recording on the
+ * PD_TRACE_SPAN_PID row, and its global "Iteration Start" marker. */
+static void write_trace_span(pd_trace_writer_t *w) {
+  if (!w->any_event) return;
+  char buf[1024], *p; /* about 700 bytes of metadata, span and marker */
+  begin_entry(w);
+  p = PUT_LIT(buf, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":");
+  p = put_u64(p, PD_TRACE_SPAN_PID);
+  p = PUT_LIT(p, ",\"tid\":0,\"args\":{\"name\":\"Spans\"}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":");
+  p = put_u64(p, PD_TRACE_SPAN_PID);
+  p = PUT_LIT(p, ",\"tid\":0,\"args\":{\"sort_index\":");
+  p = put_u64(p, PD_TRACE_SPAN_PID);
+  p = PUT_LIT(p, "}},\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":");
+  p = put_u64(p, PD_TRACE_SPAN_PID);
+  p = PUT_LIT(p, ",\"tid\":0,\"args\":{\"name\":\"PyTorch Profiler\"}},\n");
+  p = PUT_LIT(p, "{\"ph\":\"X\",\"cat\":\"Trace\",\"name\":\"PyTorch Profiler (0)\",\"pid\":");
+  p = put_u64(p, PD_TRACE_SPAN_PID);
+  p = PUT_LIT(p, ",\"tid\":0,\"ts\":");
+  p = us_text(p, w->first_ns);
+  p = PUT_LIT(p, ",\"dur\":");
+  p = us_text(p, w->last_ns - w->first_ns);
+  p = PUT_LIT(p, ",\"args\":{\"Op count\":");
+  p = put_u64(p, w->nops);
+  p = PUT_LIT(p, "}},\n{\"name\":\"Iteration Start: PyTorch Profiler\",\"ph\":\"i\",\"s\":\"g\",\"pid\":");
+  p = put_u64(p, PD_TRACE_SPAN_PID);
+  p = PUT_LIT(p, ",\"tid\":0,\"ts\":");
+  p = us_text(p, w->first_ns);
+  p = PUT_LIT(p, "}");
+  w->nevents += 4;
+  put_raw(w, buf, (size_t)(p - buf));
+}
+
+/* The gpu_user_annotation spans the links gathered, on their streams' rows. */
+static void write_gpu_spans(pd_trace_writer_t *w) {
+  if (w->links == NULL) return;
+  const pd_gpu_span_t *sp = NULL;
+  int64_t n = pd_links_gpu_spans(w->links, &sp);
+  if (n < 0) {
+    if (w->err == 0) w->err = (int)n;
+    return;
+  }
+  char buf[256], *p;
+  for (int64_t i = 0; i < n && w->err == 0; i++) {
+    note_row(w, sp[i].device, sp[i].stream, ROW_STREAM);
+    begin_entry(w);
+    p = put_x_head(w, buf, "gpu_user_annotation", sp[i].name, sp[i].device, sp[i].stream,
+                   sp[i].start_ns + w->unix_offset_ns - w->base_ns, sp[i].end_ns - sp[i].start_ns);
+    p = PUT_LIT(p, "\"External id\":");
+    p = put_u64(p, sp[i].ext_id);
+    p = PUT_LIT(p, "}}");
+    put_raw(w, buf, (size_t)(p - buf));
+  }
 }
 
 void pd_trace_writer_abort(pd_trace_writer_t *w) {
@@ -735,6 +992,8 @@ static void sync_parent_dir(const char *path) {
 
 int pd_trace_writer_close(pd_trace_writer_t *w) {
   if (w == NULL) return PD_EINVAL;
+  if (w->err == 0) write_gpu_spans(w);
+  if (w->err == 0) write_trace_span(w);
   if (w->err == 0) {
     PUT_RAW_LIT(w, "\n  ],\n  \"traceName\": ");
     put_name(w, w->trace_name);

@@ -31,7 +31,7 @@
 #include "pd/pd_prof.h"
 
 #define PD_DATA_SLOTS 2
-/* Host range around the copy enqueue (the wait itself is PD_RANGE_DATA_WAIT). */
+/* Host range around the copy enqueue (the wait itself is PD_RANGE_DATA_WAIT[_MAIN]). */
 #define PD_DATA_RANGE_COPY "DataLoader.to_device"
 
 typedef CUresult (*pd_write_value64_t)(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags);
@@ -300,7 +300,8 @@ int pd_data_next(pd_data_t *data, pd_batch_t *batch) {
   pd_dq_batch_t *hb = NULL;
   /* A range that fails to open (no profiler state to record into) must not fail the
    * batch; only a range that opened is closed. */
-  const bool ranged = pd_range_push(PD_RANGE_DATA_WAIT) == 0;
+  const bool ranged =
+      pd_range_push(data->cfg.num_workers > 0 ? PD_RANGE_DATA_WAIT : PD_RANGE_DATA_WAIT_MAIN) == 0;
   int rc = pd_data_wait_batch(data, slot, &hb);
   if (ranged) (void)pd_range_pop();
   if (rc != 0) return rc;

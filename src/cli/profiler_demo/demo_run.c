@@ -41,6 +41,7 @@ typedef struct {
   const pd_demo_config_t *cfg;
   pd_demo_outputs_t outs;
   int64_t unix_offset_ns;
+  pd_device_info_t dev; /* versions for the trace's top-level keys */
   /* filled by the trace-ready callback */
   pd_op_table_t *ops;     /* host ranges as ops (key_averages) */
   pd_op_table_t *kernels; /* kernel-level view */
@@ -104,7 +105,12 @@ static int demo_trace_ready_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *u
   pd_trace_meta_t meta = {.trace_name = NULL,
                           .unix_offset_ns = r->unix_offset_ns,
                           .pid = (uint32_t)getpid(),
-                          .profile_memory = true};
+                          .profile_memory = true,
+                          .record_shapes = true,
+                          .cuda_driver_version = r->dev.driver_version,
+                          .cuda_runtime_version = r->dev.runtime_version,
+                          .cupti_version = r->dev.cupti_version,
+                          .links = true};
   rc = pd_trace_write_file(path, cycle, &meta);
   if (rc != 0) {
     snprintf(r->cb_error, sizeof(r->cb_error), "writing trace '%s': %s", path, pd_strerror(rc));
@@ -520,6 +526,7 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
     /* 0 when libcupti cannot tell, and with --no_profile, which makes no CUPTI call. */
     dev.cupti_version = cfg->no_profile ? 0 : pd_prof_cupti_version();
   }
+  r->dev = dev;
   DEMO_CUDA(cudaStreamCreate(&r->stream));
   if (config_note != NULL && !cfg->quiet) printf("%s: note: %s\n", PD_DEMO_PROG, config_note);
 

@@ -331,7 +331,7 @@ static void trace_summarize(const char *path, trace_sum_t *s) {
       if (strncmp(nm, "ProfilerStep#", 13) == 0) {
         s->steps++;
         s->step_us += d;
-      } else if (strcmp(nm, PD_RANGE_DATA_WAIT) == 0) {
+      } else if (pd_range_is_data_wait(nm)) {
         s->data_wait_us += d;
       }
     } else if (strcmp(c, "ac2g") == 0 && cJSON_IsString(ph)) {
@@ -566,7 +566,7 @@ Test(scenarios, traces_differ_where_planted) {
                clean.alloc_calls);
   /* dataloader: the same kernels, but its steps wait on data */
   cr_expect_gt(data.data_wait_us, 5.0 * clean.data_wait_us + 1.0,
-               "time in %s ranges: dataloader %.0f us vs clean %.0f us", PD_RANGE_DATA_WAIT,
+               "time in data-wait ranges (%s): dataloader %.0f us vs clean %.0f us", PD_RANGE_DATA_WAIT,
                data.data_wait_us, clean.data_wait_us);
   cr_expect_gt(data.step_us, 2.0 * clean.step_us, "ProfilerStep time: dataloader %.0f us vs clean %.0f us",
                data.step_us, clean.step_us);

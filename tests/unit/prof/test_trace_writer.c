@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "pd/pd_writers.h"
+#include "pd/pd_prof.h"
 #include "pd_test_util.h"
 
 static char tmpdir[256];
@@ -228,7 +229,9 @@ Test(trace_writer, categories_rows_and_times) {
   cr_expect_not_null(find_event(ev, "X", "gpu_memset", "Memset (Device)"));
   cJSON *sy = find_event(ev, "X", "cuda_sync", "Stream Sync");
   cr_assert_not_null(sy);
-  cr_expect_eq(num(sy, "tid"), 7);
+  /* its own row, Kineto's "stream 7 (sync)": it spans the kernels it waits for */
+  cr_expect_eq(num(sy, "tid"), 7 + PD_TRACE_SYNC_TID_OFFSET);
+  cr_expect_eq(num(cJSON_GetObjectItem(sy, "args"), "stream"), 7);
   cJSON *gr = find_event(ev, "X", "gpu_user_annotation", "train_step");
   cr_expect_eq(num(gr, "pid"), 0);
   cJSON *rt = find_event(ev, "X", "cuda_runtime", "cudaLaunchKernel");
@@ -353,7 +356,8 @@ Test(trace_writer, memory_instant_events) {
   cr_expect_eq(num(a, "Device Type"), 1);
   int n = 0;
   cJSON *e;
-  cJSON_ArrayForEach(e, ev) if (cJSON_GetObjectItem(e, "ph") && strcmp(cJSON_GetObjectItem(e, "ph")->valuestring, "i") == 0) {
+  cJSON_ArrayForEach(e, ev) if (cJSON_GetObjectItem(e, "ph") && strcmp(cJSON_GetObjectItem(e, "ph")->valuestring, "i") == 0 &&
+                                strcmp(cJSON_GetObjectItem(e, "name")->valuestring, "[memory]") == 0) {
     n++;
     if (n == 2) {
       cr_expect_eq(num(cJSON_GetObjectItem(e, "args"), "Device Type"), 0, "pinned host memory is CPU memory");
@@ -435,7 +439,7 @@ Test(trace_writer, streaming_api_and_abort) {
   cJSON *ev = cJSON_GetObjectItem(root, "traceEvents");
   /* streaming writes the flow half of every correlated event */
   cr_expect_not_null(find_event(ev, "f", "ac2g", "ac2g"));
-  cr_expect_null(find_event(ev, "i", NULL, NULL));
+  cr_expect_null(find_event(ev, "i", NULL, "[memory]"));
   cr_expect_str_eq(cJSON_GetObjectItem(root, "traceName")->valuestring, path);
   cr_expect_eq(num(root, "baseTimeNanoseconds"), 0);
   cJSON *kk = find_event(ev, "X", "kernel", "k");
@@ -544,4 +548,312 @@ Test(occupancy, matches_kineto_trace) {
   cr_expect_eq(pd_kernel_launch_stats(&d, &k, &s), PD_EINVAL);
   k.kind = PD_EVENT_KERNEL; /* empty grid */
   cr_expect_eq(pd_kernel_launch_stats(&d, &k, &s), PD_EINVAL);
+}
+
+/* ---- what torch.profiler writes beyond the events: links, mirrors, spans, top level ---- */
+
+#define TID 4243
+#define MANGLED "_ZN47_GLOBAL__N__d9dd58db_14_cnn_kernels_cu_62a9d6789k_tiny_opI6__halfEEvPKT_PS2_i"
+
+static void add_kernel(pd_trace_t *t, int64_t start, int64_t end, const char *name, uint64_t corr) {
+  pd_event_t k = mk(PD_EVENT_KERNEL, start, end, name, corr);
+  k.stream = 7;
+  k.context = 1;
+  k.u.kernel.grid[0] = 64, k.u.kernel.grid[1] = k.u.kernel.grid[2] = 1;
+  k.u.kernel.block[0] = 256, k.u.kernel.block[1] = k.u.kernel.block[2] = 1;
+  k.u.kernel.registers_per_thread = 32;
+  pd_trace_add(t, &k);
+}
+
+/* One training step as the profiler hands it over (sorted by start): step range, data
+ * wait, forward with two ops, a runtime and a driver launch, a copy, a sync, memory. */
+static pd_trace_t *step_trace(void) {
+  pd_trace_t *t = pd_trace_create();
+  pd_device_props_t d = pd_test_h100();
+  pd_trace_add_device(t, &d);
+  pd_event_t e = mk(PD_EVENT_RANGE, 0, 1000000, "ProfilerStep#3", 0);
+  e.u.range.step = 3;
+  pd_trace_add(t, &e);
+  e = mk(PD_EVENT_RANGE, 10000, 50000, PD_RANGE_DATA_WAIT, 0);
+  pd_trace_add(t, &e);
+  e = mk(PD_EVENT_RUNTIME, 55000, 56000, "cudaMemcpyAsync", 20);
+  pd_trace_add(t, &e);
+  pd_event_t cp = mk(PD_EVENT_MEMCPY, 57000, 90000, NULL, 20);
+  cp.stream = 7;
+  cp.context = 1;
+  cp.u.memcpy.copy_kind = PD_MEMCPY_HTOD;
+  cp.u.memcpy.src_kind = PD_MEM_PINNED;
+  cp.u.memcpy.dst_kind = PD_MEM_DEVICE;
+  cp.u.memcpy.bytes = 4096;
+  pd_trace_add(t, &cp);
+  e = mk(PD_EVENT_RANGE, 100000, 600000, "forward", 0);
+  pd_trace_add(t, &e);
+  e = mk(PD_EVENT_RANGE, 110000, 300000, "conv1.forward", 0);
+  e.u.range.shape = "[[64, 3, 32, 32]]";
+  pd_trace_add(t, &e);
+  e = mk(PD_EVENT_RUNTIME, 120000, 130000, "cudaLaunchKernel", 21);
+  pd_trace_add(t, &e);
+  pd_event_t m = mk(PD_EVENT_MEMORY, 125000, 125000, "[memory]", 0);
+  m.u.memory.address = 0x7f0000000000ULL;
+  m.u.memory.bytes = 1000;
+  m.u.memory.total_allocated = 5000;
+  m.u.memory.mem_kind = PD_MEM_DEVICE;
+  pd_trace_add(t, &m);
+  add_kernel(t, 200000, 260000, MANGLED, 21);
+  e = mk(PD_EVENT_RANGE, 310000, 500000, "linear.forward", 0);
+  pd_trace_add(t, &e);
+  e = mk(PD_EVENT_DRIVER, 320000, 330000, "cuLaunchKernelEx", 22);
+  pd_trace_add(t, &e);
+  add_kernel(t, 400000, 450000, "nvjet_sm90_tst", 22);
+  e = mk(PD_EVENT_RUNTIME, 600000, 700000, "cudaStreamSynchronize", 23);
+  pd_trace_add(t, &e);
+  pd_event_t sy = mk(PD_EVENT_SYNC, 610000, 700000, NULL, 23);
+  sy.stream = 7;
+  sy.u.sync.sync_kind = PD_SYNC_STREAM;
+  pd_trace_add(t, &sy);
+  return t;
+}
+
+static const pd_trace_meta_t links_meta = {
+    .trace_name = "links",
+    .unix_offset_ns = 1700000000000000000LL,
+    .pid = 4242,
+    .profile_memory = true,
+    .process_name = "profiler_demo",
+    .record_shapes = true,
+    .cuda_driver_version = 13000,
+    .cuda_runtime_version = 12080,
+    .cupti_version = 130001,
+    .links = true,
+};
+
+static int64_t ext_of(cJSON *e) {
+  cr_assert_not_null(e, "event missing");
+  cJSON *x = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "External id");
+  return cJSON_IsNumber(x) ? (int64_t)x->valuedouble : 0;
+}
+
+static cJSON *find_corr(cJSON *events, const char *cat, int corr) {
+  cJSON *e;
+  cJSON_ArrayForEach(e, events) {
+    cJSON *c = cJSON_GetObjectItem(e, "cat");
+    cJSON *k = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "correlation");
+    if (cJSON_IsString(c) && strcmp(c->valuestring, cat) == 0 && cJSON_IsNumber(k) && (int)k->valuedouble == corr)
+      return e;
+  }
+  return NULL;
+}
+
+static int count_events(cJSON *events, const char *cat, const char *name) {
+  int n = 0;
+  cJSON *e;
+  cJSON_ArrayForEach(e, events) {
+    cJSON *c = cJSON_GetObjectItem(e, "cat"), *nm = cJSON_GetObjectItem(e, "name");
+    if (cat && (!cJSON_IsString(c) || strcmp(c->valuestring, cat) != 0)) continue;
+    if (name && (!cJSON_IsString(nm) || strcmp(nm->valuestring, name) != 0)) continue;
+    n++;
+  }
+  return n;
+}
+
+Test(trace_writer, top_level_keys_torch_writes) {
+  pd_trace_t *t = step_trace();
+  cJSON *root = write_and_parse(t, &links_meta, NULL);
+  cJSON *id = cJSON_GetObjectItem(root, "trace_id");
+  cr_assert(cJSON_IsString(id), "trace_id");
+  cr_expect_eq(strlen(id->valuestring), 32u);
+  cr_expect_eq(strspn(id->valuestring, "0123456789ABCDEF"), 32u, "hex: %s", id->valuestring);
+  cr_expect_eq(num(root, "profile_memory"), 1);
+  cr_expect_eq(num(root, "record_shapes"), 1);
+  cr_expect_eq(num(root, "cuda_driver_version"), 13000);
+  cr_expect_eq(num(root, "cuda_runtime_version"), 12080);
+  cr_expect_eq(num(root, "cupti_version"), 130001);
+  cJSON *dist = cJSON_GetObjectItem(root, "distributedInfo");
+  cr_expect_eq(num(dist, "rank"), 0, "HTA places the trace by its rank");
+  cr_expect_eq(num(dist, "world_size"), 1);
+  cJSON_Delete(root);
+
+  /* unknown versions are left out, not written as 0; a second trace gets another id */
+  pd_trace_meta_t m = links_meta;
+  m.cuda_driver_version = m.cuda_runtime_version = m.cupti_version = 0;
+  m.record_shapes = false;
+  cJSON *again = write_and_parse(t, &m, NULL);
+  cr_expect_null(cJSON_GetObjectItem(again, "cuda_driver_version"));
+  cr_expect_null(cJSON_GetObjectItem(again, "cupti_version"));
+  cr_expect_eq(num(again, "record_shapes"), 0);
+  cJSON_Delete(again);
+  pd_trace_destroy(t);
+}
+
+Test(trace_writer, external_ids_link_ops_calls_and_gpu_work) {
+  pd_trace_t *t = step_trace();
+  cJSON *root = write_and_parse(t, &links_meta, NULL);
+  cJSON *ev = cJSON_GetObjectItem(root, "traceEvents");
+  int64_t step = ext_of(find_event(ev, "X", "user_annotation", "ProfilerStep#3"));
+  int64_t conv = ext_of(find_event(ev, "X", "user_annotation", "conv1.forward"));
+  int64_t lin = ext_of(find_event(ev, "X", "user_annotation", "linear.forward"));
+  int64_t fwd = ext_of(find_event(ev, "X", "user_annotation", "forward"));
+  cr_expect(step > 0 && conv > 0 && lin > 0 && fwd > 0);
+  cr_expect(step != conv && conv != lin && lin != fwd && fwd != step, "one id per range");
+  /* a call carries its innermost op's id, its GPU work the call's */
+  cr_expect_eq(ext_of(find_corr(ev, "cuda_runtime", 21)), conv);
+  cr_expect_eq(ext_of(find_corr(ev, "kernel", 21)), conv);
+  cr_expect_eq(ext_of(find_corr(ev, "cuda_driver", 22)), lin, "driver launches link too");
+  cr_expect_eq(ext_of(find_corr(ev, "kernel", 22)), lin);
+  /* calls outside every op range link to the step; so do their copies and syncs */
+  cr_expect_eq(ext_of(find_corr(ev, "cuda_runtime", 20)), step);
+  cr_expect_eq(ext_of(find_corr(ev, "gpu_memcpy", 20)), step);
+  cr_expect_eq(ext_of(find_corr(ev, "cuda_runtime", 23)), step, "forward ended before the sync call");
+  cr_expect_eq(ext_of(find_corr(ev, "cuda_sync", 23)), step);
+  cJSON_Delete(root);
+
+  /* without links: the events only, no ids, mirrors, spans or trace id */
+  pd_trace_meta_t plain = links_meta;
+  plain.links = false;
+  char *text = NULL;
+  root = write_and_parse(t, &plain, &text);
+  cr_expect_null(strstr(text, "External id"));
+  cr_expect_null(strstr(text, "Ev Idx"));
+  cr_expect_null(cJSON_GetObjectItem(root, "trace_id"));
+  ev = cJSON_GetObjectItem(root, "traceEvents");
+  cr_expect_eq(count_events(ev, "cpu_op", NULL), 0);
+  cr_expect_eq(count_events(ev, "gpu_user_annotation", NULL), 0);
+  free(text);
+  cJSON_Delete(root);
+  pd_trace_destroy(t);
+}
+
+Test(trace_writer, host_ranges_also_as_cpu_ops) {
+  pd_trace_t *t = step_trace();
+  cJSON *root = write_and_parse(t, &links_meta, NULL);
+  cJSON *ev = cJSON_GetObjectItem(root, "traceEvents");
+  static const char *const ops[] = {"forward", "conv1.forward", "linear.forward"};
+  for (size_t i = 0; i < 3; i++) {
+    cJSON *ua = find_event(ev, "X", "user_annotation", ops[i]);
+    cJSON *op = find_event(ev, "X", "cpu_op", ops[i]);
+    cr_assert_not_null(op, "no cpu_op %s", ops[i]);
+    cr_expect_eq(count_events(ev, "cpu_op", ops[i]), 1);
+    cr_expect_eq(ext_of(op), ext_of(ua), "%s: the two records of one range share its id", ops[i]);
+    cr_expect_eq(num(op, "ts"), num(ua, "ts"));
+    cr_expect_eq(num(op, "dur"), num(ua, "dur"));
+    cr_expect_eq(num(op, "tid"), TID);
+    cJSON *a = cJSON_GetObjectItem(op, "args"), *b = cJSON_GetObjectItem(ua, "args");
+    cr_expect(num(a, "Ev Idx") != num(b, "Ev Idx"), "each record its own Ev Idx");
+  }
+  cJSON *dims = cJSON_GetObjectItem(cJSON_GetObjectItem(find_event(ev, "X", "cpu_op", "conv1.forward"), "args"),
+                                    "Input Dims");
+  cr_expect(cJSON_IsArray(dims), "the op keeps its shapes");
+  /* tb-profiler reads the step and the DataLoader range by name as annotations */
+  cr_expect_eq(count_events(ev, "cpu_op", "ProfilerStep#3"), 0);
+  cr_expect_eq(count_events(ev, "cpu_op", PD_RANGE_DATA_WAIT), 0);
+  cr_expect_eq(count_events(ev, "user_annotation", PD_RANGE_DATA_WAIT), 1);
+  cJSON_Delete(root);
+  pd_trace_destroy(t);
+}
+
+Test(trace_writer, gpu_user_annotation_spans) {
+  pd_trace_t *t = step_trace();
+  cJSON *root = write_and_parse(t, &links_meta, NULL);
+  cJSON *ev = cJSON_GetObjectItem(root, "traceEvents");
+  cJSON *conv = find_event(ev, "X", "gpu_user_annotation", "conv1.forward");
+  cJSON *lin = find_event(ev, "X", "gpu_user_annotation", "linear.forward");
+  cJSON *fwd = find_event(ev, "X", "gpu_user_annotation", "forward");
+  cr_assert(conv && lin && fwd, "a span for each op range that launched GPU work");
+  cr_expect_eq(num(conv, "pid"), 0);
+  cr_expect_eq(num(conv, "tid"), 7, "on the stream's row, as Kineto");
+  /* ts counts from the base (unix offset 1.7e18 is a whole second): kernel 200-260 us */
+  cr_expect(fabs(num(conv, "ts") - 200.0) < 1e-9 && fabs(num(conv, "dur") - 60.0) < 1e-9);
+  cr_expect(fabs(num(lin, "ts") - 400.0) < 1e-9 && fabs(num(lin, "dur") - 50.0) < 1e-9);
+  cr_expect(fabs(num(fwd, "ts") - 200.0) < 1e-9 && fabs(num(fwd, "dur") - 250.0) < 1e-9,
+            "the enclosing range spans all of it");
+  cr_expect_eq(ext_of(conv), ext_of(find_event(ev, "X", "user_annotation", "conv1.forward")));
+  cr_expect_eq(count_events(ev, "gpu_user_annotation", "ProfilerStep#3"), 0, "no span for the step");
+  cJSON_Delete(root);
+  pd_trace_destroy(t);
+}
+
+Test(trace_writer, kernel_names_demangled_and_gpu_args) {
+  pd_trace_t *t = step_trace();
+  char *text = NULL;
+  cJSON *root = write_and_parse(t, &links_meta, &text);
+  cJSON *ev = cJSON_GetObjectItem(root, "traceEvents");
+  cJSON *k = find_corr(ev, "kernel", 21);
+  cr_expect_str_eq(cJSON_GetObjectItem(k, "name")->valuestring, "(anonymous namespace)::k_tiny_op<__half>");
+  cJSON *a = cJSON_GetObjectItem(k, "args");
+  cr_expect_str_eq(cJSON_GetObjectItem(a, "mangled name")->valuestring, MANGLED);
+  cr_expect_eq(num(a, "context"), 1);
+  cJSON *plain = find_corr(ev, "kernel", 22);
+  cr_expect_str_eq(cJSON_GetObjectItem(plain, "name")->valuestring, "nvjet_sm90_tst");
+  cr_expect_null(cJSON_GetObjectItem(cJSON_GetObjectItem(plain, "args"), "mangled name"));
+  cr_expect_eq(num(cJSON_GetObjectItem(find_corr(ev, "gpu_memcpy", 20), "args"), "context"), 1);
+  cr_expect_null(strstr(text, "\"name\":\"_Z"), "no mangled name left in a name");
+  free(text);
+  cJSON_Delete(root);
+  pd_trace_destroy(t);
+}
+
+Test(trace_writer, sync_row_memory_totals_and_trace_span) {
+  pd_trace_t *t = step_trace();
+  cJSON *root = write_and_parse(t, &links_meta, NULL);
+  cJSON *ev = cJSON_GetObjectItem(root, "traceEvents");
+  /* the sync row is named and sorted like Kineto's */
+  bool named = false;
+  cJSON *e;
+  cJSON_ArrayForEach(e, ev) {
+    cJSON *n = cJSON_GetObjectItem(e, "name");
+    if (cJSON_IsString(n) && strcmp(n->valuestring, "thread_name") == 0 &&
+        num(e, "tid") == 7 + PD_TRACE_SYNC_TID_OFFSET) {
+      cr_expect_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "name")->valuestring, "stream 7 (sync)");
+      named = true;
+    }
+  }
+  cr_expect(named, "sync row has its thread_name");
+  cJSON *m = find_event(ev, "i", "cpu_instant_event", "[memory]");
+  cJSON *a = cJSON_GetObjectItem(m, "args");
+  cr_expect_eq(num(a, "Total Reserved"), 5000, "no caching allocator: reserved is allocated");
+  cr_expect_eq(num(a, "Total Allocated"), 5000);
+  cr_expect(num(a, "Ev Idx") >= 0);
+  /* the whole-trace span and its marker, on a numeric pid */
+  cJSON *span = find_event(ev, "X", "Trace", "PyTorch Profiler (0)");
+  cr_assert_not_null(span);
+  cr_expect_eq(num(span, "pid"), PD_TRACE_SPAN_PID);
+  cr_expect(fabs(num(span, "ts") - 0.0) < 1e-9 && fabs(num(span, "dur") - 1000.0) < 1e-9, "covers the step");
+  cr_expect_eq(num(cJSON_GetObjectItem(span, "args"), "Op count"), 5, "host ranges, each counted once");
+  cJSON *it = find_event(ev, "i", NULL, "Iteration Start: PyTorch Profiler");
+  cr_assert_not_null(it);
+  cr_expect_str_eq(cJSON_GetObjectItem(it, "s")->valuestring, "g");
+  cJSON_Delete(root);
+  pd_trace_destroy(t);
+}
+
+Test(trace_writer, kernel_event_stays_under_400_bytes) {
+  /* The bench's synthetic kernel (bench/prof/bench_prof.c), linked to an op: one event
+   * line with every arg it carries, without its flow half. */
+  pd_trace_t *t = pd_trace_create();
+  pd_device_props_t d = pd_test_h100();
+  pd_trace_add_device(t, &d);
+  pd_event_t r = mk(PD_EVENT_RANGE, 5000000000LL, 5000100000LL, "op", 0);
+  pd_trace_add(t, &r);
+  pd_event_t rt = mk(PD_EVENT_RUNTIME, 5000001000LL, 5000002000LL, "cudaLaunchKernel", 123456);
+  pd_trace_add(t, &rt);
+  pd_event_t k = mk(PD_EVENT_KERNEL, 5000003000LL, 5000004899LL,
+                    "void pd_bench_synthetic_kernel<float, 4>(float*, float const*, int)", 123456);
+  k.context = 1;
+  k.stream = 7;
+  k.u.kernel.grid[0] = 1024, k.u.kernel.grid[1] = k.u.kernel.grid[2] = 1;
+  k.u.kernel.block[0] = 256, k.u.kernel.block[1] = k.u.kernel.block[2] = 1;
+  k.u.kernel.registers_per_thread = 32;
+  k.u.kernel.static_smem_bytes = 4096;
+  pd_trace_add(t, &k);
+  char *text = NULL;
+  cJSON *root = write_and_parse(t, &links_meta, &text);
+  const char *line = strstr(text, "{\"ph\":\"X\",\"cat\":\"kernel\"");
+  cr_assert_not_null(line);
+  const char *eol = strchr(line, '\n');
+  size_t bytes = (size_t)(eol - line) + 1; /* with its separator */
+  cr_expect_leq(bytes, 400u, "kernel event is %zu bytes: %.*s", bytes, (int)(eol - line), line);
+  cr_expect_not_null(strstr(line, "\"External id\":"), "measured with its External id");
+  free(text);
+  cJSON_Delete(root);
+  pd_trace_destroy(t);
 }

@@ -1,8 +1,9 @@
-/* analyze_demangle.c: readable kernel names from Itanium C++ mangled names.
+/* demangle.c: readable kernel names from Itanium C++ mangled names (pd_demangle()).
  *
  * CUPTI reports our own kernels (and CUTLASS/cuBLASLt ones) by their mangled names
  * ("_ZN47_GLOBAL__N__..._62a9d67813k_im2col_nhwcI6__halfLb0EEEvPKT_..."), which all look
- * alike in a table; Kineto demangles them. This is a small demangler for the part a table
+ * alike in a table or a viewer; Kineto demangles them. The trace writer writes the readable
+ * name and keeps the mangled one in args; the analyzer demangles torch traces it reads. This is a small demangler for the part a table
  * needs: the qualified name with its template arguments, as c++filt prints it, without
  * the return type and the parameter list ("(anonymous namespace)::k_im2col_nhwc<__half,
  * false>"). It covers nested names, anonymous namespaces, template arguments that are
@@ -11,7 +12,7 @@
  * local names, ...) makes it give up, and the caller keeps the mangled name: never a
  * wrong name, at worst the raw one.
  */
-#include "analyze_internal.h"
+#include "pd/pd_event.h"
 
 #include <string.h>
 
@@ -192,7 +193,7 @@ static void nested_name(dm_t *d) {
   else d->p++;
 }
 
-bool an_demangle(const char *mangled, char *buf, size_t len) {
+bool pd_demangle(const char *mangled, char *buf, size_t len) {
   if (mangled == NULL || buf == NULL || len == 0 || strncmp(mangled, "_Z", 2) != 0) return false;
   dm_t d = {.p = mangled + 2, .out = buf, .cap = len};
   buf[0] = 0;

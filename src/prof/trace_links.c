@@ -1,0 +1,314 @@
+/* trace_links.c: External id links and gpu_user_annotation spans (trace_links.h).
+ *
+ * Ranges are kept in one array for the whole trace; a thread's open ranges are a chain of
+ * parent indices from the thread's top, so popping a closed range is following its
+ * parent. Two hash maps (thread -> top range, correlation id -> range of the launching
+ * call) and one span table keyed by (range, device, stream) are all the state; the range
+ * names live in a pd_trace_t used as a string pool.
+ */
+#include "trace_links.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "pd/pd_prof.h"
+
+/* ---- u64 -> int64 map (open addressing; key 0 kept aside) -------------------------------- */
+
+typedef struct {
+  uint64_t *keys;
+  int64_t *vals;
+  size_t cap, used;
+  bool has_zero;
+  int64_t zero_val;
+} map_t;
+
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+static bool map_get(const map_t *m, uint64_t k, int64_t *v) {
+  if (k == 0) {
+    if (m->has_zero) *v = m->zero_val;
+    return m->has_zero;
+  }
+  if (m->cap == 0) return false;
+  for (size_t j = mix(k) & (m->cap - 1); m->keys[j] != 0; j = (j + 1) & (m->cap - 1)) {
+    if (m->keys[j] == k) {
+      *v = m->vals[j];
+      return true;
+    }
+  }
+  return false;
+}
+
+static int map_grow(map_t *m) {
+  size_t cap = m->cap ? m->cap * 2 : 256;
+  uint64_t *keys = calloc(cap, sizeof(*keys));
+  int64_t *vals = malloc(cap * sizeof(*vals));
+  if (keys == NULL || vals == NULL) {
+    free(keys);
+    free(vals);
+    return PD_ENOMEM;
+  }
+  for (size_t i = 0; i < m->cap; i++) {
+    if (m->keys[i] == 0) continue;
+    size_t j = mix(m->keys[i]) & (cap - 1);
+    while (keys[j] != 0) j = (j + 1) & (cap - 1);
+    keys[j] = m->keys[i];
+    vals[j] = m->vals[i];
+  }
+  free(m->keys);
+  free(m->vals);
+  m->keys = keys;
+  m->vals = vals;
+  m->cap = cap;
+  return 0;
+}
+
+static int map_put(map_t *m, uint64_t k, int64_t v) {
+  if (k == 0) {
+    m->has_zero = true;
+    m->zero_val = v;
+    return 0;
+  }
+  if ((m->used + 1) * 2 > m->cap && map_grow(m) != 0) return PD_ENOMEM;
+  size_t j = mix(k) & (m->cap - 1);
+  while (m->keys[j] != 0 && m->keys[j] != k) j = (j + 1) & (m->cap - 1);
+  if (m->keys[j] == 0) m->used++;
+  m->keys[j] = k;
+  m->vals[j] = v;
+  return 0;
+}
+
+static void map_free(map_t *m) {
+  free(m->keys);
+  free(m->vals);
+  memset(m, 0, sizeof(*m));
+}
+
+/* ---- the links -------------------------------------------------------------------------------- */
+
+typedef struct {
+  int64_t end_ns;
+  uint64_t ext_id;
+  int32_t parent; /* enclosing range on the same thread, -1 none */
+  bool spans;     /* gets gpu_user_annotation spans */
+  const char *name;
+} range_t;
+
+typedef struct {
+  int32_t range;
+  uint32_t device, stream;
+  int64_t start_ns, end_ns;
+} span_t;
+
+struct pd_links {
+  pd_trace_t *pool; /* string pool for range names */
+  range_t *ranges;
+  size_t nranges, rcap;
+  map_t rows; /* (pid << 32 | tid) -> index of the thread's innermost range, -1 none */
+  map_t corr; /* correlation id -> range index of the launching call */
+  span_t *spans;
+  size_t nspans, scap;
+  int32_t *slots; /* span table: index into spans, -1 empty */
+  size_t nslots;
+  pd_gpu_span_t *out;
+  uint64_t next_ext;
+  int err;
+};
+
+pd_links_t *pd_links_create(void) {
+  pd_links_t *l = calloc(1, sizeof(*l));
+  if (l == NULL) return NULL;
+  l->pool = pd_trace_create();
+  if (l->pool == NULL) {
+    free(l);
+    return NULL;
+  }
+  return l;
+}
+
+void pd_links_destroy(pd_links_t *l) {
+  if (l == NULL) return;
+  pd_trace_destroy(l->pool);
+  free(l->ranges);
+  map_free(&l->rows);
+  map_free(&l->corr);
+  free(l->spans);
+  free(l->slots);
+  free(l->out);
+  free(l);
+}
+
+int pd_links_error(const pd_links_t *l) { return l ? l->err : PD_EINVAL; }
+
+static void fail(pd_links_t *l, int rc) {
+  if (l->err == 0) l->err = rc;
+}
+
+static uint64_t row_key(const pd_event_t *ev) { return ((uint64_t)ev->pid << 32) | ev->tid; }
+
+/* The innermost range still open on ev's thread at ev's start (-1: none); ranges that
+ * ended are popped from the thread's chain. */
+static int32_t open_top(pd_links_t *l, const pd_event_t *ev) {
+  int64_t top = -1;
+  if (!map_get(&l->rows, row_key(ev), &top)) return -1;
+  int32_t t = (int32_t)top;
+  while (t >= 0 && l->ranges[t].end_ns <= ev->start_ns) t = l->ranges[t].parent;
+  if (t != (int32_t)top && map_put(&l->rows, row_key(ev), t) != 0) fail(l, PD_ENOMEM);
+  return t;
+}
+
+uint64_t pd_links_range(pd_links_t *l, const pd_event_t *ev) {
+  if (l == NULL || ev == NULL) return 0;
+  int32_t parent = open_top(l, ev);
+  if (l->nranges == l->rcap) {
+    size_t cap = l->rcap ? l->rcap * 2 : 256;
+    range_t *r = realloc(l->ranges, cap * sizeof(*r));
+    if (r == NULL) {
+      fail(l, PD_ENOMEM);
+      return 0;
+    }
+    l->ranges = r;
+    l->rcap = cap;
+  }
+  range_t *r = &l->ranges[l->nranges];
+  r->end_ns = ev->end_ns > ev->start_ns ? ev->end_ns : ev->start_ns;
+  r->ext_id = ++l->next_ext;
+  r->parent = parent;
+  r->spans = ev->kind == PD_EVENT_RANGE && ev->u.range.step < 0 && !pd_range_is_data_wait(ev->name);
+  r->name = pd_trace_intern(l->pool, ev->name ? ev->name : "");
+  if (r->name == NULL || map_put(&l->rows, row_key(ev), (int64_t)l->nranges) != 0) {
+    fail(l, PD_ENOMEM);
+    return 0;
+  }
+  l->nranges++;
+  return r->ext_id;
+}
+
+uint64_t pd_links_call(pd_links_t *l, const pd_event_t *ev) {
+  if (l == NULL || ev == NULL) return 0;
+  int32_t top = open_top(l, ev);
+  if (top < 0) return 0;
+  if (ev->correlation_id != 0 && map_put(&l->corr, ev->correlation_id, top) != 0) fail(l, PD_ENOMEM);
+  return l->ranges[top].ext_id;
+}
+
+static uint64_t span_hash(int32_t range, uint32_t device, uint32_t stream) {
+  return mix(((uint64_t)(uint32_t)range << 32) ^ ((uint64_t)device << 20) ^ stream);
+}
+
+static int span_table_grow(pd_links_t *l) {
+  size_t n = l->nslots ? l->nslots * 2 : 256;
+  while (n < 2 * (l->nspans + 1)) n *= 2;
+  int32_t *slots = malloc(n * sizeof(*slots));
+  if (slots == NULL) return PD_ENOMEM;
+  for (size_t i = 0; i < n; i++) slots[i] = -1;
+  for (size_t i = 0; i < l->nspans; i++) {
+    const span_t *s = &l->spans[i];
+    size_t j = span_hash(s->range, s->device, s->stream) & (n - 1);
+    while (slots[j] >= 0) j = (j + 1) & (n - 1);
+    slots[j] = (int32_t)i;
+  }
+  free(l->slots);
+  l->slots = slots;
+  l->nslots = n;
+  return 0;
+}
+
+/* Widens range r's span on (device, stream) to cover [start, end). */
+static void widen(pd_links_t *l, int32_t r, const pd_event_t *ev) {
+  if ((l->nspans + 1) * 2 > l->nslots && span_table_grow(l) != 0) {
+    fail(l, PD_ENOMEM);
+    return;
+  }
+  size_t j = span_hash(r, ev->device, ev->stream) & (l->nslots - 1);
+  for (; l->slots[j] >= 0; j = (j + 1) & (l->nslots - 1)) {
+    span_t *s = &l->spans[l->slots[j]];
+    if (s->range == r && s->device == ev->device && s->stream == ev->stream) {
+      if (ev->start_ns < s->start_ns) s->start_ns = ev->start_ns;
+      if (ev->end_ns > s->end_ns) s->end_ns = ev->end_ns;
+      return;
+    }
+  }
+  if (l->nspans == l->scap) {
+    size_t cap = l->scap ? l->scap * 2 : 256;
+    span_t *sp = realloc(l->spans, cap * sizeof(*sp));
+    if (sp == NULL) {
+      fail(l, PD_ENOMEM);
+      return;
+    }
+    l->spans = sp;
+    l->scap = cap;
+  }
+  l->spans[l->nspans] = (span_t){.range = r, .device = ev->device, .stream = ev->stream,
+                                 .start_ns = ev->start_ns,
+                                 .end_ns = ev->end_ns > ev->start_ns ? ev->end_ns : ev->start_ns};
+  l->slots[j] = (int32_t)l->nspans++;
+}
+
+uint64_t pd_links_activity(pd_links_t *l, const pd_event_t *ev) {
+  if (l == NULL || ev == NULL || ev->correlation_id == 0) return 0;
+  int64_t idx = -1;
+  if (!map_get(&l->corr, ev->correlation_id, &idx) || idx < 0) return 0;
+  if (ev->kind != PD_EVENT_SYNC) {
+    for (int32_t r = (int32_t)idx; r >= 0; r = l->ranges[r].parent)
+      if (l->ranges[r].spans) widen(l, r, ev);
+  }
+  return l->ranges[idx].ext_id;
+}
+
+/* Row, then start, then the longer span first, then the outer range (lower index) first:
+ * a parent comes before the children it encloses, also when their spans are equal. */
+static int span_cmp(const void *pa, const void *pb) {
+  const span_t *a = pa, *b = pb;
+  if (a->device != b->device) return a->device < b->device ? -1 : 1;
+  if (a->stream != b->stream) return a->stream < b->stream ? -1 : 1;
+  if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns ? -1 : 1;
+  if (a->end_ns != b->end_ns) return a->end_ns > b->end_ns ? -1 : 1;
+  return a->range < b->range ? -1 : a->range > b->range;
+}
+
+int64_t pd_links_gpu_spans(pd_links_t *l, const pd_gpu_span_t **out) {
+  if (l == NULL || out == NULL) return PD_EINVAL;
+  *out = NULL;
+  if (l->nspans == 0) return 0;
+  qsort(l->spans, l->nspans, sizeof(*l->spans), span_cmp);
+  free(l->out);
+  l->out = malloc(l->nspans * sizeof(*l->out));
+  size_t *stack = malloc(l->nspans * sizeof(*stack));
+  if (l->out == NULL || stack == NULL) {
+    free(stack);
+    return PD_ENOMEM;
+  }
+  size_t depth = 0;
+  for (size_t i = 0; i < l->nspans; i++) {
+    const span_t *s = &l->spans[i];
+    pd_gpu_span_t *o = &l->out[i];
+    *o = (pd_gpu_span_t){.name = l->ranges[s->range].name, .ext_id = l->ranges[s->range].ext_id,
+                         .device = s->device, .stream = s->stream, .start_ns = s->start_ns,
+                         .end_ns = s->end_ns};
+    if (i > 0 && (s->device != l->spans[i - 1].device || s->stream != l->spans[i - 1].stream)) depth = 0;
+    while (depth > 0 && l->out[stack[depth - 1]].end_ns <= o->start_ns) depth--;
+    /* A partial overlap with a span that does not enclose this one: start where it ends. */
+    while (depth > 0 && o->end_ns > l->out[stack[depth - 1]].end_ns) {
+      o->start_ns = l->out[stack[--depth]].end_ns;
+      while (depth > 0 && l->out[stack[depth - 1]].end_ns <= o->start_ns) depth--;
+    }
+    stack[depth++] = i;
+  }
+  free(stack);
+  /* The sort moved the spans: rebuild the table so that later widening finds them. */
+  free(l->slots);
+  l->slots = NULL;
+  l->nslots = 0;
+  if (span_table_grow(l) != 0) return PD_ENOMEM;
+  *out = l->out;
+  return (int64_t)l->nspans;
+}

@@ -1,0 +1,64 @@
+/* trace_links.h: the External id links the trace writer adds (internal to pd_prof).
+ *
+ * torch-tb-profiler and Holistic Trace Analysis tie an op to the CUDA calls it made and
+ * to the GPU work those calls launched through Kineto's "External id": every host op
+ * gets one, a runtime/driver call carries the id of the innermost op open on its thread,
+ * and the GPU activity (and synchronization record) carries the id of its launching call
+ * (same correlation id). Kineto also draws each annotated host range once more on the GPU
+ * row of every stream it launched work on: a "gpu_user_annotation" span from the start of
+ * its first GPU activity to the end of its last.
+ *
+ * The links are computed in one pass over events in start order (the order of a sorted
+ * pd_trace_t, which is also the order the writer streams them in): host ranges form a
+ * stack per thread (a range is closed once an event starts at or after its end), calls
+ * look up the top of their thread's stack, GPU activity looks up its call by correlation
+ * id and widens the spans of that call's range and of every range enclosing it.
+ */
+#ifndef PD_TRACE_LINKS_H
+#define PD_TRACE_LINKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pd/pd_event.h"
+
+typedef struct pd_links pd_links_t;
+
+/* One gpu_user_annotation span: a host range's GPU work on one stream. */
+typedef struct {
+  const char *name; /* the range's name, owned by the links */
+  uint64_t ext_id;  /* the range's External id */
+  uint32_t device;
+  uint32_t stream;
+  int64_t start_ns;
+  int64_t end_ns;
+} pd_gpu_span_t;
+
+/* Returns new empty links, or NULL when out of memory. Free with pd_links_destroy(). */
+pd_links_t *pd_links_create(void);
+/* Frees the links and every string they hold. NULL: no-op. */
+void pd_links_destroy(pd_links_t *l);
+
+/* Host range or op (RANGE, CPU_OP): gives it the next External id (1, 2, ...) and opens
+ * it on its thread. ProfilerStep#N ranges and data-wait ranges take part in the stack
+ * but get no GPU span (Kineto draws none for them). Returns the id, or 0 when out of
+ * memory. */
+uint64_t pd_links_range(pd_links_t *l, const pd_event_t *ev);
+/* RUNTIME/DRIVER call: returns the External id of the innermost range open on its thread
+ * (0: none) and remembers it for the call's correlation id. */
+uint64_t pd_links_call(pd_links_t *l, const pd_event_t *ev);
+/* KERNEL, MEMCPY, MEMSET or SYNC: returns the External id of its launching call's range
+ * (0: unknown). GPU activity (not SYNC) widens the GPU spans of that range and its
+ * enclosing ranges on the activity's device and stream. */
+uint64_t pd_links_activity(pd_links_t *l, const pd_event_t *ev);
+/* First error (PD_ENOMEM) met so far, else 0. */
+int pd_links_error(const pd_links_t *l);
+
+/* The GPU spans, nested per (device, stream) row: where two spans of ranges that do not
+ * enclose each other overlap in part (GPU work of two ops running at once), the later
+ * one starts where the earlier ends, so viewers that stack a row never see a partial
+ * overlap. Sorted by row, then start. *out points into the links (valid until the next
+ * call or destroy). Returns the count, or PD_ENOMEM. */
+int64_t pd_links_gpu_spans(pd_links_t *l, const pd_gpu_span_t **out);
+
+#endif /* PD_TRACE_LINKS_H */

@@ -1,0 +1,83 @@
+/* test_trace_links.c: External id links and gpu_user_annotation spans (src/prof/trace_links.c),
+ * including the case where GPU work of two ops that do not enclose each other overlaps on
+ * one stream: the later span must start where the earlier ends, never overlap it in part. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "trace_links.h"
+
+static pd_event_t ev(pd_event_kind_t kind, uint32_t tid, int64_t start, int64_t end, const char *name, uint64_t corr) {
+  pd_event_t e;
+  memset(&e, 0, sizeof e);
+  e.kind = kind;
+  e.pid = 1;
+  e.tid = tid;
+  e.start_ns = start;
+  e.end_ns = end;
+  e.name = name;
+  e.correlation_id = corr;
+  e.stream = 7;
+  e.u.range.step = -1;
+  return e;
+}
+
+Test(trace_links, ids_stack_per_thread_and_spans_nest) {
+  pd_links_t *l = pd_links_create();
+  cr_assert_not_null(l);
+  pd_event_t a = ev(PD_EVENT_RANGE, 10, 0, 100, "a", 0), b = ev(PD_EVENT_RANGE, 20, 0, 100, "b", 0);
+  uint64_t ia = pd_links_range(l, &a), ib = pd_links_range(l, &b);
+  cr_expect_eq(ia, 1u);
+  cr_expect_eq(ib, 2u);
+  /* each thread's call links to its own range */
+  pd_event_t ca = ev(PD_EVENT_RUNTIME, 10, 10, 12, "cudaLaunchKernel", 1);
+  pd_event_t cb = ev(PD_EVENT_RUNTIME, 20, 11, 13, "cudaLaunchKernel", 2);
+  cr_expect_eq(pd_links_call(l, &ca), ia);
+  cr_expect_eq(pd_links_call(l, &cb), ib);
+  /* their kernels overlap in part on stream 7 (a: 20-60, b: 50-90) */
+  pd_event_t ka = ev(PD_EVENT_KERNEL, 0, 20, 60, "ka", 1), kb = ev(PD_EVENT_KERNEL, 0, 50, 90, "kb", 2);
+  cr_expect_eq(pd_links_activity(l, &ka), ia);
+  cr_expect_eq(pd_links_activity(l, &kb), ib);
+  /* a call after the range ended links to nothing; an unknown correlation neither */
+  pd_event_t late = ev(PD_EVENT_RUNTIME, 10, 200, 201, "cudaLaunchKernel", 3);
+  cr_expect_eq(pd_links_call(l, &late), 0u);
+  pd_event_t lost = ev(PD_EVENT_KERNEL, 0, 300, 301, "k", 99);
+  cr_expect_eq(pd_links_activity(l, &lost), 0u);
+  const pd_gpu_span_t *sp = NULL;
+  cr_assert_eq(pd_links_gpu_spans(l, &sp), 2);
+  cr_expect_str_eq(sp[0].name, "a");
+  cr_expect_eq(sp[0].start_ns, 20);
+  cr_expect_eq(sp[0].end_ns, 60);
+  cr_expect_str_eq(sp[1].name, "b");
+  cr_expect_eq(sp[1].start_ns, 60, "the later span starts where the earlier ends");
+  cr_expect_eq(sp[1].end_ns, 90);
+  cr_expect_eq(pd_links_error(l), 0);
+  pd_links_destroy(l);
+}
+
+Test(trace_links, enclosing_ranges_span_their_children_and_steps_get_none) {
+  pd_links_t *l = pd_links_create();
+  pd_event_t step = ev(PD_EVENT_RANGE, 10, 0, 1000, "ProfilerStep#0", 0);
+  step.u.range.step = 0;
+  pd_event_t outer = ev(PD_EVENT_RANGE, 10, 10, 500, "forward", 0);
+  pd_event_t inner = ev(PD_EVENT_RANGE, 10, 20, 100, "conv", 0);
+  uint64_t is = pd_links_range(l, &step), io = pd_links_range(l, &outer), ii = pd_links_range(l, &inner);
+  pd_event_t c1 = ev(PD_EVENT_RUNTIME, 10, 30, 35, "cudaLaunchKernel", 1);
+  cr_expect_eq(pd_links_call(l, &c1), ii);
+  pd_event_t c2 = ev(PD_EVENT_DRIVER, 10, 200, 205, "cuLaunchKernelEx", 2);
+  cr_expect_eq(pd_links_call(l, &c2), io, "conv closed: the call belongs to forward");
+  pd_event_t c3 = ev(PD_EVENT_RUNTIME, 10, 600, 700, "cudaStreamSynchronize", 3);
+  cr_expect_eq(pd_links_call(l, &c3), is);
+  pd_event_t k1 = ev(PD_EVENT_KERNEL, 0, 40, 80, "k1", 1), k2 = ev(PD_EVENT_KERNEL, 0, 300, 350, "k2", 2);
+  pd_links_activity(l, &k1);
+  pd_links_activity(l, &k2);
+  pd_event_t sy = ev(PD_EVENT_SYNC, 0, 610, 690, NULL, 3);
+  cr_expect_eq(pd_links_activity(l, &sy), is, "a sync links to its call's range, spans nothing");
+  const pd_gpu_span_t *sp = NULL;
+  cr_assert_eq(pd_links_gpu_spans(l, &sp), 2, "forward and conv; no span for the step");
+  cr_expect_str_eq(sp[0].name, "forward");
+  cr_expect_eq(sp[0].start_ns, 40);
+  cr_expect_eq(sp[0].end_ns, 350);
+  cr_expect_str_eq(sp[1].name, "conv");
+  cr_expect_eq(sp[1].ext_id, ii);
+  pd_links_destroy(l);
+}
