@@ -279,6 +279,13 @@ typedef struct {
   pd_trace_info_t *info;
   const char *label;   /* the file name, for messages */
   bool torch;
+  bool ours;           /* the top level names profiler_demo as the writer */
+  /* The last host range read: profiler_demo writes each host range once more right after
+   * it as a cpu_op (for torch-tb-profiler's Operator page); that copy is not kept. */
+  bool have_range;
+  uint32_t range_pid, range_tid;
+  int64_t range_start, range_end;
+  char range_name[256];
   size_t index;        /* of the entry in traceEvents */
   int rc;              /* first conversion error */
   char msg[320];
@@ -626,7 +633,22 @@ static int convert_x(conv_t *cv, pd_event_kind_t kind, const int64_t *arg) {
       ev.u.range.step = -1;
       break; /* the container keeps shapes of host ranges only */
     }
-    /* torch's record functions carry an External id; our writer never writes one */
+    /* A cpu_op that repeats the range just read (same row, times and name) is the
+     * copy profiler_demo writes for torch-tb-profiler: one op, not two. */
+    if (ev.kind == PD_EVENT_CPU_OP && cv->have_range && ev.pid == cv->range_pid && ev.tid == cv->range_tid &&
+        ev.start_ns == cv->range_start && ev.end_ns == cv->range_end && name != NULL &&
+        strcmp(name, cv->range_name) == 0)
+      return 0;
+    if (ev.kind == PD_EVENT_RANGE && name != NULL && strlen(name) < sizeof cv->range_name) {
+      cv->have_range = true;
+      cv->range_pid = ev.pid;
+      cv->range_tid = ev.tid;
+      cv->range_start = ev.start_ns;
+      cv->range_end = ev.end_ns;
+      memcpy(cv->range_name, name, strlen(name) + 1);
+    }
+    /* torch's record functions carry an External id (profiler_demo's too, since it
+     * links its events the same way; its traces say so at the top level) */
     if (e->external_id) cv->torch = true;
     if (e->has_shape) ev.u.range.shape = cv->shape.s;
     break;
@@ -859,7 +881,11 @@ static int read_document(conv_t *cv, an_json_t *p, bool *have_events) {
       if (scalar(p) == AN_JSON_STRING) snprintf(info->trace_name, sizeof info->trace_name, "%s", p->str);
     } else {
       if (KEY_IS(p, "trace_id")) cv->torch = true;
-      rc = an_json_skip(p);
+      if (KEY_IS(p, "traceWriter")) {
+        if (scalar(p) == AN_JSON_STRING) cv->ours = strncmp(p->str, "profiler_demo", 13) == 0;
+      } else {
+        rc = an_json_skip(p);
+      }
     }
     if (rc != 0 || p->failed || cv->rc != 0) return -1;
   }
@@ -951,7 +977,7 @@ static int finish_read(conv_t *cv, an_json_t *p, int walk, bool have_events, int
 /* Sorts, rebuilds range depth and counts kinds once every event is in. */
 static int finish_events(conv_t *cv) {
   pd_trace_info_t *info = cv->info;
-  info->torch = cv->torch;
+  info->torch = cv->torch && !cv->ours;
   pd_trace_sort(cv->out);
   int rc = fill_depths(cv->out);
   if (rc != 0) return conv_fail(cv, rc, "cannot read '%s': %s", cv->label, pd_strerror(rc));

@@ -468,6 +468,9 @@ static void write_top_level(pd_trace_writer_t *w, const pd_trace_meta_t *meta) {
     p = PUT_LIT(p, ",");
   }
   p = PUT_LIT(p, "\n  \"distributedInfo\": {\"rank\": 0, \"world_size\": 1},");
+  /* Which writer made the file: a reader tells our traces from torch.profiler's by it
+   * (both carry trace_id and External id). */
+  p = PUT_LIT(p, "\n  \"traceWriter\": \"profiler_demo " PD_VERSION_STRING "\",");
   put_raw(w, buf, (size_t)(p - buf));
 }
 

@@ -624,3 +624,50 @@ Test(reader, kernel_names_demangled) {
   cr_expect_str_eq(pd_trace_events(t)[count].name, "_Z1fv", "only kernel names are demangled");
   pd_trace_destroy(t);
 }
+
+/* profiler_demo writes each host range once more as a cpu_op (same row, times, name and
+ * External id) for torch-tb-profiler; the reader keeps one op, and tells the trace from
+ * torch.profiler's by its traceWriter key. */
+static size_t count_kind(const pd_trace_t *t, pd_event_kind_t kind) {
+  size_t n = 0;
+  for (size_t i = 0; i < pd_trace_count(t); i++) n += pd_trace_events(t)[i].kind == kind;
+  return n;
+}
+
+Test(reader, our_cpu_op_copies_are_one_op) {
+  static const char ours[] =
+      "{\"schemaVersion\":1,\"trace_id\":\"AB\",\"traceWriter\":\"profiler_demo 0.1.0\",\"traceEvents\":["
+      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"conv\",\"pid\":1,\"tid\":2,\"ts\":10,\"dur\":5,"
+      "\"args\":{\"External id\":7}},"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"conv\",\"pid\":1,\"tid\":2,\"ts\":10,\"dur\":5,"
+      "\"args\":{\"External id\":7}},"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::add\",\"pid\":1,\"tid\":2,\"ts\":11,\"dur\":1}"
+      "],\"traceName\":\"x\"}";
+  char err[256];
+  pd_trace_info_t info;
+  pd_trace_t *t = pd_trace_create();
+  cr_assert_eq(pd_trace_read_buffer(ours, strlen(ours), t, &info, err, sizeof err), 0, "%s", err);
+  cr_expect_eq(count_kind(t, PD_EVENT_RANGE), 1, "the annotation");
+  cr_expect_eq(count_kind(t, PD_EVENT_CPU_OP), 1, "aten::add only: the copy of conv is dropped");
+  cr_expect(!info.torch, "traceWriter names profiler_demo");
+  pd_trace_destroy(t);
+
+  /* the same events from torch (no traceWriter): External id and trace_id say torch */
+  static const char torch[] =
+      "{\"schemaVersion\":1,\"trace_id\":\"AB\",\"traceEvents\":["
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::add\",\"pid\":1,\"tid\":2,\"ts\":11,\"dur\":1,"
+      "\"args\":{\"External id\":3}}]}";
+  t = pd_trace_create();
+  cr_assert_eq(pd_trace_read_buffer(torch, strlen(torch), t, &info, err, sizeof err), 0, "%s", err);
+  cr_expect(info.torch);
+  pd_trace_destroy(t);
+
+  /* a traceWriter that is not a string is skipped whole, and what follows still reads */
+  static const char odd[] = "{\"traceWriter\":{\"a\":[1,2]},\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\","
+                            "\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":1,\"dur\":2}],\"traceName\":\"y\"}";
+  t = pd_trace_create();
+  cr_assert_eq(pd_trace_read_buffer(odd, strlen(odd), t, &info, err, sizeof err), 0, "%s", err);
+  cr_expect_eq(count_kind(t, PD_EVENT_KERNEL), 1);
+  cr_expect_str_eq(info.trace_name, "y");
+  pd_trace_destroy(t);
+}
