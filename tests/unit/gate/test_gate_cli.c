@@ -767,3 +767,52 @@ Test(cli, slug_of_a_metrics_file) {
   cr_assert_eq(pc_run("--slug", good, NULL), 0, "%s", g_out);
   cr_assert_str_eq(g_out, "nvidia-h100-80gb-hbm3\n");
 }
+
+/* The A/B through the program: 8 rounds, a 6% slower head fails on the host times; bad
+ * uses of --base/--head are bad input with one line and nothing written. */
+Test(cli, ab_mode_and_its_bad_input) {
+  const char *b[8], *h[8], *h6[8];
+  for (int r = 0; r < 8; r++) {
+    char name[32];
+    snprintf(name, sizeof(name), "b%d.json", r);
+    b[r] = fx_write(fx_run(1.0, NSTEPS), name);
+    snprintf(name, sizeof(name), "h%d.json", r);
+    h[r] = fx_write(fx_run(1.0, NSTEPS), name);
+    snprintf(name, sizeof(name), "s%d.json", r);
+    h6[r] = fx_write(fx_run_full(1.06, 1.0, NSTEPS, 0, 1.0), name);
+  }
+  const char *js = path_in("ab.json"), *md = path_in("ab.md");
+  cr_assert_eq(pc_run("--base", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], "--head", h[0], h[1], h[2], h[3], h[4],
+                      h[5], h[6], h[7], "--json", js, NULL),
+               0, "%s", g_out);
+  cr_assert(strstr(g_out, "(A/B)") != NULL && strstr(g_out, "8 interleaved rounds") != NULL, "%s", g_out);
+  cJSON *rep = fx_load(js);
+  cr_assert_str_eq(cJSON_GetObjectItem(rep, "setting")->valuestring, "ab");
+  cJSON_Delete(rep);
+  cr_assert_eq(pc_run("--base", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], "--head", h6[0], h6[1], h6[2], h6[3],
+                      h6[4], h6[5], h6[6], h6[7], "--markdown", md, NULL),
+               1, "%s", g_out);
+  cr_assert(strstr(g_out, "step_time_p10_s") != NULL && strstr(g_out, "regressed") != NULL, "%s", g_out);
+  cr_assert(strstr(g_out, "what changed") != NULL && strstr(g_out, "forward") != NULL, "%s", g_out);
+  cr_assert_eq(access(md, F_OK), 0, "the Markdown is written for a regression too");
+
+  const char *never = path_in("never.json");
+  const char *base = fx_baseline();
+  cr_expect_eq(pc_run("--base", b[0], b[1], "--head", h[0], "--json", never, NULL), 2);
+  cr_expect(strstr(g_out, "the same number, at least 2") != NULL, "%s", g_out);
+  cr_expect_eq(pc_run("--base", b[0], "--head", h[0], "--json", never, NULL), 2);
+  cr_expect(strstr(g_out, "the same number, at least 2") != NULL, "%s", g_out);
+  cr_expect_eq(pc_run(b[2], "--base", b[0], b[1], "--head", h[0], h[1], "--json", never, NULL), 2);
+  cr_expect(strstr(g_out, "every file follows one of them") != NULL, "%s", g_out);
+  cr_expect_eq(pc_run("--base", b[0], b[1], "--head", h[0], h[1], "--json", b[1], NULL), 2);
+  cr_expect(strstr(g_out, "is also an input") != NULL, "%s", g_out);
+  cr_expect_eq(pc_run("--base", b[0], base, "--head", h[0], h[1], "--json", never, NULL), 2);
+  cr_expect(strstr(g_out, "is a pooled baseline") != NULL, "%s", g_out);
+  cr_expect_eq(pc_run("--base", b[0], b[1], "--head", h[0], h[1], "--json", never, "--markdown", never, NULL), 2);
+  cr_expect(strstr(g_out, "the same file") != NULL, "%s", g_out);
+  cr_assert_neq(access(never, F_OK), 0, "nothing written on bad input");
+  /* the file that --json would have overwritten is intact */
+  cJSON *still = fx_load(b[1]);
+  cr_assert_not_null(cJSON_GetObjectItem(still, "metrics"));
+  cJSON_Delete(still);
+}

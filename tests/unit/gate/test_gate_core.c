@@ -1,0 +1,362 @@
+/* test_gate_core.c: the gate's core in-process, without a GPU: promotion of runs from
+ * several hosts into a baseline, the stored comparison read the same way on both sides
+ * (the 1% wobble), the same-machine A/B (no change, a slowdown, runs in a slow machine
+ * state, counts, bad input) and the explanation of a regression from the runs' kernel and
+ * op tables. Runs are built here: a 0.3 ms step with 1% step-to-step noise from a
+ * fixed-seed generator.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "pd/pd_common.h"
+#include "pd/pd_gate.h"
+
+#define H100 "NVIDIA H100 80GB HBM3"
+#define NSTEPS 16
+
+static unsigned long long g_rng = 0x9E3779B97F4A7C15ull;
+static double rng_normal(void) {
+  double u[2];
+  for (int i = 0; i < 2; i++) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    u[i] = ((double)(g_rng >> 11) + 0.5) / 9007199254740992.0;
+  }
+  return sqrt(-2.0 * log(u[0])) * cos(2.0 * M_PI * u[1]);
+}
+
+typedef struct {
+  double host;    /* step time scale */
+  double gpu;     /* k_adamw device time scale */
+  double op_us;   /* extra host op "inject_slowdown" per step, us (0: none) */
+  int kernels;    /* kernels per step */
+  const char *boot_id;
+  const char *bottleneck;
+} run_spec_t;
+
+/* A clean-scenario run's metrics JSON as profiler_demo writes it (the fields the gate reads). */
+static cJSON *mk_run(run_spec_t r) {
+  double st[NSTEPS], sum = 0;
+  for (int i = 0; i < NSTEPS; i++) {
+    st[i] = 0.0003 * r.host * (1.0 + 0.01 * rng_normal());
+    sum += st[i];
+  }
+  cJSON *d = cJSON_CreateObject();
+  cJSON_AddNumberToObject(d, "schema_version", 1);
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(d, "config"), "scenario", "clean");
+  cJSON *dev = cJSON_AddObjectToObject(d, "device");
+  cJSON_AddStringToObject(dev, "name", H100);
+  cJSON_AddNumberToObject(dev, "driver", 13000);
+  cJSON *host = cJSON_AddObjectToObject(d, "host");
+  cJSON_AddStringToObject(host, "name", "vm");
+  cJSON_AddStringToObject(host, "boot_id", r.boot_id != NULL ? r.boot_id : "boot-a");
+  const double adamw = 30.0 * r.gpu, gemm = 200.0;
+  cJSON *m = cJSON_AddObjectToObject(d, "metrics");
+  cJSON_AddNumberToObject(m, "avg_step_time_s", sum / NSTEPS);
+  cJSON_AddNumberToObject(m, "kernels_per_step", r.kernels > 0 ? r.kernels : 25);
+  cJSON_AddNumberToObject(m, "gpu_kernel_time_per_step_us", adamw + gemm);
+  cJSON_AddNumberToObject(m, "loss_last", 2.0);
+  cJSON_AddNumberToObject(d, "steps", NSTEPS);
+  cJSON_AddItemToObject(d, "step_times_s", cJSON_CreateDoubleArray(st, NSTEPS));
+  cJSON_AddItemToObject(d, "dataloader_wait_s", cJSON_CreateDoubleArray(st, 0));
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(d, "verdict"), "bottleneck",
+                          r.bottleneck != NULL ? r.bottleneck : "compute");
+  cJSON *kern = cJSON_AddArrayToObject(d, "top_kernels");
+  const struct {
+    const char *name;
+    double us;
+  } k[] = {{"sgemm", gemm}, {"k_adamw", adamw}};
+  for (size_t i = 0; i < 2; i++) {
+    cJSON *row = cJSON_CreateObject();
+    cJSON_AddStringToObject(row, "name", k[i].name);
+    cJSON_AddNumberToObject(row, "calls", NSTEPS);
+    cJSON_AddNumberToObject(row, "self_cuda_time_us", k[i].us * NSTEPS);
+    cJSON_AddItemToArray(kern, row);
+  }
+  cJSON *ops = cJSON_AddArrayToObject(d, "top_ops");
+  cJSON *fwd = cJSON_CreateObject();
+  cJSON_AddStringToObject(fwd, "name", "forward");
+  cJSON_AddNumberToObject(fwd, "calls", NSTEPS);
+  cJSON_AddNumberToObject(fwd, "self_cpu_time_us", 100.0 * r.host * NSTEPS);
+  cJSON_AddItemToArray(ops, fwd);
+  if (r.op_us > 0) {
+    cJSON *inj = cJSON_CreateObject();
+    cJSON_AddStringToObject(inj, "name", "inject_slowdown");
+    cJSON_AddNumberToObject(inj, "calls", NSTEPS);
+    cJSON_AddNumberToObject(inj, "self_cpu_time_us", r.op_us * NSTEPS);
+    cJSON_AddItemToArray(ops, inj);
+  }
+  return d;
+}
+
+static const pd_cmp_row_t *row_of(const pd_cmp_report_t *rep, const char *metric) {
+  for (size_t i = 0; i < rep->nrows; i++)
+    if (strcmp(rep->rows[i].metric, metric) == 0) return &rep->rows[i];
+  cr_assert_fail("no row %s", metric);
+  return NULL;
+}
+
+/* ---- promotion and the stored comparison --------------------------------------------------- */
+
+/* Three hosts, three runs each; the third host 40% slower on the host side. */
+static cJSON *mk_pooled(void) {
+  static const char *const boots[] = {"boot-a", "boot-b", "boot-c"};
+  cJSON *runs[9];
+  for (int i = 0; i < 9; i++)
+    runs[i] = mk_run((run_spec_t){.host = i >= 6 ? 1.4 : 1.0, .gpu = 1.0, .boot_id = boots[i / 3]});
+  pd_promote_info_t info = {.git_commit = "abc1234", .command = "test", .date = "2026-11-23T00:00:00Z"};
+  cJSON *base = NULL;
+  char why[256];
+  cr_assert_eq(pd_baseline_promote((const cJSON *const *)runs, NULL, 9, &info, &base, why, sizeof why), 0, "%s",
+               why);
+  for (int i = 0; i < 9; i++) cJSON_Delete(runs[i]);
+  return base;
+}
+
+Test(gate_core, promote_keeps_hosts_and_provenance) {
+  cJSON *b = mk_pooled();
+  cJSON *prov = cJSON_GetObjectItem(b, "provenance");
+  cr_assert_eq(cJSON_GetObjectItem(prov, "runs")->valueint, 9);
+  cr_assert_eq(cJSON_GetObjectItem(prov, "hosts")->valueint, 3);
+  cJSON *run = cJSON_GetArrayItem(cJSON_GetObjectItem(b, "runs"), 7);
+  cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(run, "host"), "boot_id")->valuestring, "boot-c");
+  cJSON *rp = cJSON_GetObjectItem(run, "provenance");
+  cr_assert_str_eq(cJSON_GetObjectItem(rp, "commit")->valuestring, "abc1234");
+  cr_assert_eq(cJSON_GetObjectItem(rp, "driver")->valueint, 13000);
+  /* the kernel table pooled over the 9 runs, and the steps it covers */
+  cr_assert_eq(cJSON_GetObjectItem(b, "tables_steps")->valueint, 9 * NSTEPS);
+  /* an earlier baseline's runs without a host are grouped as one host */
+  cJSON *old = mk_pooled();
+  cJSON_ArrayForEach(run, cJSON_GetObjectItem(old, "runs")) cJSON_DeleteItemFromObject(run, "host");
+  cJSON *extra = mk_run((run_spec_t){.host = 1.0, .gpu = 1.0, .boot_id = "boot-d"});
+  const cJSON *in[] = {old, extra};
+  cJSON *merged = NULL;
+  char why[256];
+  cr_assert_eq(pd_baseline_promote(in, NULL, 2, NULL, &merged, why, sizeof why), 0, "%s", why);
+  cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(merged, "provenance"), "hosts")->valueint, 2);
+  run = cJSON_GetArrayItem(cJSON_GetObjectItem(merged, "runs"), 0);
+  cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(run, "host"), "name")->valuestring, "unrecorded");
+  cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(run, "provenance"), "commit")->valuestring, "abc1234");
+  cJSON_Delete(merged);
+  cJSON_Delete(extra);
+  cJSON_Delete(old);
+  cJSON_Delete(b);
+}
+
+/* The issue's wobble: a pooled baseline with every step time scaled by 1.01, compared with
+ * itself, moves the gate's p10 by 1%, not by the difference between a mean and a median
+ * of the runs' p10s. */
+Test(gate_core, a_one_percent_wobble_reads_as_one_percent) {
+  cJSON *b = mk_pooled();
+  cJSON *w = cJSON_Duplicate(b, 1);
+  cJSON *x = NULL;
+  cJSON_ArrayForEach(x, cJSON_GetObjectItem(w, "step_times_s")) cJSON_SetNumberValue(x, x->valuedouble * 1.01);
+  cJSON *run = NULL;
+  cJSON_ArrayForEach(run, cJSON_GetObjectItem(w, "runs")) {
+    cJSON *m = cJSON_GetObjectItem(cJSON_GetObjectItem(run, "metrics"), "avg_step_time_s");
+    cJSON_SetNumberValue(m, m->valuedouble * 1.01);
+  }
+  pd_cmp_report_t rep;
+  char why[256];
+  cr_assert_eq(pd_cmp_compare(w, b, NULL, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_float_eq(row_of(&rep, "step_time_p10_s")->change_pct, 1.0, 1e-9, "%g",
+                     row_of(&rep, "step_time_p10_s")->change_pct);
+  cr_expect_float_eq(row_of(&rep, "avg_step_time_s")->change_pct, 1.0, 1e-9);
+  cr_expect_eq(row_of(&rep, "step_time_p10_s")->verdict, PD_CMP_OK);
+  cr_expect(!rep.failed);
+  cr_expect_eq(rep.baseline_hosts, 3);
+  pd_cmp_report_free(&rep);
+  cJSON_Delete(w);
+  cJSON_Delete(b);
+}
+
+Test(gate_core, stored_classes_device_tight_host_gross) {
+  cJSON *b = mk_pooled();
+  pd_cmp_report_t rep;
+  char why[256];
+  /* another host, 60% slower on the host side, GPU unchanged: within policy */
+  cJSON *cur = mk_run((run_spec_t){.host = 1.6, .gpu = 1.0, .boot_id = "boot-z"});
+  cr_assert_eq(pd_cmp_compare(cur, b, NULL, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect(!rep.failed);
+  cr_expect_eq(row_of(&rep, "step_time_p10_s")->policy.cls, PD_METRIC_CLASS_HOST);
+  pd_cmp_report_free(&rep);
+  cJSON_Delete(cur);
+  /* k_adamw 25% slower: +7.5 us of 230 (3.3%) fails the device band and is explained */
+  cur = mk_run((run_spec_t){.host = 1.0, .gpu = 1.25, .boot_id = "boot-z"});
+  cr_assert_eq(pd_cmp_compare(cur, b, NULL, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect(rep.failed);
+  cr_expect_eq(row_of(&rep, "gpu_kernel_time_per_step_us")->verdict, PD_CMP_REGRESSED);
+  cr_expect_eq(row_of(&rep, "gpu_kernel_time_per_step_us")->policy.cls, PD_METRIC_CLASS_DEVICE);
+  /* the pooled baseline's forward op is slower (one host in three at 1.4x), so it moved
+   * most; k_adamw is there with its device time per step */
+  const pd_cmp_change_t *adamw = NULL;
+  for (size_t i = 0; i < rep.nchanges; i++)
+    if (strcmp(rep.changes[i].name, "k_adamw") == 0) adamw = &rep.changes[i];
+  cr_assert_not_null(adamw);
+  cr_expect(!adamw->op);
+  cr_expect_float_eq(adamw->base_us, 30.0, 1e-9);
+  cr_expect_float_eq(adamw->now_us, 37.5, 1e-9);
+  cr_expect_float_eq(adamw->now_calls, 1.0, 1e-12);
+  pd_cmp_report_free(&rep);
+  cJSON_Delete(cur);
+  /* one kernel more per step: the count is exact */
+  cur = mk_run((run_spec_t){.host = 1.0, .gpu = 1.0, .kernels = 26});
+  cr_assert_eq(pd_cmp_compare(cur, b, NULL, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_eq(row_of(&rep, "kernels_per_step")->verdict, PD_CMP_REGRESSED);
+  pd_cmp_report_free(&rep);
+  cJSON_Delete(cur);
+  cJSON_Delete(b);
+}
+
+/* A baseline whose runs[].steps are absurd (wrap past 2^64, 1e115) must not be split by
+ * them: the pooled samples are then one run, never read out of bounds. */
+Test(gate_core, run_step_counts_are_range_checked) {
+  cJSON *b = mk_pooled();
+  cJSON *run = NULL;
+  int i = 0;
+  cJSON_ArrayForEach(run, cJSON_GetObjectItem(b, "runs")) {
+    cJSON_ReplaceItemInObject(run, "steps", cJSON_CreateNumber(i++ == 0 ? 1e115 : 18446744073709551615.0));
+  }
+  double q[16];
+  cr_expect_eq(pd_cmp_run_quantiles(b, "step_times_s", 0.1, q, 16), 1);
+  cJSON_ArrayForEach(run, cJSON_GetObjectItem(b, "runs")) cJSON_ReplaceItemInObject(run, "steps", cJSON_CreateNumber(2.5));
+  cr_expect_eq(pd_cmp_run_quantiles(b, "step_times_s", 0.1, q, 16), 1, "fractional counts: one run");
+  cJSON_Delete(b);
+}
+
+/* ---- A/B ------------------------------------------------------------------------------------ */
+
+#define ROUNDS 10
+
+/* Rounds of base and head runs; every slow_every-th round (0: none) both runs of... one
+ * side lands in a slow machine state (every step 50% longer). */
+static void ab(double head_host, double head_gpu, double head_op_us, int slow_every, bool slow_head_only,
+               pd_cmp_report_t *rep) {
+  cJSON *b[ROUNDS], *h[ROUNDS];
+  for (int r = 0; r < ROUNDS; r++) {
+    bool slow = slow_every > 0 && r % slow_every == slow_every - 1;
+    b[r] = mk_run((run_spec_t){.host = slow && !slow_head_only ? 1.5 : 1.0, .gpu = 1.0});
+    h[r] = mk_run((run_spec_t){.host = head_host * (slow ? 1.5 : 1.0), .gpu = head_gpu, .op_us = head_op_us});
+  }
+  char why[256];
+  cr_assert_eq(pd_cmp_ab((const cJSON *const *)b, ROUNDS, (const cJSON *const *)h, ROUNDS, NULL, NULL, rep, why,
+                         sizeof why),
+               0, "%s", why);
+  for (int r = 0; r < ROUNDS; r++) {
+    cJSON_Delete(b[r]);
+    cJSON_Delete(h[r]);
+  }
+}
+
+Test(gate_core, ab_no_change_passes) {
+  pd_cmp_report_t rep;
+  ab(1.0, 1.0, 0, 0, false, &rep);
+  cr_expect(!rep.failed);
+  cr_expect_eq(rep.setting, PD_CMP_AB);
+  cr_expect_eq(rep.baseline_runs, ROUNDS);
+  cr_expect_eq(row_of(&rep, "step_time_p10_s")->verdict, PD_CMP_OK);
+  cr_expect_eq(row_of(&rep, "verdict.bottleneck")->verdict, PD_CMP_OK);
+  pd_cmp_report_free(&rep);
+  /* slow machine states in some rounds, on the head side only: its better half of runs
+   * is still the normal state, so no regression */
+  ab(1.0, 1.0, 0, 4, true, &rep);
+  cr_expect(!rep.failed, "two slow head runs in ten must not fail");
+  pd_cmp_report_free(&rep);
+}
+
+Test(gate_core, ab_host_slowdown_fails_and_is_explained) {
+  pd_cmp_report_t rep;
+  /* every step 5% longer, 15 us per step in a new op */
+  ab(1.05, 1.0, 15.0, 0, false, &rep);
+  cr_expect(rep.failed);
+  const pd_cmp_row_t *p10 = row_of(&rep, "step_time_p10_s");
+  cr_expect_eq(p10->verdict, PD_CMP_REGRESSED);
+  cr_expect_float_eq(p10->change_pct, 5.0, 1.0, "%g", p10->change_pct);
+  cr_expect_lt(p10->p_value, 0.01);
+  cr_expect_float_eq(p10->p_value, 1.0 / 1024.0, 1e-12, "every relabelling is smaller: p = 2^-10");
+  bool named = false;
+  for (size_t i = 0; i < rep.nchanges; i++)
+    if (strcmp(rep.changes[i].name, "inject_slowdown") == 0 && rep.changes[i].op && rep.changes[i].base_us == 0.0)
+      named = true;
+  cr_expect(named, "the new op is named");
+  pd_cmp_report_free(&rep);
+  /* the same with slow states in both sides' rounds */
+  ab(1.05, 1.0, 0, 5, false, &rep);
+  cr_expect_eq(row_of(&rep, "step_time_p10_s")->verdict, PD_CMP_REGRESSED);
+  pd_cmp_report_free(&rep);
+  /* a 2% device-time slowdown fails the device row (tolerance 1.5%) */
+  ab(1.0, 1.16, 0, 0, false, &rep); /* k_adamw +16%: +4.8 us of 230 */
+  cr_expect_eq(row_of(&rep, "gpu_kernel_time_per_step_us")->verdict, PD_CMP_REGRESSED);
+  cr_expect_eq(row_of(&rep, "step_time_p10_s")->verdict, PD_CMP_OK);
+  pd_cmp_report_free(&rep);
+}
+
+Test(gate_core, ab_counts_and_too_few_rounds) {
+  cJSON *b[3], *h[3];
+  for (int r = 0; r < 3; r++) {
+    b[r] = mk_run((run_spec_t){.host = 1.0, .gpu = 1.0});
+    h[r] = mk_run((run_spec_t){.host = 2.0, .gpu = 1.0, .kernels = 27});
+  }
+  pd_cmp_report_t rep;
+  char why[256];
+  cr_assert_eq(pd_cmp_ab((const cJSON *const *)b, 3, (const cJSON *const *)h, 3, NULL, NULL, &rep, why, sizeof why),
+               0, "%s", why);
+  cr_expect_eq(row_of(&rep, "kernels_per_step")->verdict, PD_CMP_REGRESSED, "counts: exact, any rounds");
+  const pd_cmp_row_t *p10 = row_of(&rep, "step_time_p10_s");
+  cr_expect_eq(p10->verdict, PD_CMP_SKIPPED, "3 rounds can never reach p < 0.01 (best 1/8)");
+  cr_expect_not_null(strstr(p10->note, "insufficient rounds"), "%s", p10->note);
+  pd_cmp_report_free(&rep);
+  /* bad input: unequal sides, one round, a pooled baseline among the runs, another GPU */
+  cr_expect_eq(pd_cmp_ab((const cJSON *const *)b, 3, (const cJSON *const *)h, 2, NULL, NULL, &rep, why, sizeof why),
+               PD_EINVAL);
+  pd_cmp_report_free(&rep);
+  cr_expect_not_null(strstr(why, "one base and one head run per round"), "%s", why);
+  cr_expect_eq(pd_cmp_ab((const cJSON *const *)b, 1, (const cJSON *const *)h, 1, NULL, NULL, &rep, why, sizeof why),
+               PD_EINVAL);
+  pd_cmp_report_free(&rep);
+  cJSON *pooled = mk_pooled();
+  const cJSON *mixed[] = {b[0], pooled};
+  const char *names[] = {"b0.json", "base.json", "h0.json", "h1.json"};
+  cr_expect_eq(pd_cmp_ab(mixed, 2, (const cJSON *const *)h, 2, names, NULL, &rep, why, sizeof why), PD_EINVAL);
+  pd_cmp_report_free(&rep);
+  cr_expect_not_null(strstr(why, "base.json is a pooled baseline"), "%s", why);
+  cJSON_ReplaceItemInObject(cJSON_GetObjectItem(h[1], "device"), "name", cJSON_CreateString("NVIDIA H200"));
+  cr_expect_eq(pd_cmp_ab((const cJSON *const *)b, 2, (const cJSON *const *)h, 2, names, NULL, &rep, why, sizeof why),
+               PD_EMISMATCH);
+  pd_cmp_report_free(&rep);
+  cr_expect_not_null(strstr(why, "h1.json"), "the message names the file: %s", why);
+  cJSON_Delete(pooled);
+  for (int r = 0; r < 3; r++) {
+    cJSON_Delete(b[r]);
+    cJSON_Delete(h[r]);
+  }
+}
+
+Test(gate_core, explain_without_tables_says_nothing) {
+  cJSON *a = mk_run((run_spec_t){.host = 1.0, .gpu = 1.0});
+  cJSON *c = mk_run((run_spec_t){.host = 1.0, .gpu = 2.0});
+  cJSON_DeleteItemFromObject(a, "top_kernels");
+  cJSON_DeleteItemFromObject(a, "top_ops");
+  pd_cmp_report_t rep;
+  memset(&rep, 0, sizeof rep);
+  const cJSON *ca = a, *cc = c;
+  cr_assert_eq(pd_cmp_explain(&ca, 1, &cc, 1, &rep), 0);
+  cr_expect_eq(rep.nchanges, 0, "one side has no tables: no explanation rather than a wrong one");
+  /* garbage in a table row is ignored, not read as a number */
+  cJSON_ReplaceItemInObject(cJSON_GetArrayItem(cJSON_GetObjectItem(c, "top_kernels"), 0), "self_cuda_time_us",
+                            cJSON_CreateString("lots"));
+  cJSON *b2 = mk_run((run_spec_t){.host = 1.0, .gpu = 1.0});
+  const cJSON *cb = b2;
+  cr_assert_eq(pd_cmp_explain(&cb, 1, &cc, 1, &rep), 0);
+  cr_assert_geq(rep.nchanges, 1);
+  cr_expect_str_eq(rep.changes[0].name, "sgemm", "sgemm now reads 0 us: the largest change");
+  cJSON_Delete(a);
+  cJSON_Delete(b2);
+  cJSON_Delete(c);
+}
