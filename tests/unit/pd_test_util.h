@@ -5,6 +5,7 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,43 @@ static inline char *pd_test_slurp(const char *path) {
   buf[n] = 0;
   fclose(f);
   return buf;
+}
+
+/* Returns the next of 64 rotating path buffers (512 bytes): a test keeps fewer paths than
+ * that alive at once. */
+static inline char *pd_test_buf(void) {
+  static char bufs[64][512];
+  static unsigned next;
+  return bufs[next++ % 64];
+}
+
+/* Returns "<dir>/<name>" in a rotating buffer. */
+static inline const char *pd_test_path(const char *dir, const char *name) {
+  char *b = pd_test_buf();
+  snprintf(b, 512, "%s/%s", dir, name);
+  return b;
+}
+
+/* Returns "$PD_SOURCE_DIR/tests/fixtures/<sub>" in a rotating buffer; ends the test when
+ * PD_SOURCE_DIR is not set (ctest sets it). */
+static inline const char *pd_test_fixtures(const char *sub) {
+  const char *src = getenv("PD_SOURCE_DIR");
+  cr_assert_not_null(src, "PD_SOURCE_DIR is not set (run through ctest)");
+  char *b = pd_test_buf();
+  snprintf(b, 512, "%s/tests/fixtures/%s", src, sub);
+  return b;
+}
+
+/* A standard normal deviate (Box-Muller) from a xorshift64 state: fixed-seed test data. */
+static inline double pd_test_rng_normal(unsigned long long *state) {
+  double u[2];
+  for (int i = 0; i < 2; i++) {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    u[i] = ((double)(*state >> 11) + 0.5) / 9007199254740992.0;
+  }
+  return sqrt(-2.0 * log(u[0])) * cos(2.0 * M_PI * u[1]);
 }
 
 #endif /* PD_TEST_UTIL_H */

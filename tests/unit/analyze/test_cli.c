@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pd_test_util.h"
+
 static char g_dir[256];
 static char g_out[1 << 17]; /* stdout of the last run */
 static char g_err[1 << 14]; /* stderr of the last run */
@@ -33,23 +35,9 @@ static void teardown(void) {
 
 TestSuite(cli, .init = setup, .fini = teardown);
 
-static const char *in_dir(const char *name) {
-  static char bufs[16][512];
-  static int next;
-  char *b = bufs[next++ % 16];
-  snprintf(b, 512, "%s/%s", g_dir, name);
-  return b;
-}
+static const char *in_dir(const char *name) { return pd_test_path(g_dir, name); }
 
-static const char *fixture(const char *name) {
-  static char bufs[4][512];
-  static int next;
-  const char *src = getenv("PD_SOURCE_DIR");
-  cr_assert_not_null(src, "PD_SOURCE_DIR is not set (run through ctest)");
-  char *b = bufs[next++ % 4];
-  snprintf(b, 512, "%s/tests/fixtures/torch/%s", src, name);
-  return b;
-}
+static const char *fixture(const char *name) { return pd_test_path(pd_test_fixtures("torch"), name); }
 
 static void slurp_into(const char *path, char *buf, size_t cap) {
   buf[0] = 0;

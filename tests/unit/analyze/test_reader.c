@@ -21,15 +21,7 @@
 #include "pd/pd_writers.h"
 #include "pd_test_util.h"
 
-static const char *fixture(const char *name) {
-  static char bufs[4][512];
-  static int next;
-  const char *src = getenv("PD_SOURCE_DIR");
-  cr_assert_not_null(src, "PD_SOURCE_DIR is not set (run through ctest)");
-  char *b = bufs[next++ % 4];
-  snprintf(b, 512, "%s/tests/fixtures/torch/%s", src, name);
-  return b;
-}
+static const char *fixture(const char *name) { return pd_test_path(pd_test_fixtures("torch"), name); }
 
 static char g_dir[256];
 
@@ -44,13 +36,7 @@ static void remove_dir(void) {
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
 }
 
-static const char *in_dir(const char *name) {
-  static char bufs[8][512];
-  static int next;
-  char *b = bufs[next++ % 8];
-  snprintf(b, 512, "%s/%s", g_dir, name);
-  return b;
-}
+static const char *in_dir(const char *name) { return pd_test_path(g_dir, name); }
 
 static void write_text(const char *path, const char *text) {
   FILE *f = fopen(path, "w");

@@ -38,13 +38,7 @@ static void teardown(void) {
 
 TestSuite(report, .init = setup, .fini = teardown);
 
-static const char *in_dir(const char *name) {
-  static char bufs[8][512];
-  static int next;
-  char *b = bufs[next++ % 8];
-  snprintf(b, 512, "%s/%s", g_dir, name);
-  return b;
-}
+static const char *in_dir(const char *name) { return pd_test_path(g_dir, name); }
 
 static pd_event_t *add_to(pd_trace_t *t, pd_event_kind_t kind, const char *name, int64_t start, int64_t end,
                           uint64_t corr) {

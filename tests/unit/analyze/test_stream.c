@@ -120,15 +120,7 @@ static uint64_t trace_digest(const pd_trace_t *t, const pd_trace_info_t *info) {
   return d.h;
 }
 
-static const char *fixture_path(const char *rel) {
-  static char buf[4][512];
-  static int next;
-  const char *src = getenv("PD_SOURCE_DIR");
-  cr_assert_not_null(src, "PD_SOURCE_DIR is not set (run through ctest)");
-  char *b = buf[next++ % 4];
-  snprintf(b, 512, "%s/tests/fixtures/%s", src, rel);
-  return b;
-}
+static const char *fixture_path(const char *rel) { return pd_test_fixtures(rel); }
 
 /* Digests of each fixture as read. The torch fixtures' are the former whole-tree (cJSON)
  * reader's, taken while both readers lived and a test compared them event by event
@@ -286,13 +278,7 @@ static void remove_dir(void) {
   pd_test_tmpdir_remove(g_dir);
 }
 
-static const char *in_dir(const char *name) {
-  static char bufs[8][512];
-  static int next;
-  char *b = bufs[next++ % 8];
-  snprintf(b, 512, "%s/%s", g_dir, name);
-  return b;
-}
+static const char *in_dir(const char *name) { return pd_test_path(g_dir, name); }
 
 static void write_bytes(const char *path, const char *text, size_t n) {
   FILE *f = fopen(path, "wb");

@@ -19,6 +19,8 @@
 
 #include <cJSON.h>
 
+#include "pd_test_util.h"
+
 #define H100 "NVIDIA H100 80GB HBM3"
 #define NSTEPS 16
 
@@ -38,14 +40,8 @@ static void gate_teardown(void) {
 
 TestSuite(cli, .init = gate_setup, .fini = gate_teardown);
 
-/* Returns "<tmp dir>/<name>" in one of 64 buffers: a test keeps fewer paths than that. */
-static const char *path_in(const char *name) {
-  static char bufs[64][512];
-  static int next;
-  char *b = bufs[next++ % 64];
-  snprintf(b, 512, "%s/%s", g_dir, name);
-  return b;
-}
+/* Returns "<tmp dir>/<name>" (pd_test_path's rotating buffers). */
+static const char *path_in(const char *name) { return pd_test_path(g_dir, name); }
 
 static const char *data_file(const char *name) {
   static char bufs[4][512];
@@ -96,16 +92,7 @@ static int pc_run(const char *first, ...) {
 /* ---- fixtures ---------------------------------------------------------------------------- */
 
 static unsigned long long g_rng = 88172645463325252ull;
-static double rng_normal(void) {
-  double u[2];
-  for (int i = 0; i < 2; i++) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    u[i] = ((double)(g_rng >> 11) + 0.5) / 9007199254740992.0;
-  }
-  return sqrt(-2.0 * log(u[0])) * cos(2.0 * M_PI * u[1]);
-}
+static double rng_normal(void) { return pd_test_rng_normal(&g_rng); }
 
 static int dbl_cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

@@ -16,20 +16,13 @@
 #include "pd/pd_common.h"
 #include "pd/pd_gate.h"
 
+#include "pd_test_util.h"
+
 #define H100 "NVIDIA H100 80GB HBM3"
 #define NSTEPS 16
 
 static unsigned long long g_rng = 0x9E3779B97F4A7C15ull;
-static double rng_normal(void) {
-  double u[2];
-  for (int i = 0; i < 2; i++) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    u[i] = ((double)(g_rng >> 11) + 0.5) / 9007199254740992.0;
-  }
-  return sqrt(-2.0 * log(u[0])) * cos(2.0 * M_PI * u[1]);
-}
+static double rng_normal(void) { return pd_test_rng_normal(&g_rng); }
 
 typedef struct {
   double host;    /* step time scale */
