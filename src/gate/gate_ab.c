@@ -146,21 +146,11 @@ static void ab_eval(pd_cmp_row_t *r, const double *b, const double *h, size_t n,
            diff > 0 ? "higher" : "lower", p->tolerance * 100.0, n);
 }
 
-/* The bottleneck most runs of a side named (ties: the earliest); NULL when none did. */
-static const char *ab_majority(const cJSON *const *docs, size_t n) {
-  const char *best = NULL;
-  size_t best_count = 0;
-  for (size_t i = 0; i < n; i++) {
-    const char *b = cmp_string_at(docs[i], "verdict", "bottleneck");
-    if (b == NULL) continue;
-    size_t c = 0;
-    for (size_t j = 0; j < n; j++) {
-      const char *o = cmp_string_at(docs[j], "verdict", "bottleneck");
-      if (o != NULL && strcmp(o, b) == 0) c++;
-    }
-    if (c > best_count) best = b, best_count = c;
-  }
-  return best;
+/* The bottleneck most runs of a side named (ties: the earliest); NULL when none did.
+ * names holds n pointers of scratch. */
+static const char *ab_majority(const cJSON *const *docs, size_t n, const char **names) {
+  for (size_t i = 0; i < n; i++) names[i] = cmp_string_at(docs[i], "verdict", "bottleneck");
+  return cmp_majority(names, n, NULL, NULL);
 }
 
 /* Checks that every run is a single run of one GPU model and scenario. */
@@ -247,10 +237,12 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
   rep->baseline_runs = n;
 
   double *b = malloc(n * sizeof(*b)), *h = malloc(n * sizeof(*h)), *work = malloc(4 * n * sizeof(*work));
-  if (b == NULL || h == NULL || work == NULL) {
+  const char **names_of = malloc(n * sizeof(*names_of)); /* the runs' bottlenecks */
+  if (b == NULL || h == NULL || work == NULL || names_of == NULL) {
     free(b);
     free(h);
     free(work);
+    free(names_of);
     return PD_ENOMEM;
   }
   size_t present = 0, cap = 0;
@@ -308,7 +300,7 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
     if (r == NULL) {
       rc = PD_ENOMEM;
     } else {
-      const char *vb = ab_majority(base, n), *vh = ab_majority(head, n);
+      const char *vb = ab_majority(base, n, names_of), *vh = ab_majority(head, n, names_of);
       r->text = true;
       r->policy.mode = PD_CMP_MODE_EXACT;
       r->policy.cls = PD_METRIC_CLASS_INFO;
@@ -329,6 +321,7 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
       }
     }
   }
+  free(names_of);
   if (rc == 0) rc = pd_cmp_explain(base, n, head, n, rep);
   if (rc != 0) return rc;
   cmp_report_tally(rep);

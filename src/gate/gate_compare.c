@@ -684,6 +684,24 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
   return 0;
 }
 
+const char *cmp_majority(const char *const *names, size_t n, size_t *count, size_t *named) {
+  const char *best = NULL;
+  size_t best_count = 0, nnamed = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (names[i] == NULL) continue;
+    nnamed++;
+    size_t c = 0;
+    for (size_t j = 0; j < n; j++) c += names[j] != NULL && strcmp(names[j], names[i]) == 0;
+    if (c > best_count) {
+      best = names[i];
+      best_count = c;
+    }
+  }
+  if (count != NULL) *count = best_count;
+  if (named != NULL) *named = nnamed;
+  return best;
+}
+
 void cmp_report_tally(pd_cmp_report_t *rep) {
   memset(rep->counts, 0, sizeof(rep->counts));
   rep->failed = false;

@@ -25,6 +25,10 @@ int cmp_doc_value(const cJSON *doc, const char *metric, const char *who, double 
 /* Fills host_of_run[i] (at most cap) with run i's host index among runs (by boot id, else
  * host name; runs that recorded none share one index). Returns the number of hosts. */
 size_t cmp_host_index(const cJSON *runs, int *host_of_run, size_t cap);
+/* Returns the most frequent of n names (NULL entries are skipped; ties: the earliest), or
+ * NULL when all are NULL; *count gets how many gave it, *named how many were not NULL
+ * (either pointer may be NULL). The bottleneck a baseline's or an A/B side's runs name. */
+const char *cmp_majority(const char *const *names, size_t n, size_t *count, size_t *named);
 /* Counts the rows' verdicts into rep->counts and sets rep->failed. */
 void cmp_report_tally(pd_cmp_report_t *rep);
 /* Appends a row for metric to rep->rows (growing it; *cap is its capacity), values NaN.

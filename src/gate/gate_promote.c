@@ -301,23 +301,12 @@ static int pro_build(const cJSON *const *docs, const char *const *names, size_t 
   /* Verdict: the bottleneck most runs named (ties: the earliest), with that run's rule
    * and evidence; a split is written into provenance so a reviewer sees it. */
   const cJSON *run = NULL;
-  const char *best = NULL;
-  int best_count = 0, named = 0;
-  cJSON_ArrayForEach(run, runs) {
-    const char *b = cmp_string_at(run, "bottleneck", NULL);
-    if (b == NULL) continue;
-    named++;
-    int c = 0;
-    const cJSON *other = NULL;
-    cJSON_ArrayForEach(other, runs) {
-      const char *o = cmp_string_at(other, "bottleneck", NULL);
-      if (o != NULL && strcmp(o, b) == 0) c++;
-    }
-    if (c > best_count) {
-      best = b;
-      best_count = c;
-    }
-  }
+  const char **named_by = malloc((nruns + 1) * sizeof(*named_by));
+  if (named_by == NULL) return PD_ENOMEM;
+  size_t k = 0, best_count = 0, named = 0;
+  cJSON_ArrayForEach(run, runs) named_by[k++] = cmp_string_at(run, "bottleneck", NULL);
+  const char *best = cmp_majority(named_by, k, &best_count, &named);
+  free(named_by);
   if (best != NULL) {
     const cJSON *src = NULL;
     for (size_t i = 0; i < n && src == NULL; i++) {
@@ -358,7 +347,7 @@ static int pro_build(const cJSON *const *docs, const char *const *names, size_t 
   cJSON_AddNumberToObject(prov, "hosts", (double)nhosts);
   if (named > best_count) {
     char note[160];
-    snprintf(note, sizeof(note), "runs disagree on the bottleneck: %d of %d named %s", best_count,
+    snprintf(note, sizeof(note), "runs disagree on the bottleneck: %zu of %zu named %s", best_count,
              named, best);
     cJSON_AddStringToObject(prov, "warning", note);
   }
