@@ -16,6 +16,17 @@ extern "C" {
 
 #define PD_VERSION_STRING "0.1.0"
 
+/* Mixes the bits of a 64-bit key (MurmurHash3's 64-bit finalizer): the hash of every
+ * open-addressing table in the project, and the mixer of the trace's ids. */
+static inline uint64_t pd_hash_u64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
 /* One table for error codes: X(name, value, message). */
 #define PD_ERRNO_MAP(X)                                                              \
   X(OK, 0, "success")                                                                \

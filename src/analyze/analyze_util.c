@@ -22,13 +22,6 @@ typedef struct {
   size_t n;       /* power of two */
 } cmap_t;
 
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return x;
-}
-
 static int cmap_init(cmap_t *m, size_t expected) {
   m->n = 16;
   while (m->n < expected * 2) m->n *= 2;
@@ -46,7 +39,7 @@ static int cmap_init(cmap_t *m, size_t expected) {
 
 /* First insert wins: a correlation id belongs to one launching call. */
 static void cmap_put(cmap_t *m, uint64_t key, int32_t val) {
-  size_t j = mix64(key) & (m->n - 1);
+  size_t j = pd_hash_u64(key) & (m->n - 1);
   while (m->keys[j] != 0) {
     if (m->keys[j] == key) return;
     j = (j + 1) & (m->n - 1);
@@ -56,7 +49,7 @@ static void cmap_put(cmap_t *m, uint64_t key, int32_t val) {
 }
 
 static int32_t cmap_get(const cmap_t *m, uint64_t key) {
-  size_t j = mix64(key) & (m->n - 1);
+  size_t j = pd_hash_u64(key) & (m->n - 1);
   while (m->keys[j] != 0) {
     if (m->keys[j] == key) return m->vals[j];
     j = (j + 1) & (m->n - 1);

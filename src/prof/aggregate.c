@@ -170,16 +170,9 @@ static void corr_map_free(corr_map_t *m) {
   free(m->vals);
 }
 
-static uint64_t u64_hash(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return x;
-}
-
 /* First insert wins: a correlation id belongs to one launching call. */
 static void corr_map_put(corr_map_t *m, uint64_t key, int32_t val) {
-  size_t j = u64_hash(key) & (m->n - 1);
+  size_t j = pd_hash_u64(key) & (m->n - 1);
   while (m->keys[j] != 0) {
     if (m->keys[j] == key) return;
     j = (j + 1) & (m->n - 1);
@@ -189,7 +182,7 @@ static void corr_map_put(corr_map_t *m, uint64_t key, int32_t val) {
 }
 
 static int32_t corr_map_get(const corr_map_t *m, uint64_t key) {
-  size_t j = u64_hash(key) & (m->n - 1);
+  size_t j = pd_hash_u64(key) & (m->n - 1);
   while (m->keys[j] != 0) {
     if (m->keys[j] == key) return m->vals[j];
     j = (j + 1) & (m->n - 1);

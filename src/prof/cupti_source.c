@@ -271,12 +271,7 @@ static struct {
   int64_t live;
 } g_live;
 
-static size_t live_slot(uint64_t a, size_t cap) {
-  a ^= a >> 33;
-  a *= 0xff51afd7ed558ccdULL;
-  a ^= a >> 33;
-  return (size_t)a & (cap - 1);
-}
+static size_t live_slot(uint64_t a, size_t cap) { return (size_t)pd_hash_u64(a) & (cap - 1); }
 
 static int live_grow(void) {
   size_t ncap = g_live.cap ? g_live.cap * 2 : 256;

@@ -200,15 +200,8 @@ typedef struct {
   size_t n;
 } cmap_t;
 
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return x;
-}
-
 static size_t cmap_find_slot(const cmap_t *m, uint64_t key) {
-  size_t j = mix64(key) & (m->n - 1);
+  size_t j = pd_hash_u64(key) & (m->n - 1);
   while (m->keys[j] != 0 && m->keys[j] != key) j = (j + 1) & (m->n - 1);
   return j;
 }

@@ -23,22 +23,13 @@ typedef struct {
   int64_t zero_val;
 } map_t;
 
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
-
 static bool map_get(const map_t *m, uint64_t k, int64_t *v) {
   if (k == 0) {
     if (m->has_zero) *v = m->zero_val;
     return m->has_zero;
   }
   if (m->cap == 0) return false;
-  for (size_t j = mix(k) & (m->cap - 1); m->keys[j] != 0; j = (j + 1) & (m->cap - 1)) {
+  for (size_t j = pd_hash_u64(k) & (m->cap - 1); m->keys[j] != 0; j = (j + 1) & (m->cap - 1)) {
     if (m->keys[j] == k) {
       *v = m->vals[j];
       return true;
@@ -58,7 +49,7 @@ static int map_grow(map_t *m) {
   }
   for (size_t i = 0; i < m->cap; i++) {
     if (m->keys[i] == 0) continue;
-    size_t j = mix(m->keys[i]) & (cap - 1);
+    size_t j = pd_hash_u64(m->keys[i]) & (cap - 1);
     while (keys[j] != 0) j = (j + 1) & (cap - 1);
     keys[j] = m->keys[i];
     vals[j] = m->vals[i];
@@ -78,7 +69,7 @@ static int map_put(map_t *m, uint64_t k, int64_t v) {
     return 0;
   }
   if ((m->used + 1) * 2 > m->cap && map_grow(m) != 0) return PD_ENOMEM;
-  size_t j = mix(k) & (m->cap - 1);
+  size_t j = pd_hash_u64(k) & (m->cap - 1);
   while (m->keys[j] != 0 && m->keys[j] != k) j = (j + 1) & (m->cap - 1);
   if (m->keys[j] == 0) m->used++;
   m->keys[j] = k;
@@ -201,7 +192,7 @@ uint64_t pd_links_call(pd_links_t *l, const pd_event_t *ev) {
 }
 
 static uint64_t span_hash(int32_t range, uint32_t device, uint32_t stream) {
-  return mix(((uint64_t)(uint32_t)range << 32) ^ ((uint64_t)device << 20) ^ stream);
+  return pd_hash_u64(((uint64_t)(uint32_t)range << 32) ^ ((uint64_t)device << 20) ^ stream);
 }
 
 static int span_table_grow(pd_links_t *l) {

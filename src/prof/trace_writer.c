@@ -201,19 +201,10 @@ typedef struct {
   bool has_zero;
 } u64set_t;
 
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
-
 static bool u64set_has(const u64set_t *s, uint64_t k) {
   if (k == 0) return s->has_zero;
   if (s->n == 0) return false;
-  size_t j = mix64(k) & (s->n - 1);
+  size_t j = pd_hash_u64(k) & (s->n - 1);
   while (s->keys[j] != 0) {
     if (s->keys[j] == k) return true;
     j = (j + 1) & (s->n - 1);
@@ -234,7 +225,7 @@ static int u64set_add(u64set_t *s, uint64_t k) {
     if (keys == NULL) return PD_ENOMEM;
     for (size_t i = 0; i < s->n; i++) {
       if (s->keys[i] == 0) continue;
-      size_t j = mix64(s->keys[i]) & (n - 1);
+      size_t j = pd_hash_u64(s->keys[i]) & (n - 1);
       while (keys[j] != 0) j = (j + 1) & (n - 1);
       keys[j] = s->keys[i];
     }
@@ -242,7 +233,7 @@ static int u64set_add(u64set_t *s, uint64_t k) {
     s->keys = keys;
     s->n = n;
   }
-  size_t j = mix64(k) & (s->n - 1);
+  size_t j = pd_hash_u64(k) & (s->n - 1);
   while (s->keys[j] != 0) {
     if (s->keys[j] == k) return 0;
     j = (j + 1) & (s->n - 1);
@@ -429,8 +420,8 @@ static void write_device_props(pd_trace_writer_t *w, const pd_device_props_t *d,
 /* A trace id as Kineto writes one: 32 upper-case hex digits, from the process, the
  * trace's base time and the clock now, so two traces of one run differ. */
 static char *put_trace_id(char *p, const pd_trace_writer_t *w) {
-  uint64_t a = mix64((uint64_t)w->base_ns ^ ((uint64_t)w->pid << 32));
-  uint64_t b = mix64((uint64_t)pd_clock_now_ns() ^ (uint64_t)(uintptr_t)w ^ a);
+  uint64_t a = pd_hash_u64((uint64_t)w->base_ns ^ ((uint64_t)w->pid << 32));
+  uint64_t b = pd_hash_u64((uint64_t)pd_clock_now_ns() ^ (uint64_t)(uintptr_t)w ^ a);
   static const char hex[] = "0123456789ABCDEF";
   for (int i = 60; i >= 0; i -= 4) *p++ = hex[(a >> i) & 15];
   for (int i = 60; i >= 0; i -= 4) *p++ = hex[(b >> i) & 15];
