@@ -78,6 +78,52 @@ const pd_op_stat_t *pd_op_table_rows(const pd_op_table_t *table);
  * (pd_op_table_sort() first). row_limit <= 0: all. */
 void pd_op_table_print(FILE *out, const pd_op_table_t *table, int row_limit);
 
+/* ---- the linked trace ------------------------------------------------------------ */
+
+/* One ProfilerStep#N range of a trace. */
+typedef struct {
+  int64_t start_ns, end_ns;
+  int64_t number; /* N */
+  int32_t ev;     /* index of the RANGE event */
+} pd_index_step_t;
+
+/* One linked view of a trace (src/prof/trace_index.c), built once and read by key
+ * averages, step metrics, the time attribution and the analyzer. Arrays are indexed by
+ * event index (-1: none):
+ *  - call[i]: for a GPU activity, SYNC or GPU_RANGE record, the RUNTIME/DRIVER call with
+ *    its correlation id (the first such call);
+ *  - op[i]: the innermost RANGE/CPU_OP open on the thread when host op i began (i itself
+ *    for a range); for device records, the op of their call;
+ *  - parent[i], depth[i]: nesting of host ops (RANGE, CPU_OP, RUNTIME, DRIVER) per
+ *    (pid, tid); depth 0 = outermost;
+ *  - step[i]: index into steps[] of the step holding the start of the event's launching
+ *    call (its own start when it has none); -1 outside every step.
+ * host_order lists the host ops in sweep order (per thread, by start, parents before
+ * their children). steps[] is sorted by start. */
+typedef struct {
+  size_t n;
+  int32_t *call, *op, *parent, *step;
+  uint32_t *depth;
+  int32_t *host_order;
+  size_t nhost;
+  pd_index_step_t *steps;
+  size_t nsteps;
+} pd_trace_index_t;
+
+/* Builds the index of trace (any event order). Returns 0, PD_EINVAL or PD_ENOMEM (then
+ * *ix is empty). Free with pd_trace_index_free(). */
+int pd_trace_index_build(const pd_trace_t *trace, pd_trace_index_t *ix);
+/* Frees the arrays and zeroes *ix; NULL is a no-op. */
+void pd_trace_index_free(pd_trace_index_t *ix);
+/* Index into ix->steps of the step whose [start, end) holds t, or -1. */
+long pd_trace_index_step_at(const pd_trace_index_t *ix, int64_t t);
+/* Kernel, memcpy or memset. */
+bool pd_event_is_gpu_activity(pd_event_kind_t k);
+/* RANGE, CPU_OP, RUNTIME or DRIVER. */
+bool pd_event_is_host_op(pd_event_kind_t k);
+/* end - start, never negative. */
+int64_t pd_event_dur_ns(const pd_event_t *e);
+
 /* ---- step metrics ------------------------------------------------------------------ */
 
 /* One table for the metrics of the metrics JSON: X(field, kind, class). The field name is
@@ -142,7 +188,22 @@ const char *pd_metric_class_name(pd_metric_class_t c);
   X(peak_device_memory_bytes, COUNT, COUNT)            \
   X(loss_first, INFO, INFO)                            \
   X(loss_last, INFO, INFO)                             \
-  X(dropped_records, COUNT, COUNT)
+  X(dropped_records, COUNT, COUNT)                     \
+  X(step_wall_us, TIME, INFO)                          \
+  X(cost_data_wait_us_per_step, TIME, INFO)            \
+  X(cost_sync_us_per_step, TIME, INFO)                 \
+  X(cost_allocation_us_per_step, TIME, INFO)           \
+  X(cost_pageable_copy_us_per_step, TIME, INFO)        \
+  X(cost_launch_bound_us_per_step, TIME, INFO)         \
+  X(cost_gpu_compute_us_per_step, TIME, INFO)          \
+  X(cost_other_us_per_step, TIME, INFO)                \
+  X(pageable_copies_per_step, COUNT, INFO)             \
+  X(pageable_copy_bytes_per_step, COUNT, INFO)         \
+  X(sync_memcpy_calls_per_step, COUNT, INFO)           \
+  X(sync_memset_calls_per_step, COUNT, INFO)           \
+  X(max_gpu_gap_us, TIME, INFO)                        \
+  X(fp32_matmul_time_share, RATIO, INFO)               \
+  X(device_memory_total_bytes, COUNT, INFO)
 
 typedef struct {
 #define PD_METRIC_FIELD(field, kind, cls) double field;
@@ -184,11 +245,73 @@ bool pd_api_is_device_alloc(const char *name);
  * range, or PD_ENOMEM. */
 int pd_metrics_from_trace(const pd_trace_t *trace, pd_metrics_t *m);
 
+/* The same from a trace and its index (pd_trace_index_build()), for callers that
+ * already have one. */
+int pd_metrics_from_index(const pd_trace_t *trace, const pd_trace_index_t *ix, pd_metrics_t *m);
+
 /* Fills avg/p50/p95 step time, avg data wait and dataloader_wait_fraction (total wait /
  * (total wait + total step time)) from per-step samples (seconds). Either array may be
  * NULL; fields that cannot be computed (n == 0, a NULL array) become NaN. */
 void pd_metrics_from_samples(pd_metrics_t *m, const double *step_times_s,
                              const double *data_wait_s, size_t n);
+
+/* ---- time attribution ---------------------------------------------------------------- */
+
+/* Where a step's wall time went, one table: X(NAME, text). Each step's time is split
+ * into disjoint costs (src/prof/attribute.c; docs/diagnosis.md says how):
+ *  - DATA: GPU idle while the launching thread waits in a data-loading range, plus GPU
+ *    time that only host-to-device copies fill (input copies);
+ *  - SYNC: GPU idle a host-blocking call causes (from the queue draining until the next
+ *    launch), counted as the smaller of the call's blocked time and that idle time;
+ *  - ALLOCATION: the same for cudaMalloc/cudaFree and their driver equivalents;
+ *  - PAGEABLE_COPY: the same for copies from or to pageable host memory;
+ *  - LAUNCH_BOUND: the rest of the GPU idle before a launch: the host was issuing work
+ *    slower than the GPU finished it (op dispatch, launch calls, launch latency);
+ *  - GPU_COMPUTE: GPU busy with kernels, sets or other copies;
+ *  - OTHER: GPU idle with no launch to blame (the tail after the last activity, waits on
+ *    other streams or events). */
+#define PD_CAUSE_MAP(X)                 \
+  X(DATA, "data_wait")                  \
+  X(SYNC, "sync")                       \
+  X(ALLOCATION, "allocation")           \
+  X(PAGEABLE_COPY, "pageable_copy")     \
+  X(LAUNCH_BOUND, "launch_bound")       \
+  X(GPU_COMPUTE, "gpu_compute")         \
+  X(OTHER, "other")
+
+typedef enum {
+#define PD_CAUSE_GEN(name, text) PD_CAUSE_##name,
+  PD_CAUSE_MAP(PD_CAUSE_GEN)
+#undef PD_CAUSE_GEN
+  PD_CAUSE_COUNT
+} pd_cause_t;
+
+/* Returns "data_wait", ...; "?" out of range. */
+const char *pd_cause_name(pd_cause_t c);
+
+typedef struct {
+  size_t steps;
+  int64_t step_ns;                  /* sum of the steps' wall time */
+  int64_t busy_ns;                  /* union of GPU activity inside the steps */
+  int64_t cost_ns[PD_CAUSE_COUNT];  /* disjoint; they sum to step_ns */
+  int64_t max_gap_ns_sum;           /* sum over steps of each step's longest GPU idle gap */
+  int64_t pageable_copies, pageable_bytes;
+  int64_t sync_memcpy_calls, sync_memset_calls;
+  int64_t matmul_ns, matmul_fp32_ns; /* kernel time of GEMM/convolution kernels; of which
+                                        without Tensor Cores (by name) */
+  int64_t kernel_ns;
+} pd_attribution_t;
+
+/* Splits the wall time of every step of the indexed trace into causes, summed over the
+ * steps. Returns 0, PD_EINVAL (no step) or PD_ENOMEM. */
+int pd_attribute(const pd_trace_t *trace, const pd_trace_index_t *ix, pd_attribution_t *out);
+/* Copies the attribution into the metrics (per-step costs, step_wall_us, the counts
+ * behind the findings); device_memory_total_bytes from the trace's first device. */
+void pd_attribution_to_metrics(const pd_attribution_t *a, const pd_trace_t *trace, pd_metrics_t *m);
+/* Returns true for a kernel name that looks like a GEMM or convolution (cuBLAS, cuDNN,
+ * CUTLASS and the project's own), and sets *tensor_core when the name says it runs on
+ * Tensor Cores (half/bf16/tf32/int8 MMA variants). One table in attribute.c. */
+bool pd_kernel_is_matmul(const char *name, bool *tensor_core);
 
 /* ---- diagnosis ----------------------------------------------------------------------- */
 
@@ -198,7 +321,9 @@ void pd_metrics_from_samples(pd_metrics_t *m, const double *step_times_s,
   X(DATALOADER, "dataloader")                \
   X(SYNC, "sync")                            \
   X(LAUNCH_OVERHEAD, "launch_overhead")      \
-  X(ALLOCATOR_CHURN, "allocator_churn")
+  X(ALLOCATOR_CHURN, "allocator_churn")      \
+  X(PAGEABLE_COPY, "pageable_copy")          \
+  X(HOST_BOUND, "host_bound")
 
 typedef enum {
 #define PD_BN_GEN(name, text) PD_BOTTLENECK_##name,
@@ -207,22 +332,48 @@ typedef enum {
   PD_BOTTLENECK_COUNT
 } pd_bottleneck_t;
 
+/* Whose advice a verdict gives: the project's knobs, or what a torch.profiler user does. */
+typedef enum { PD_ADVICE_DEMO = 0, PD_ADVICE_TORCH } pd_advice_t;
+
+#define PD_MAX_FINDINGS 12
+
+/* One cost or rule behind a verdict. */
+typedef struct {
+  char cause[32];          /* a cause name (pd_cause_name) or a rule ("tensor_cores_unused") */
+  double share_of_step;    /* of the step's wall time; NaN for a rule that is not a time cost */
+  double cost_us_per_step; /* NaN likewise */
+  char evidence[256];
+  char advice[200];
+} pd_finding_t;
+
 typedef struct {
   pd_bottleneck_t bottleneck;
-  char rule[64];       /* the rule that fired */
-  char evidence[512];  /* the numbers that fired it, in words */
+  char rule[64];           /* what named it: a cause, "gpu_busy" or "no_dominant_cause" */
+  char evidence[512];      /* the numbers, in words */
+  double share_of_step;    /* of the named cause (the GPU's busy share for compute) */
+  double cost_us_per_step;
+  char advice[200];
+  pd_finding_t findings[PD_MAX_FINDINGS]; /* other causes above their finding share, then rules */
+  int nfindings;
 } pd_verdict_t;
 
 /* Returns a static string ("launch_overhead"); never NULL. */
 const char *pd_bottleneck_name(pd_bottleneck_t b);
 /* Returns 0 and sets *b for a name, PD_EINVAL when unknown. */
 int pd_bottleneck_parse(const char *name, pd_bottleneck_t *b);
-/* Applies the rule table in order; the first rule that fires names the bottleneck,
- * `compute` (rule "none") when none does. Fills *v (no allocation). NaN metrics never
- * fire a rule. */
-void pd_diagnose(const pd_metrics_t *m, pd_verdict_t *v);
-/* Prints the rule table (order, rule, bottleneck, condition with its thresholds,
- * evidence template) as Markdown; docs/diagnosis.md carries the same text. */
+/* Names the bottleneck from the attributed costs in m (cost_*_us_per_step, step_wall_us):
+ * the largest cost names it when it reaches its cause's share; GPU compute names
+ * `compute`; with no cause dominant, `compute` when the GPU is busy at least half the
+ * step and `host_bound` otherwise. Other causes above their finding share and the rules
+ * (pageable and synchronous copies, GPU gaps, low utilization, Tensor Cores unused,
+ * memory near capacity) become findings. A trace without attribution (old metrics)
+ * falls back to the data-wait fraction only. Fills *v (no allocation). */
+void pd_diagnose(const pd_metrics_t *m, pd_advice_t advice, pd_verdict_t *v);
+/* Prints the verdict, its share and cost, evidence, advice and findings (the console
+ * form both programs print). */
+void pd_verdict_print(FILE *out, const pd_verdict_t *v);
+/* Prints the cause and rule tables (thresholds, what sets them, advice) as Markdown;
+ * docs/diagnosis.md carries the same text. */
 void pd_diagnose_print_rules(FILE *out);
 
 /* ---- small statistics helpers ---------------------------------------------------------- */

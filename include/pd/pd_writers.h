@@ -110,7 +110,7 @@ int pd_kernel_launch_stats(const pd_device_props_t *dev, const pd_event_t *kerne
 
 /* ---- metrics JSON --------------------------------------------------------------------- */
 
-#define PD_METRICS_SCHEMA_VERSION 1
+#define PD_METRICS_SCHEMA_VERSION 2
 
 typedef struct {
   char name[256];
@@ -170,6 +170,12 @@ typedef struct {
  * and renames it to path. NaN/Inf metrics (not measured) are written as null. Returns
  * 0; PD_EINVAL (NULL path/report, or no metrics); PD_ENOMEM; or PD_EIO with nothing
  * left at path (an existing file at path is then untouched). */
+/* Adds the verdict as key of parent: {bottleneck, rule, share_of_step, cost_us_per_step,
+ * evidence, advice, findings: [{cause, share_of_step, cost_us_per_step, evidence,
+ * advice}]} (docs/formats.md). One writer for the metrics JSON and profile_analyze --json.
+ * Returns 0, PD_EINVAL or PD_ENOMEM. */
+struct cJSON;
+int pd_verdict_add_json(struct cJSON *parent, const char *key, const pd_verdict_t *v);
 int pd_metrics_json_write(const char *path, const pd_run_report_t *report);
 
 /* ---- JSON text helpers ------------------------------------------------------------------ */

@@ -335,9 +335,30 @@ static void section_metrics(FILE *f, const pd_analysis_t *a) {
     fputs("<p class=\"muted\">No ProfilerStep#N range in the trace: no step metrics and no verdict.</p>\n", f);
     return;
   }
-  fprintf(f, "<div class=\"verdict\"><b>Verdict: %s</b> (rule %s)<br>", pd_bottleneck_name(a->verdict.bottleneck),
-          a->verdict.rule);
-  html_text(f, a->verdict.evidence);
+  const pd_verdict_t *vd = &a->verdict;
+  fprintf(f, "<div class=\"verdict\"><b>Verdict: %s</b>", pd_bottleneck_name(vd->bottleneck));
+  if (isfinite(vd->share_of_step))
+    fprintf(f, " (%.0f%% of the step, %.1f us per step)", vd->share_of_step * 100.0, vd->cost_us_per_step);
+  fputs("<br>", f);
+  html_text(f, vd->evidence);
+  if (vd->advice[0] != '\0') {
+    fputs("<br><i>Advice:</i> ", f);
+    html_text(f, vd->advice);
+  }
+  if (vd->nfindings > 0) fputs("<ul class=\"findings\">", f);
+  for (int i = 0; i < vd->nfindings && i < PD_MAX_FINDINGS; i++) {
+    const pd_finding_t *fd = &vd->findings[i];
+    fputs("<li><b>", f);
+    html_text(f, fd->cause);
+    fputs("</b>", f);
+    if (isfinite(fd->share_of_step)) fprintf(f, " (%.0f%% of the step)", fd->share_of_step * 100.0);
+    fputs(": ", f);
+    html_text(f, fd->evidence);
+    fputs(" <i>Advice:</i> ", f);
+    html_text(f, fd->advice);
+    fputs("</li>", f);
+  }
+  if (vd->nfindings > 0) fputs("</ul>", f);
   fputs("</div>\n<table><tr><th class=\"l\">metric</th><th>value</th></tr>\n", f);
   size_t nd = 0;
   const pd_metric_desc_t *desc = pd_metric_descs(&nd);

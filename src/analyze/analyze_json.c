@@ -6,6 +6,7 @@
  * is documented in docs/analyzer.md.
  */
 #include "analyze_internal.h"
+#include "pd/pd_writers.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 
 #include <cJSON.h>
 
-#define ANALYSIS_SCHEMA_VERSION 1
+#define ANALYSIS_SCHEMA_VERSION 2
 
 /* cJSON_Add* return NULL when out of memory; one flag collects that. */
 typedef struct {
@@ -124,10 +125,7 @@ static void add_metrics(jctx_t *c, cJSON *root, const pd_analysis_t *a) {
     if (!cJSON_AddItemToArray(st, chk(c, cJSON_CreateNumber(a->step_times_s[s])))) c->oom = true;
     if (!cJSON_AddItemToArray(dw, chk(c, cJSON_CreateNumber(a->data_wait_s[s])))) c->oom = true;
   }
-  cJSON *v = add_obj(c, root, "verdict");
-  add_str(c, v, "bottleneck", pd_bottleneck_name(a->verdict.bottleneck));
-  add_str(c, v, "rule", a->verdict.rule);
-  add_str(c, v, "evidence", a->verdict.evidence);
+  if (pd_verdict_add_json(root, "verdict", &a->verdict) != 0) c->oom = true;
 }
 
 static size_t limited(size_t n, int limit) {

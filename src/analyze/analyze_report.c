@@ -78,7 +78,7 @@ int pd_analysis_run(const pd_trace_t *trace, const pd_trace_info_t *info, const 
           a->step_times_s[s] = (double)(st->end_ns - st->start_ns - st->data_wait_ns) / 1e9;
         }
         pd_metrics_from_samples(&a->metrics, a->step_times_s, a->data_wait_s, n);
-        pd_diagnose(&a->metrics, &a->verdict);
+        pd_diagnose(&a->metrics, a->info.torch ? PD_ADVICE_TORCH : PD_ADVICE_DEMO, &a->verdict);
         a->have_metrics = true;
       }
     } else if (mrc != 0 && mrc != PD_EINVAL) {
@@ -163,6 +163,6 @@ void pd_analysis_print_summary(FILE *out, const pd_analysis_t *a, const char *pa
     if (desc[i].kind == PD_METRIC_INFO) continue; /* loss is not in a trace */
     print_metric(out, desc[i].name, *(const double *)((const char *)&a->metrics + desc[i].offset));
   }
-  fprintf(out, "\nVerdict: %s (rule %s): %s\n", pd_bottleneck_name(a->verdict.bottleneck), a->verdict.rule,
-          a->verdict.evidence);
+  fputc('\n', out);
+  pd_verdict_print(out, &a->verdict);
 }

@@ -15,6 +15,7 @@
 
 #include "pd/pd_common.h"
 #include "pd/pd_gate.h"
+#include "pd/pd_writers.h"
 
 #include "gate_internal.h"
 
@@ -209,7 +210,7 @@ static int pro_policy_add(cJSON *policy, const char *metric, const pd_cmp_policy
 static int pro_build(const cJSON *const *docs, const char *const *names, size_t n,
                      const pd_promote_info_t *info, cJSON *out) {
   const cJSON *first = docs[0];
-  cJSON_AddNumberToObject(out, "schema_version", 1);
+  cJSON_AddNumberToObject(out, "schema_version", PD_METRICS_SCHEMA_VERSION);
   cJSON *config = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(first, "config"), 1);
   if (config == NULL) config = cJSON_CreateObject();
   if (config == NULL) return PD_ENOMEM;

@@ -1,18 +1,21 @@
-/* diagnose.c: names the bottleneck of a run from its metrics.
+/* diagnose.c: names the bottleneck of a run from its attributed costs.
  *
- * One table of rules, tried in order; the first that fires names the bottleneck, and
- * `compute` is the verdict when none does. Each rule carries its thresholds (tuned on a
- * GPU: change them here and nowhere else), the condition as README text and an
- * evidence template. Templates name derived quantities in braces ("{wait_ms}"), filled
- * from one quantity table, so the numbers in a verdict and the rule table that
- * pd_diagnose_print_rules() prints (docs/diagnosis.md) come from the same place.
+ * The time attribution (attribute.c) splits every step's wall time into disjoint costs,
+ * one per cause. The verdict names the largest; a cause other than GPU compute must also
+ * reach its naming share, or the verdict says that no single cause dominates: `compute`
+ * when the GPU is busy at least half the step, `host_bound` otherwise. Every other cause
+ * at or above its finding share becomes a finding, and so does each rule below that
+ * fires (the ones Nsight Systems' expert rules and torch-tb-profiler's recommendations
+ * have, where a trace holds what they need). Nothing is named whose cost is under its
+ * threshold.
  *
- * Order matters: a data-starved step also shows an idle GPU, and cudaFree churn also
- * stalls the host, so the more specific signatures are tried first.
+ * The thresholds live in the two tables below and nowhere else; docs/diagnosis.md prints
+ * them (pd_diagnose_print_rules) with the measurements that set them.
  */
 #include "pd/pd_stats.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,191 +43,370 @@ int pd_bottleneck_parse(const char *name, pd_bottleneck_t *b) {
   return PD_EINVAL;
 }
 
-/* ---- derived quantities, named in templates -------------------------------------------------- */
+/* ---- the cause table ------------------------------------------------------------------------ */
 
-static double step_us(const pd_metrics_t *m) {
-  return m->avg_step_time_s > 0 ? m->avg_step_time_s * 1e6 : NAN;
-}
-static double q_wait_ms(const pd_metrics_t *m) { return m->avg_dataloader_wait_s * 1e3; }
-static double q_step_ms(const pd_metrics_t *m) { return m->avg_step_time_s * 1e3; }
-static double q_wait_pct(const pd_metrics_t *m) { return m->dataloader_wait_fraction * 100.0; }
-static double q_alloc_calls(const pd_metrics_t *m) { return m->device_alloc_calls_per_step; }
-static double q_alloc_us(const pd_metrics_t *m) { return m->device_alloc_time_per_step_us; }
-static double q_alloc_pct(const pd_metrics_t *m) {
-  return m->device_alloc_time_per_step_us / step_us(m) * 100.0;
-}
-static double q_sync_calls(const pd_metrics_t *m) { return m->sync_calls_per_step; }
-static double q_sync_us(const pd_metrics_t *m) { return m->sync_time_per_step_us; }
-static double q_sync_pct(const pd_metrics_t *m) { return m->sync_time_per_step_us / step_us(m) * 100.0; }
-static double q_kernels(const pd_metrics_t *m) { return m->kernels_per_step; }
-static double q_avg_kernel_us(const pd_metrics_t *m) { return m->avg_kernel_time_us; }
-static double q_busy_pct(const pd_metrics_t *m) { return m->gpu_busy_fraction * 100.0; }
+/* Share of the step a cause must reach to name the bottleneck, and to be listed as a
+ * finding. docs/diagnosis.md has the measurements behind them. */
+#define NAME_SHARE 0.25
+#define FINDING_SHARE 0.05
+/* Launch-bound steps measured 82-91% (tiny_ops, torch eager at batch 64); balanced steps
+ * 38-51% (the clean step on a slow host, torch at batch 512-1024). */
+#define LAUNCH_NAME_SHARE 0.60
+/* Without a dominant cause: `compute` when the GPU is busy at least this share. */
+#define BUSY_SHARE 0.50
+
+typedef struct {
+  pd_cause_t cause;
+  pd_bottleneck_t bottleneck;
+  double name_share;    /* >= this and the largest: names the bottleneck (<= 0: never) */
+  double finding_share; /* >= this: a finding */
+  const char *what;     /* what the cost is, in words */
+  const char *advice_demo;
+  const char *advice_torch;
+} cause_rule_t;
+
+static const cause_rule_t cause_rules[] = {
+    {PD_CAUSE_DATA, PD_BOTTLENECK_DATALOADER, NAME_SHARE, FINDING_SHARE,
+     "GPU idle while the step waits for its batch, plus input copies running alone",
+     "raise --num_workers (and --prefetch_factor), add --pin_memory; make per-sample work cheaper",
+     "raise DataLoader num_workers, set pin_memory=True and persistent_workers=True; move per-sample "
+     "CPU work out of __getitem__ (pre-process, or decode on the GPU)"},
+    {PD_CAUSE_SYNC, PD_BOTTLENECK_SYNC, NAME_SHARE, FINDING_SHARE,
+     "GPU idle caused by host-blocking calls (synchronizations, read-backs of device values)",
+     "--no_sync: keep the step free of host reads of device values",
+     "drop .item(), .cpu(), print() of GPU tensors and torch.cuda.synchronize() inside the step; "
+     "accumulate on the GPU and read once every N steps"},
+    {PD_CAUSE_ALLOCATION, PD_BOTTLENECK_ALLOCATOR_CHURN, NAME_SHARE, FINDING_SHARE,
+     "GPU idle caused by cudaMalloc/cudaFree calls",
+     "--allocator pool: allocate once and reuse (or a stream-ordered pool)",
+     "do not call torch.cuda.empty_cache() in the loop and keep the caching allocator on; reuse "
+     "buffers, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"},
+    {PD_CAUSE_PAGEABLE_COPY, PD_BOTTLENECK_PAGEABLE_COPY, NAME_SHARE, FINDING_SHARE,
+     "GPU idle caused by copies from pageable host memory (staged by the driver, host blocked)",
+     "--pin_memory: pinned host buffers make the copies asynchronous",
+     "DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True)"},
+    {PD_CAUSE_LAUNCH_BOUND, PD_BOTTLENECK_LAUNCH_OVERHEAD, LAUNCH_NAME_SHARE, FINDING_SHARE,
+     "GPU idle while the host issues work slower than the GPU finishes it (op dispatch, launches)",
+     "--tiny_ops_mode graph (or fused): fewer, larger launches; or a larger --batch_size",
+     "capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\")), fuse small ops "
+     "(torch.compile, fused/foreach optimizers), or raise the batch size"},
+    {PD_CAUSE_GPU_COMPUTE, PD_BOTTLENECK_COMPUTE, 0.0, 0.0, "GPU busy (kernels, sets, copies)",
+     "the GPU is the limit: --amp for Tensor Cores, then faster kernels",
+     "the GPU is the limit: AMP (torch.autocast), channels_last, faster kernels"},
+};
+#define NCAUSE_RULES (sizeof cause_rules / sizeof cause_rules[0])
+
+/* ---- the rules (findings that are not one cause's time) ---------------------------------------- */
+
+#define LOW_UTIL_SHARE 0.50       /* tb-profiler: GPU utilization under 50% */
+#define GAP_SHARE 0.10            /* a single idle gap of 10% of the step or more ... */
+#define GAP_MIN_US 100.0          /* ... and at least this long */
+#define FP32_MATMUL_SHARE 0.15    /* kernel time in GEMM/conv kernels without Tensor Cores */
+#define FP32_MIN_COMPUTE 0.25     /* ... only when the GPU's busy share is at least this */
+#define MEMORY_PEAK_SHARE 0.90    /* tb-profiler: peak memory over 90% of the device */
 
 typedef struct {
   const char *name;
-  double (*value)(const pd_metrics_t *m);
-  int decimals;
-} quantity_t;
+  const char *condition;
+  const char *advice_demo;
+  const char *advice_torch;
+} rule_t;
 
-static const quantity_t quantities[] = {
-    {"wait_ms", q_wait_ms, 1},         {"step_ms", q_step_ms, 1},
-    {"wait_pct", q_wait_pct, 0},       {"alloc_calls", q_alloc_calls, 1},
-    {"alloc_us", q_alloc_us, 1},       {"alloc_pct", q_alloc_pct, 0},
-    {"sync_calls", q_sync_calls, 1},   {"sync_us", q_sync_us, 1},
-    {"sync_pct", q_sync_pct, 0},       {"kernels", q_kernels, 0},
-    {"avg_kernel_us", q_avg_kernel_us, 2}, {"busy_pct", q_busy_pct, 0},
+enum { R_LOW_UTIL, R_GAP, R_TENSOR_CORES, R_MEMORY, NRULES };
+
+static const rule_t rules[NRULES] = {
+    {"low_gpu_utilization", "GPU busy < 50% of the step (tb-profiler's low-utilization hint)",
+     "see the largest cost above: it says what the GPU waits for",
+     "see the largest cost above: it says what the GPU waits for"},
+    {"gpu_gap", "the longest GPU idle gap in a step >= 10% of the step and >= 100 us (nsys gpu_gaps)",
+     "open the trace at the gap: the host row shows what ran instead",
+     "open the trace at the gap: the host row shows what ran instead"},
+    {"tensor_cores_unused",
+     "GEMM/convolution kernels without Tensor Cores >= 15% of kernel time and GPU busy >= 25% "
+     "(tb-profiler's Tensor Core hint)",
+     "--amp: half-precision GEMMs run on Tensor Cores",
+     "enable AMP (torch.autocast with float16 or bfloat16), or allow TF32 "
+     "(torch.backends.cuda.matmul.allow_tf32 = True)"},
+    {"memory_near_capacity", "peak device memory >= 90% of the device (tb-profiler's memory hint)",
+     "a smaller --batch_size, or --amp to halve activations",
+     "a smaller batch, activation checkpointing, or AMP"},
 };
 
-/* ---- the rule table ----------------------------------------------------------------------------- */
+/* ---- text ------------------------------------------------------------------------------------------ */
 
-typedef struct rule rule_t;
-struct rule {
-  const char *name;
-  pd_bottleneck_t bottleneck;
-  bool (*fires)(const pd_metrics_t *m, const rule_t *r);
-  double t[3];           /* thresholds; the condition text shows them as {t0} {t1} {t2} */
-  const char *condition; /* README text of the predicate */
-  const char *evidence;  /* template: {quantity} placeholders */
-};
-
-/* NaN (not measured) compares false everywhere, so a missing metric never fires a rule. */
-static bool fires_wait_fraction(const pd_metrics_t *m, const rule_t *r) {
-  return m->dataloader_wait_fraction >= r->t[0];
-}
-static bool fires_alloc_calls(const pd_metrics_t *m, const rule_t *r) {
-  return m->device_alloc_calls_per_step >= r->t[0];
-}
-static bool fires_alloc_time(const pd_metrics_t *m, const rule_t *r) {
-  return m->device_alloc_time_per_step_us >= r->t[0] * step_us(m);
-}
-static bool fires_sync_calls(const pd_metrics_t *m, const rule_t *r) {
-  return m->sync_calls_per_step >= r->t[0];
-}
-static bool fires_many_kernels(const pd_metrics_t *m, const rule_t *r) {
-  return m->kernels_per_step >= r->t[0];
-}
-static bool fires_tiny_kernels(const pd_metrics_t *m, const rule_t *r) {
-  return m->avg_kernel_time_us < r->t[0] && m->gpu_busy_fraction < r->t[1] &&
-         m->kernels_per_step >= r->t[2];
+static void fmt_us(char *buf, size_t len, double us) {
+  if (!isfinite(us)) snprintf(buf, len, "n/a");
+  else if (us >= 1e3) snprintf(buf, len, "%.2f ms", us / 1e3);
+  else snprintf(buf, len, "%.1f us", us);
 }
 
-static const char *const launch_evidence =
-    "{kernels} kernels per step, average kernel {avg_kernel_us} us, GPU busy {busy_pct}% of the step";
-static const char *const alloc_evidence =
-    "{alloc_calls} device alloc/free calls per step taking {alloc_us} us ({alloc_pct}% of the step)";
-
-static const rule_t rules[] = {
-    {"dataloader_wait", PD_BOTTLENECK_DATALOADER, fires_wait_fraction, {0.30, 0, 0},
-     "`dataloader_wait_fraction` >= {t0} (data wait / (data wait + step time))",
-     "data wait {wait_ms} ms per step vs step {step_ms} ms ({wait_pct}% of the step)"},
-    {"alloc_calls", PD_BOTTLENECK_ALLOCATOR_CHURN, fires_alloc_calls, {8, 0, 0},
-     "`device_alloc_calls_per_step` >= {t0} (cudaMalloc/cudaFree and driver equivalents)",
-     alloc_evidence},
-    {"alloc_time", PD_BOTTLENECK_ALLOCATOR_CHURN, fires_alloc_time, {0.10, 0, 0},
-     "`device_alloc_time_per_step_us` >= {t0} x the step time (`avg_step_time_s`)", alloc_evidence},
-    /* The harness synchronizes twice per step (before t0 and after the step, so the
-     * host-timed step is exact): two blocking calls per step are normal, a third means
-     * the step itself waits for the device (a forced .item(), an explicit sync). */
-    {"sync_calls", PD_BOTTLENECK_SYNC, fires_sync_calls, {3, 0, 0},
-     "`sync_calls_per_step` >= {t0} (host-blocking calls; the harness's own 2 per step are normal)",
-     "{sync_calls} synchronizing calls per step taking {sync_us} us ({sync_pct}% of the step)"},
-    {"many_kernels", PD_BOTTLENECK_LAUNCH_OVERHEAD, fires_many_kernels, {1000, 0, 0},
-     "`kernels_per_step` >= {t0}", launch_evidence},
-    {"tiny_kernels", PD_BOTTLENECK_LAUNCH_OVERHEAD, fires_tiny_kernels, {10, 0.5, 300},
-     "`avg_kernel_time_us` < {t0} and `gpu_busy_fraction` < {t1} and `kernels_per_step` >= {t2}",
-     launch_evidence},
-};
-#define NRULES (sizeof rules / sizeof rules[0])
-
-static const char *const default_rule = "none";
-static const char *const default_condition = "no rule above fires";
-static const char *const default_evidence =
-    "no rule fired: GPU busy {busy_pct}% of the step, {kernels} kernels per step, "
-    "data wait {wait_pct}% of the time";
-
-/* ---- templates --------------------------------------------------------------------------------- */
-
-/* Appends text to buf at *pos, never past len-1; keeps buf terminated. */
-static void append(char *buf, size_t len, size_t *pos, const char *text, size_t n) {
-  if (*pos + 1 >= len) return;
-  size_t room = len - 1 - *pos;
-  if (n > room) n = room;
-  memcpy(buf + *pos, text, n);
-  *pos += n;
-  buf[*pos] = 0;
+static void addf(char *buf, size_t len, const char *fmt, ...) {
+  size_t used = strlen(buf);
+  if (used + 1 >= len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + used, len - used, fmt, ap);
+  va_end(ap);
 }
 
-/* Expands "{name}" placeholders: quantities of m when m is set, thresholds {t0}..{t2}
- * of r when r is set. Unknown names are copied as they are; NaN prints as "n/a". */
-static void expand(char *buf, size_t len, const char *tmpl, const pd_metrics_t *m, const rule_t *r) {
-  size_t pos = 0;
-  if (len == 0) return;
-  buf[0] = 0;
-  const char *p = tmpl;
-  while (*p != 0) {
-    const char *open = strchr(p, '{');
-    const char *close = open ? strchr(open, '}') : NULL;
-    if (open == NULL || close == NULL) {
-      append(buf, len, &pos, p, strlen(p));
-      return;
-    }
-    append(buf, len, &pos, p, (size_t)(open - p));
-    size_t nlen = (size_t)(close - open - 1);
-    char num[64];
-    int done = 0;
-    if (r != NULL && nlen == 2 && open[1] == 't' && open[2] >= '0' && open[2] <= '2') {
-      snprintf(num, sizeof num, "%g", r->t[open[2] - '0']);
-      done = 1;
-    }
-    for (size_t q = 0; !done && m != NULL && q < sizeof quantities / sizeof quantities[0]; q++) {
-      if (strlen(quantities[q].name) == nlen && strncmp(quantities[q].name, open + 1, nlen) == 0) {
-        double v = quantities[q].value(m);
-        if (isfinite(v)) snprintf(num, sizeof num, "%.*f", quantities[q].decimals, v);
-        else snprintf(num, sizeof num, "n/a");
-        done = 1;
-      }
-    }
-    if (done) append(buf, len, &pos, num, strlen(num));
-    else append(buf, len, &pos, open, (size_t)(close - open + 1));
-    p = close + 1;
+static double cost_of(const pd_metrics_t *m, pd_cause_t c) {
+  switch (c) {
+    case PD_CAUSE_DATA: return m->cost_data_wait_us_per_step;
+    case PD_CAUSE_SYNC: return m->cost_sync_us_per_step;
+    case PD_CAUSE_ALLOCATION: return m->cost_allocation_us_per_step;
+    case PD_CAUSE_PAGEABLE_COPY: return m->cost_pageable_copy_us_per_step;
+    case PD_CAUSE_LAUNCH_BOUND: return m->cost_launch_bound_us_per_step;
+    case PD_CAUSE_GPU_COMPUTE: return m->cost_gpu_compute_us_per_step;
+    case PD_CAUSE_OTHER: return m->cost_other_us_per_step;
+    case PD_CAUSE_COUNT: break;
   }
+  return NAN;
+}
+
+/* The numbers behind one cause: its cost and share, then what it is made of. */
+static void cause_evidence(char *buf, size_t len, const pd_metrics_t *m, const cause_rule_t *r) {
+  char cost[32], step[32];
+  double c = cost_of(m, r->cause);
+  fmt_us(cost, sizeof cost, c);
+  fmt_us(step, sizeof step, m->step_wall_us);
+  buf[0] = '\0';
+  addf(buf, len, "%s per step of %s (%.0f%%)", cost, step, 100.0 * c / m->step_wall_us);
+  char t[32];
+  switch (r->cause) {
+    case PD_CAUSE_DATA:
+      if (isfinite(m->avg_dataloader_wait_s)) {
+        fmt_us(t, sizeof t, m->avg_dataloader_wait_s * 1e6);
+        addf(buf, len, ": data wait %s per step", t);
+      }
+      break;
+    case PD_CAUSE_SYNC:
+      fmt_us(t, sizeof t, m->sync_time_per_step_us);
+      addf(buf, len, ": %.1f blocking calls per step, %s inside them", m->sync_calls_per_step, t);
+      if (m->sync_memcpy_calls_per_step > 0 || m->sync_memset_calls_per_step > 0)
+        addf(buf, len, " (%.1f synchronous cudaMemcpy, %.1f cudaMemset)", m->sync_memcpy_calls_per_step,
+             m->sync_memset_calls_per_step);
+      break;
+    case PD_CAUSE_ALLOCATION:
+      fmt_us(t, sizeof t, m->device_alloc_time_per_step_us);
+      addf(buf, len, ": %.1f cudaMalloc/cudaFree calls per step, %s inside them",
+           m->device_alloc_calls_per_step, t);
+      break;
+    case PD_CAUSE_PAGEABLE_COPY:
+      addf(buf, len, ": %.1f copies per step from pageable memory, %.1f KiB", m->pageable_copies_per_step,
+           m->pageable_copy_bytes_per_step / 1024.0);
+      break;
+    case PD_CAUSE_LAUNCH_BOUND:
+      addf(buf, len, ": %.0f kernels per step, average %.2f us, GPU busy %.0f%% of the step",
+           m->kernels_per_step, m->avg_kernel_time_us, m->gpu_busy_fraction * 100.0);
+      break;
+    case PD_CAUSE_GPU_COMPUTE:
+      fmt_us(t, sizeof t, m->gpu_kernel_time_per_step_us);
+      addf(buf, len, ": %.0f kernels per step, kernel time %s per step", m->kernels_per_step, t);
+      break;
+    case PD_CAUSE_OTHER:
+    case PD_CAUSE_COUNT:
+      break;
+  }
+}
+
+static void add_finding(pd_verdict_t *v, const char *cause, double share, double cost, const char *evidence,
+                        const char *advice) {
+  if (v->nfindings >= PD_MAX_FINDINGS) return;
+  pd_finding_t *f = &v->findings[v->nfindings++];
+  snprintf(f->cause, sizeof f->cause, "%s", cause);
+  f->share_of_step = share;
+  f->cost_us_per_step = cost;
+  snprintf(f->evidence, sizeof f->evidence, "%s", evidence);
+  snprintf(f->advice, sizeof f->advice, "%s", advice);
 }
 
 /* ---- diagnosis ----------------------------------------------------------------------------------- */
 
-void pd_diagnose(const pd_metrics_t *m, pd_verdict_t *v) {
+/* Metrics without a time attribution (a metrics JSON of schema 1): only the data wait is
+ * told apart, everything else is `compute` with that said. */
+static void diagnose_unattributed(const pd_metrics_t *m, pd_advice_t advice, pd_verdict_t *v) {
+  v->share_of_step = NAN;
+  v->cost_us_per_step = NAN;
+  if (m->dataloader_wait_fraction >= 0.30) {
+    v->bottleneck = PD_BOTTLENECK_DATALOADER;
+    snprintf(v->rule, sizeof v->rule, "data_wait_fraction");
+    snprintf(v->evidence, sizeof v->evidence, "data wait %.0f%% of the time (no time attribution in these metrics)",
+             m->dataloader_wait_fraction * 100.0);
+    snprintf(v->advice, sizeof v->advice, "%s",
+             advice == PD_ADVICE_TORCH ? cause_rules[0].advice_torch : cause_rules[0].advice_demo);
+    v->share_of_step = m->dataloader_wait_fraction;
+    return;
+  }
+  v->bottleneck = PD_BOTTLENECK_COMPUTE;
+  snprintf(v->rule, sizeof v->rule, "no_attribution");
+  snprintf(v->evidence, sizeof v->evidence, "no time attribution in these metrics; GPU busy %.0f%% of the step",
+           m->gpu_busy_fraction * 100.0);
+}
+
+void pd_diagnose(const pd_metrics_t *m, pd_advice_t advice, pd_verdict_t *v) {
   if (v == NULL) return;
   memset(v, 0, sizeof(*v));
   v->bottleneck = PD_BOTTLENECK_COMPUTE;
   if (m == NULL) {
-    snprintf(v->rule, sizeof v->rule, "%s", default_rule);
+    snprintf(v->rule, sizeof v->rule, "no_metrics");
     snprintf(v->evidence, sizeof v->evidence, "no metrics");
+    v->share_of_step = v->cost_us_per_step = NAN;
     return;
   }
-  for (size_t i = 0; i < NRULES; i++) {
-    if (rules[i].fires(m, &rules[i])) {
-      v->bottleneck = rules[i].bottleneck;
-      snprintf(v->rule, sizeof v->rule, "%s", rules[i].name);
-      expand(v->evidence, sizeof v->evidence, rules[i].evidence, m, &rules[i]);
-      return;
-    }
+  if (!(m->step_wall_us > 0) || !isfinite(m->cost_gpu_compute_us_per_step)) {
+    diagnose_unattributed(m, advice, v);
+    return;
   }
-  snprintf(v->rule, sizeof v->rule, "%s", default_rule);
-  expand(v->evidence, sizeof v->evidence, default_evidence, m, NULL);
+  const bool torch = advice == PD_ADVICE_TORCH;
+  const double wall = m->step_wall_us;
+
+  /* The largest cost; ties go to the earlier cause in the table. */
+  const cause_rule_t *top = NULL, *top_host = NULL;
+  for (size_t i = 0; i < NCAUSE_RULES; i++) {
+    double c = cost_of(m, cause_rules[i].cause);
+    if (!isfinite(c)) continue;
+    if (top == NULL || c > cost_of(m, top->cause)) top = &cause_rules[i];
+    if (cause_rules[i].cause != PD_CAUSE_GPU_COMPUTE &&
+        (top_host == NULL || c > cost_of(m, top_host->cause)))
+      top_host = &cause_rules[i];
+  }
+  const double busy_share = cost_of(m, PD_CAUSE_GPU_COMPUTE) / wall;
+  const cause_rule_t *named = NULL;
+  if (top != NULL && top->cause != PD_CAUSE_GPU_COMPUTE && cost_of(m, top->cause) / wall >= top->name_share)
+    named = top;
+
+  char ev[440];
+  if (named != NULL) {
+    v->bottleneck = named->bottleneck;
+    snprintf(v->rule, sizeof v->rule, "%s", pd_cause_name(named->cause));
+    cause_evidence(ev, sizeof ev, m, named);
+    snprintf(v->evidence, sizeof v->evidence, "%s costs %s", pd_cause_name(named->cause), ev);
+    v->cost_us_per_step = cost_of(m, named->cause);
+    v->share_of_step = v->cost_us_per_step / wall;
+    snprintf(v->advice, sizeof v->advice, "%s", torch ? named->advice_torch : named->advice_demo);
+  } else if (busy_share >= BUSY_SHARE || (top != NULL && top->cause == PD_CAUSE_GPU_COMPUTE)) {
+    const cause_rule_t *g = &cause_rules[NCAUSE_RULES - 1];
+    v->bottleneck = PD_BOTTLENECK_COMPUTE;
+    snprintf(v->rule, sizeof v->rule, "gpu_busy");
+    cause_evidence(ev, sizeof ev, m, g);
+    snprintf(v->evidence, sizeof v->evidence, "GPU busy %s", ev);
+    v->cost_us_per_step = cost_of(m, PD_CAUSE_GPU_COMPUTE);
+    v->share_of_step = busy_share;
+    snprintf(v->advice, sizeof v->advice, "%s", torch ? g->advice_torch : g->advice_demo);
+  } else {
+    v->bottleneck = PD_BOTTLENECK_HOST_BOUND;
+    snprintf(v->rule, sizeof v->rule, "no_dominant_cause");
+    char c1[32];
+    fmt_us(c1, sizeof c1, wall - cost_of(m, PD_CAUSE_GPU_COMPUTE));
+    snprintf(v->evidence, sizeof v->evidence,
+             "GPU idle %s per step (%.0f%% of the step) and no single cause reaches %.0f%%: largest %s %.0f%%",
+             c1, 100.0 * (1.0 - busy_share), NAME_SHARE * 100.0,
+             top_host != NULL ? pd_cause_name(top_host->cause) : "none",
+             top_host != NULL ? 100.0 * cost_of(m, top_host->cause) / wall : 0.0);
+    v->cost_us_per_step = wall - cost_of(m, PD_CAUSE_GPU_COMPUTE);
+    v->share_of_step = 1.0 - busy_share;
+    snprintf(v->advice, sizeof v->advice, "%s",
+             "the host is the limit: start with the largest finding below, then profile the host side");
+  }
+
+  /* Other causes at or above their finding share, largest first. */
+  bool used[NCAUSE_RULES] = {false};
+  for (;;) {
+    const cause_rule_t *best = NULL;
+    size_t bi = 0;
+    for (size_t i = 0; i < NCAUSE_RULES; i++) {
+      const cause_rule_t *r = &cause_rules[i];
+      if (used[i] || r == named || r->cause == PD_CAUSE_GPU_COMPUTE) continue;
+      double c = cost_of(m, r->cause);
+      if (!isfinite(c) || c / wall < r->finding_share) continue;
+      if (best == NULL || c > cost_of(m, best->cause)) best = r, bi = i;
+    }
+    if (best == NULL) break;
+    used[bi] = true;
+    cause_evidence(ev, sizeof ev, m, best);
+    double c = cost_of(m, best->cause);
+    add_finding(v, pd_cause_name(best->cause), c / wall, c, ev, torch ? best->advice_torch : best->advice_demo);
+  }
+
+  /* The rules. */
+  if (busy_share < LOW_UTIL_SHARE) {
+    char t[32];
+    fmt_us(t, sizeof t, wall - cost_of(m, PD_CAUSE_GPU_COMPUTE));
+    snprintf(ev, sizeof ev, "GPU busy %.0f%% of the step, idle %s per step", busy_share * 100.0, t);
+    const rule_t *r = &rules[R_LOW_UTIL];
+    add_finding(v, r->name, 1.0 - busy_share, wall - cost_of(m, PD_CAUSE_GPU_COMPUTE), ev,
+                torch ? r->advice_torch : r->advice_demo);
+  }
+  if (m->max_gpu_gap_us >= GAP_MIN_US && m->max_gpu_gap_us / wall >= GAP_SHARE) {
+    char t[32];
+    fmt_us(t, sizeof t, m->max_gpu_gap_us);
+    snprintf(ev, sizeof ev, "the longest GPU idle gap is %s per step (%.0f%% of the step)", t,
+             100.0 * m->max_gpu_gap_us / wall);
+    const rule_t *r = &rules[R_GAP];
+    add_finding(v, r->name, m->max_gpu_gap_us / wall, m->max_gpu_gap_us, ev,
+                torch ? r->advice_torch : r->advice_demo);
+  }
+  if (m->fp32_matmul_time_share >= FP32_MATMUL_SHARE && busy_share >= FP32_MIN_COMPUTE) {
+    double cost = m->fp32_matmul_time_share * m->gpu_kernel_time_per_step_us;
+    snprintf(ev, sizeof ev,
+             "GEMM/convolution kernels without Tensor Cores take %.0f%% of kernel time (%.1f us per step)",
+             m->fp32_matmul_time_share * 100.0, cost);
+    const rule_t *r = &rules[R_TENSOR_CORES];
+    add_finding(v, r->name, cost / wall, cost, ev, torch ? r->advice_torch : r->advice_demo);
+  }
+  if (m->device_memory_total_bytes > 0 && m->peak_device_memory_bytes / m->device_memory_total_bytes >= MEMORY_PEAK_SHARE) {
+    snprintf(ev, sizeof ev, "peak device memory %.1f GiB of %.1f GiB (%.0f%%)", m->peak_device_memory_bytes / 1073741824.0,
+             m->device_memory_total_bytes / 1073741824.0,
+             100.0 * m->peak_device_memory_bytes / m->device_memory_total_bytes);
+    const rule_t *r = &rules[R_MEMORY];
+    add_finding(v, r->name, NAN, NAN, ev, torch ? r->advice_torch : r->advice_demo);
+  }
 }
 
 void pd_diagnose_print_rules(FILE *out) {
   if (out == NULL) return;
-  char cond[512], evid[512];
-  fprintf(out, "| # | rule | bottleneck | fires when | evidence |\n");
-  fprintf(out, "|---|---|---|---|---|\n");
-  for (size_t i = 0; i < NRULES; i++) {
-    expand(cond, sizeof cond, rules[i].condition, NULL, &rules[i]);
-    /* evidence placeholders stay as names: the README shows which numbers are quoted */
-    expand(evid, sizeof evid, rules[i].evidence, NULL, NULL);
-    fprintf(out, "| %zu | `%s` | `%s` | %s | %s |\n", i + 1, rules[i].name,
-            pd_bottleneck_name(rules[i].bottleneck), cond, evid);
+  fprintf(out, "| cause | bottleneck | names it at | finding at | what it is | advice (profiler_demo) | advice (torch) |\n");
+  fprintf(out, "|---|---|---|---|---|---|---|\n");
+  for (size_t i = 0; i < NCAUSE_RULES; i++) {
+    const cause_rule_t *r = &cause_rules[i];
+    char name_at[48], find_at[48];
+    if (r->cause == PD_CAUSE_GPU_COMPUTE) {
+      snprintf(name_at, sizeof name_at, "largest cost, or busy >= %.0f%%", BUSY_SHARE * 100);
+      snprintf(find_at, sizeof find_at, "-");
+    } else {
+      snprintf(name_at, sizeof name_at, "largest and >= %.0f%%", r->name_share * 100);
+      snprintf(find_at, sizeof find_at, ">= %.0f%%", r->finding_share * 100);
+    }
+    fprintf(out, "| `%s` | `%s` | %s | %s | %s | %s | %s |\n", pd_cause_name(r->cause),
+            pd_bottleneck_name(r->bottleneck), name_at, find_at, r->what, r->advice_demo, r->advice_torch);
   }
-  fprintf(out, "| - | `%s` | `%s` | %s | %s |\n", default_rule,
-          pd_bottleneck_name(PD_BOTTLENECK_COMPUTE), default_condition, default_evidence);
+  fprintf(out, "| (none dominant) | `host_bound` | no cause above reaches its share and GPU busy < %.0f%% | - | "
+               "the host is the limit without one cause | the largest finding | the largest finding |\n",
+          BUSY_SHARE * 100);
+  fprintf(out, "\n| rule | fires when | advice (profiler_demo) | advice (torch) |\n|---|---|---|---|\n");
+  for (size_t i = 0; i < NRULES; i++)
+    fprintf(out, "| `%s` | %s | %s | %s |\n", rules[i].name, rules[i].condition, rules[i].advice_demo,
+            rules[i].advice_torch);
+}
+
+static void print_share(FILE *out, double share, double cost) {
+  if (!isfinite(share)) return;
+  char t[32];
+  fmt_us(t, sizeof t, cost);
+  fprintf(out, " [%.0f%% of the step, %s per step]", share * 100.0, t);
+}
+
+void pd_verdict_print(FILE *out, const pd_verdict_t *v) {
+  if (out == NULL || v == NULL) return;
+  fprintf(out, "Verdict: %s", pd_bottleneck_name(v->bottleneck));
+  print_share(out, v->share_of_step, v->cost_us_per_step);
+  fprintf(out, "\n  evidence: %s\n", v->evidence);
+  if (v->advice[0] != '\0') fprintf(out, "  advice:   %s\n", v->advice);
+  if (v->nfindings > 0) fprintf(out, "  also:\n");
+  for (int i = 0; i < v->nfindings && i < PD_MAX_FINDINGS; i++) {
+    const pd_finding_t *f = &v->findings[i];
+    fprintf(out, "   - %s", f->cause);
+    print_share(out, f->share_of_step, f->cost_us_per_step);
+    fprintf(out, ": %s\n     advice: %s\n", f->evidence, f->advice);
+  }
 }

@@ -163,10 +163,6 @@ void pd_metrics_from_samples(pd_metrics_t *m, const double *step_times_s,
 /* ---- metrics from a trace --------------------------------------------------------------------- */
 
 typedef struct {
-  int64_t start, end;
-} span_t;
-
-typedef struct {
   int64_t kernels, kernel_ns;
   int64_t memcpy_ns, memset_ns; /* device time of copies and sets */
   int64_t api_calls;
@@ -174,45 +170,6 @@ typedef struct {
   int64_t alloc_calls, alloc_ns;
   int64_t h2d_bytes;
 } step_acc_t;
-
-static int span_cmp(const void *a, const void *b) {
-  const span_t *x = a, *y = b;
-  if (x->start != y->start) return x->start < y->start ? -1 : 1;
-  return (x->end > y->end) - (x->end < y->end);
-}
-
-/* Index of the step whose [start, end) holds t, or -1. Steps are sorted by start. */
-static long step_of(const span_t *steps, size_t n, int64_t t) {
-  size_t lo = 0, hi = n; /* first step with start > t */
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (steps[mid].start <= t) lo = mid + 1;
-    else hi = mid;
-  }
-  if (lo == 0) return -1;
-  return t < steps[lo - 1].end ? (long)(lo - 1) : -1;
-}
-
-/* Small open-addressing map: correlation id -> event index of the launching call. */
-typedef struct {
-  uint64_t *keys;
-  size_t *vals;
-  size_t n;
-} cmap_t;
-
-static size_t cmap_find_slot(const cmap_t *m, uint64_t key) {
-  size_t j = pd_hash_u64(key) & (m->n - 1);
-  while (m->keys[j] != 0 && m->keys[j] != key) j = (j + 1) & (m->n - 1);
-  return j;
-}
-
-static bool is_gpu_activity(pd_event_kind_t k) {
-  return k == PD_EVENT_KERNEL || k == PD_EVENT_MEMCPY || k == PD_EVENT_MEMSET;
-}
-
-static int64_t dur_of(const pd_event_t *e) {
-  return e->end_ns > e->start_ns ? e->end_ns - e->start_ns : 0;
-}
 
 static bool is_device_memory(pd_mem_kind_t k) {
   return k != PD_MEM_PAGEABLE && k != PD_MEM_PINNED;
@@ -270,133 +227,77 @@ static int peak_memory(const pd_event_t *ev, size_t n, double *peak) {
 
 int pd_metrics_from_trace(const pd_trace_t *trace, pd_metrics_t *m) {
   if (trace == NULL || m == NULL) return PD_EINVAL;
+  pd_trace_index_t ix;
+  int rc = pd_trace_index_build(trace, &ix);
+  if (rc != 0) return rc;
+  rc = pd_metrics_from_index(trace, &ix, m);
+  pd_trace_index_free(&ix);
+  return rc;
+}
+
+int pd_metrics_from_index(const pd_trace_t *trace, const pd_trace_index_t *ix, pd_metrics_t *m) {
+  if (trace == NULL || ix == NULL || m == NULL) return PD_EINVAL;
   const pd_event_t *ev = pd_trace_events(trace);
   size_t n = pd_trace_count(trace);
-
-  size_t nsteps = 0, napi = 0, ngpu = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (ev[i].kind == PD_EVENT_RANGE && ev[i].u.range.step >= 0) nsteps++;
-    else if (ev[i].kind == PD_EVENT_RUNTIME || ev[i].kind == PD_EVENT_DRIVER) napi++;
-    else if (is_gpu_activity(ev[i].kind)) ngpu++;
-  }
+  size_t nsteps = ix->nsteps;
   if (nsteps == 0) return PD_EINVAL;
 
   int rc = PD_ENOMEM;
-  span_t *steps = malloc(nsteps * sizeof(*steps));
   step_acc_t *acc = calloc(nsteps, sizeof(*acc));
-  span_t *busy = malloc((ngpu ? ngpu : 1) * sizeof(*busy));
   bool *blocking = calloc(n ? n : 1, sizeof(*blocking)); /* per event: a counted sync call */
-  cmap_t cm = {0};
-  cm.n = 16;
-  while (cm.n < napi * 2) cm.n *= 2;
-  cm.keys = calloc(cm.n, sizeof(*cm.keys));
-  cm.vals = malloc(cm.n * sizeof(*cm.vals));
-  if (steps == NULL || acc == NULL || busy == NULL || blocking == NULL || cm.keys == NULL || cm.vals == NULL)
-    goto out;
+  if (acc == NULL || blocking == NULL) goto out;
 
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (ev[i].kind == PD_EVENT_RANGE && ev[i].u.range.step >= 0) {
-      steps[k].start = ev[i].start_ns;
-      steps[k].end = ev[i].end_ns > ev[i].start_ns ? ev[i].end_ns : ev[i].start_ns;
-      k++;
-    }
-  }
-  qsort(steps, nsteps, sizeof(*steps), span_cmp);
-
-  /* Pass 1: host API calls (counts, sync and alloc classes) and the correlation map. */
+  /* Pass 1: host API calls (counts, sync and alloc classes). */
   for (size_t i = 0; i < n; i++) {
     if (ev[i].kind != PD_EVENT_RUNTIME && ev[i].kind != PD_EVENT_DRIVER) continue;
-    if (ev[i].correlation_id != 0) {
-      size_t j = cmap_find_slot(&cm, ev[i].correlation_id);
-      if (cm.keys[j] == 0) {
-        cm.keys[j] = ev[i].correlation_id;
-        cm.vals[j] = i;
-      }
-    }
-    long s = step_of(steps, nsteps, ev[i].start_ns);
+    long s = ix->step[i];
     if (s < 0) continue;
     acc[s].api_calls++;
     if (pd_api_is_sync(ev[i].name)) {
       blocking[i] = true;
       acc[s].sync_calls++;
-      acc[s].sync_ns += dur_of(&ev[i]);
+      acc[s].sync_ns += pd_event_dur_ns(&ev[i]);
     }
     if (pd_api_is_device_alloc(ev[i].name)) {
       acc[s].alloc_calls++;
-      acc[s].alloc_ns += dur_of(&ev[i]);
+      acc[s].alloc_ns += pd_event_dur_ns(&ev[i]);
     }
   }
 
-  /* Pass 2: SYNC records and GPU activity. */
-  size_t nbusy = 0;
+  /* Pass 2: SYNC records and GPU activity, in the step of their launching call. */
   for (size_t i = 0; i < n; i++) {
     const pd_event_t *e = &ev[i];
-    const pd_event_t *call = NULL;
-    if (e->correlation_id != 0) {
-      size_t j = cmap_find_slot(&cm, e->correlation_id);
-      if (cm.keys[j] != 0) call = &ev[cm.vals[j]];
-    }
+    const pd_event_t *call = ix->call[i] >= 0 ? &ev[ix->call[i]] : NULL;
+    long s = ix->step[i];
     if (e->kind == PD_EVENT_SYNC) {
       /* A stream-wait-event record is a device-side wait: the host is not blocked. */
       if (e->u.sync.sync_kind == PD_SYNC_STREAM_WAIT_EVENT) continue;
-      if (call != NULL && blocking[call - ev]) {
+      if (call != NULL && blocking[ix->call[i]]) {
         /* Same call seen twice (API record + SYNC record): count it once, with the
          * longer of the two durations. */
-        long s = step_of(steps, nsteps, call->start_ns);
-        if (s >= 0 && dur_of(e) > dur_of(call)) acc[s].sync_ns += dur_of(e) - dur_of(call);
+        if (s >= 0 && pd_event_dur_ns(e) > pd_event_dur_ns(call))
+          acc[s].sync_ns += pd_event_dur_ns(e) - pd_event_dur_ns(call);
         continue;
       }
-      long s = step_of(steps, nsteps, e->start_ns);
       if (s < 0) continue;
       acc[s].sync_calls++;
-      acc[s].sync_ns += dur_of(e);
+      acc[s].sync_ns += pd_event_dur_ns(e);
       continue;
     }
-    if (!is_gpu_activity(e->kind)) continue;
-    busy[nbusy].start = e->start_ns;
-    busy[nbusy].end = e->end_ns > e->start_ns ? e->end_ns : e->start_ns;
-    nbusy++;
-    long s = step_of(steps, nsteps, call != NULL ? call->start_ns : e->start_ns);
-    if (s < 0) continue;
+    if (!pd_event_is_gpu_activity(e->kind) || s < 0) continue;
     if (e->kind == PD_EVENT_KERNEL) {
       acc[s].kernels++;
-      acc[s].kernel_ns += dur_of(e);
+      acc[s].kernel_ns += pd_event_dur_ns(e);
     } else if (e->kind == PD_EVENT_MEMCPY) {
-      acc[s].memcpy_ns += dur_of(e);
+      acc[s].memcpy_ns += pd_event_dur_ns(e);
       if (e->u.memcpy.copy_kind == PD_MEMCPY_HTOD) acc[s].h2d_bytes += (int64_t)e->u.memcpy.bytes;
     } else if (e->kind == PD_EVENT_MEMSET) {
-      acc[s].memset_ns += dur_of(e);
+      acc[s].memset_ns += pd_event_dur_ns(e);
     }
   }
 
-  /* Union of GPU intervals: sort, merge overlapping ones in place. */
-  qsort(busy, nbusy, sizeof(*busy), span_cmp);
-  size_t nmerged = 0;
-  for (size_t i = 0; i < nbusy; i++) {
-    if (nmerged > 0 && busy[i].start <= busy[nmerged - 1].end) {
-      if (busy[i].end > busy[nmerged - 1].end) busy[nmerged - 1].end = busy[i].end;
-    } else {
-      busy[nmerged++] = busy[i];
-    }
-  }
-
-  int64_t total_step_ns = 0, total_busy_ns = 0;
   step_acc_t tot = {0};
   for (size_t s = 0; s < nsteps; s++) {
-    total_step_ns += steps[s].end - steps[s].start;
-    /* first merged interval ending after the step starts */
-    size_t lo = 0, hi = nmerged;
-    while (lo < hi) {
-      size_t mid = (lo + hi) / 2;
-      if (busy[mid].end <= steps[s].start) lo = mid + 1;
-      else hi = mid;
-    }
-    for (size_t i = lo; i < nmerged && busy[i].start < steps[s].end; i++) {
-      int64_t a = busy[i].start > steps[s].start ? busy[i].start : steps[s].start;
-      int64_t b = busy[i].end < steps[s].end ? busy[i].end : steps[s].end;
-      if (b > a) total_busy_ns += b - a;
-    }
     tot.kernels += acc[s].kernels;
     tot.kernel_ns += acc[s].kernel_ns;
     tot.memcpy_ns += acc[s].memcpy_ns;
@@ -409,6 +310,12 @@ int pd_metrics_from_trace(const pd_trace_t *trace, pd_metrics_t *m) {
     tot.h2d_bytes += acc[s].h2d_bytes;
   }
 
+  /* Busy time and the causes of the rest, from the one attribution. */
+  pd_attribution_t attr;
+  rc = pd_attribute(trace, ix, &attr);
+  if (rc != 0) goto out;
+  rc = PD_ENOMEM;
+
   double peak;
   if (peak_memory(ev, n, &peak) != 0) goto out;
 
@@ -419,7 +326,7 @@ int pd_metrics_from_trace(const pd_trace_t *trace, pd_metrics_t *m) {
   m->gpu_kernel_time_per_step_us = (double)tot.kernel_ns / ns / 1e3;
   m->gpu_memcpy_time_per_step_us = (double)tot.memcpy_ns / ns / 1e3;
   m->gpu_memset_time_per_step_us = (double)tot.memset_ns / ns / 1e3;
-  m->gpu_busy_fraction = total_step_ns > 0 ? (double)total_busy_ns / (double)total_step_ns : NAN;
+  m->gpu_busy_fraction = attr.step_ns > 0 ? (double)attr.busy_ns / (double)attr.step_ns : NAN;
   m->runtime_calls_per_step = (double)tot.api_calls / ns;
   m->sync_calls_per_step = (double)tot.sync_calls / ns;
   m->sync_time_per_step_us = (double)tot.sync_ns / ns / 1e3;
@@ -428,13 +335,10 @@ int pd_metrics_from_trace(const pd_trace_t *trace, pd_metrics_t *m) {
   m->h2d_bytes_per_step = (double)tot.h2d_bytes / ns;
   m->peak_device_memory_bytes = peak;
   m->dropped_records = (double)pd_trace_dropped(trace);
+  pd_attribution_to_metrics(&attr, trace, m);
   rc = 0;
 out:
-  free(steps);
   free(acc);
-  free(busy);
   free(blocking);
-  free(cm.keys);
-  free(cm.vals);
   return rc;
 }

@@ -135,6 +135,39 @@ static void add_op_rows(build_t *b, cJSON *root, const char *key, const pd_op_ta
   }
 }
 
+/* One finding or the verdict's own cause: share and cost are null when not a time cost. */
+static void add_cost_fields(build_t *b, cJSON *o, double share, double cost, const char *evidence,
+                            const char *advice) {
+  add_number(b, o, "share_of_step", share);
+  add_number(b, o, "cost_us_per_step", cost);
+  add_string(b, o, "evidence", evidence);
+  add_string(b, o, "advice", advice);
+}
+
+int pd_verdict_add_json(cJSON *parent, const char *key, const pd_verdict_t *v) {
+  if (parent == NULL || key == NULL || v == NULL) return PD_EINVAL;
+  build_t b = {false};
+  cJSON *o = check(&b, cJSON_AddObjectToObject(parent, key));
+  if (o == NULL) return PD_ENOMEM;
+  add_string(&b, o, "bottleneck", pd_bottleneck_name(v->bottleneck));
+  add_string(&b, o, "rule", v->rule);
+  add_cost_fields(&b, o, v->share_of_step, v->cost_us_per_step, v->evidence, v->advice);
+  cJSON *arr = check(&b, cJSON_AddArrayToObject(o, "findings"));
+  for (int i = 0; arr != NULL && i < v->nfindings && i < PD_MAX_FINDINGS; i++) {
+    cJSON *f = check(&b, cJSON_CreateObject());
+    if (f == NULL) break;
+    if (!cJSON_AddItemToArray(arr, f)) {
+      cJSON_Delete(f);
+      b.failed = true;
+      break;
+    }
+    add_string(&b, f, "cause", v->findings[i].cause);
+    add_cost_fields(&b, f, v->findings[i].share_of_step, v->findings[i].cost_us_per_step,
+                    v->findings[i].evidence, v->findings[i].advice);
+  }
+  return b.failed ? PD_ENOMEM : 0;
+}
+
 /* Returns the document, or NULL when out of memory. The caller frees it with cJSON_Delete. */
 static cJSON *build_report(const pd_run_report_t *r) {
   build_t b = {false};
@@ -158,10 +191,7 @@ static cJSON *build_report(const pd_run_report_t *r) {
   add_samples(&b, root, "dataloader_wait_s", r->dataloader_wait_s, r->nsteps);
 
   if (r->verdict != NULL) {
-    cJSON *v = check(&b, cJSON_AddObjectToObject(root, "verdict"));
-    add_string(&b, v, "bottleneck", pd_bottleneck_name(r->verdict->bottleneck));
-    add_string(&b, v, "rule", r->verdict->rule);
-    add_string(&b, v, "evidence", r->verdict->evidence);
+    if (pd_verdict_add_json(root, "verdict", r->verdict) != 0) b.failed = true;
   } else {
     check(&b, cJSON_AddNullToObject(root, "verdict"));
   }

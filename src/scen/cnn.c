@@ -56,6 +56,8 @@ struct pd_cnn {
   cudaGraphExec_t tiny_fwd, tiny_bwd;
   int range_depth;
   unsigned char range_pushed[CNN_RANGE_STACK];
+  bool layer_reads;   /* planted sync: read a device value back after every layer */
+  cudaError_t read_err; /* first failure of those reads, reported after the pass */
   int64_t steps;
   int64_t gpu_spin_ns; /* injected device time per step (pd_cnn_set_gpu_slowdown) */
   size_t device_bytes;
@@ -140,6 +142,19 @@ static void rpop(pd_cnn_t *m) {
   if (m->range_depth <= 0) return;
   m->range_depth--;
   if (m->range_depth < CNN_RANGE_STACK && m->range_pushed[m->range_depth]) (void)pd_range_pop();
+  /* The planted sync, per layer: a statistic of the layer read back at once, as a
+   * training loop that logs `x.abs().mean().item()` after every layer does. The host
+   * waits for the layer, and the GPU then waits for the host to issue the next one. */
+  if (m->layer_reads && m->range_depth == 1) {
+    m->layer_reads = false; /* the read's own range must not trigger another */
+    rpush(m, "layer_stats.item", NULL);
+    cudaError_t e = cudaMemcpyAsync(&m->host_state->loss, &m->state->loss, sizeof(float),
+                                    cudaMemcpyDeviceToHost, m->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(m->stream);
+    if (e != cudaSuccess && m->read_err == cudaSuccess) m->read_err = e;
+    rpop(m);
+    m->layer_reads = true;
+  }
 }
 
 /* ---- temporaries ------------------------------------------------------------------- */
@@ -551,16 +566,25 @@ static int step_optimizer(pd_cnn_t *m) {
 
 static int step_body(pd_cnn_t *m, const float *images, const int32_t *labels) {
   const bool forced = m->cfg.sync_mode == PD_SYNC_FORCED;
+  m->layer_reads = forced;
+  m->read_err = cudaSuccess;
   rpush(m, "forward", NULL);
-  TRY(step_forward(m, images, labels));
+  int frc = step_forward(m, images, labels);
+  m->layer_reads = false;
+  TRY(frc);
+  CNN_CUDA(m->read_err);
   rpop(m);
   if (forced) {
     rpush(m, "loss.item", NULL);
     TRY(host_read(m, &m->host_state->loss, &m->state->loss, sizeof(float)));
     rpop(m);
   }
+  m->layer_reads = forced;
   rpush(m, "backward", NULL);
-  TRY(step_backward(m));
+  int brc = step_backward(m);
+  m->layer_reads = false;
+  TRY(brc);
+  CNN_CUDA(m->read_err);
   rpop(m);
   if (forced) {
     rpush(m, "cudaStreamSynchronize", NULL);
@@ -577,6 +601,7 @@ int pd_cnn_train_step(pd_cnn_t *m, const float *images, const int32_t *labels) {
   if (m == NULL || images == NULL || labels == NULL) return PD_EINVAL;
   m->range_depth = 0;
   int rc = step_body(m, images, labels);
+  m->layer_reads = false;
   if (rc != 0) {
     /* Leave nothing allocated and every range closed; the model stays usable. */
     buf_put_all(m);

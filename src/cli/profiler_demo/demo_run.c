@@ -362,13 +362,8 @@ static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, 
     printf("\nTop kernels (sorted by %s):\n", demo_sort_text(c->sort_by));
     pd_op_table_print(stdout, r->kernels, c->top_n < 10 && c->top_n > 0 ? c->top_n : 10);
   }
-  printf("\nVerdict: %s", pd_bottleneck_name(v->bottleneck));
-  if (v->rule[0] != '\0') printf(" (rule %s)", v->rule);
-  printf("\n  %s\n", v->evidence);
-  const pd_scenario_info_t *info = pd_scenario_info((pd_scenario_t)c->scenario);
-  if (info != NULL && v->bottleneck != PD_BOTTLENECK_COMPUTE && info->fix_flag[0] != '\0' &&
-      v->bottleneck == info->expected_verdict)
-    printf("  fix: %s\n", info->fix_hint);
+  printf("\n");
+  pd_verdict_print(stdout, v);
   for (int i = 0; i < r->ntraces; i++) printf("Trace:   %s\n", r->traces[i]);
 }
 
@@ -711,7 +706,7 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   } else {
     const double dropped = (double)pd_prof_dropped_records(r->prof);
     if (dropped > r->metrics.dropped_records) r->metrics.dropped_records = dropped;
-    pd_diagnose(&r->metrics, &verdict);
+    pd_diagnose(&r->metrics, PD_ADVICE_DEMO, &verdict);
     pd_sort_key_t sort_key = (pd_sort_key_t)cfg->sort_by;
     pd_op_table_sort(r->ops, sort_key);
     pd_op_table_sort(r->kernels, sort_key);

@@ -1,137 +1,356 @@
-/* test_diagnose.c: each rule fires on its scenario's signature, a clean run is
- * `compute`, the order of the table decides ties, and docs/diagnosis.md shows exactly
- * the table the code applies. */
+/* test_diagnose.c: the time attribution and the verdict built on it.
+ *
+ *  - the attribution splits hand-made steps exactly (GPU busy, data wait, a sync that is
+ *    cheap and one that is not, allocation, pageable copies, launch latency), and its
+ *    costs always sum to the step;
+ *  - the verdict names the largest cost when it reaches its share, `compute` or
+ *    `host_bound` otherwise, and never names a cause (or lists a finding) under its share;
+ *  - on every committed trace, ours and torch.profiler's, the verdict is the one the
+ *    measured costs support (tests/fixtures/torch/truth.json has the measurements);
+ *  - docs/diagnosis.md and README.md show exactly the tables the code applies.
+ */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pd/pd_analyze.h"
 #include "pd/pd_stats.h"
+#include "../pd_test_util.h"
 
-/* A clean SimpleCNN step: busy GPU, a hundred kernels, the harness's two synchronizes. */
-static pd_metrics_t clean(void) {
+/* ---- hand-made traces ------------------------------------------------------------------ */
+
+static pd_trace_t *T;
+static uint64_t corr;
+
+static void add(pd_event_kind_t k, const char *name, int64_t s_us, int64_t e_us, uint64_t c) {
+  pd_event_t e;
+  memset(&e, 0, sizeof e);
+  e.kind = k;
+  e.name = name;
+  e.start_ns = s_us * 1000;
+  e.end_ns = e_us * 1000;
+  e.correlation_id = c;
+  e.pid = 1;
+  e.tid = 1;
+  if (k == PD_EVENT_RANGE || k == PD_EVENT_CPU_OP) e.u.range.step = -1;
+  cr_assert_eq(pd_trace_add(T, &e), 0);
+}
+
+static void step(int64_t n, int64_t s_us, int64_t e_us) {
+  pd_event_t e;
+  memset(&e, 0, sizeof e);
+  e.kind = PD_EVENT_RANGE;
+  e.name = "ProfilerStep#";
+  e.start_ns = s_us * 1000;
+  e.end_ns = e_us * 1000;
+  e.pid = e.tid = 1;
+  e.u.range.step = n;
+  cr_assert_eq(pd_trace_add(T, &e), 0);
+}
+
+/* A launch call at [l0, l1) and its kernel at [k0, k1). */
+static void launch(int64_t l0, int64_t l1, int64_t k0, int64_t k1) {
+  corr++;
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", l0, l1, corr);
+  add(PD_EVENT_KERNEL, "k", k0, k1, corr);
+}
+
+static pd_attribution_t attribute(void) {
+  pd_trace_index_t ix;
+  cr_assert_eq(pd_trace_index_build(T, &ix), 0);
+  pd_attribution_t a;
+  cr_assert_eq(pd_attribute(T, &ix, &a), 0);
+  pd_trace_index_free(&ix);
+  int64_t sum = 0;
+  for (int c = 0; c < PD_CAUSE_COUNT; c++) sum += a.cost_ns[c];
+  cr_expect_eq(sum, a.step_ns, "costs sum to %lld, steps to %lld", (long long)sum, (long long)a.step_ns);
+  return a;
+}
+
+static void setup(void) {
+  T = pd_trace_create();
+  corr = 0;
+}
+static void teardown(void) { pd_trace_destroy(T); }
+
+#define US(x) ((int64_t)(x) * 1000)
+
+Test(attribute, busy_launch_latency_and_host_gaps, .init = setup, .fini = teardown) {
+  step(1, 0, 100);
+  launch(0, 5, 10, 40);   /* 0-10: launch latency (the call began at 0) */
+  launch(50, 55, 60, 90); /* 40-50: host had not issued it; 50-60: latency; 90-100: tail */
+  launch(150, 155, 160, 170);
+  pd_attribution_t a = attribute();
+  cr_expect_eq(a.steps, 1);
+  cr_expect_eq(a.cost_ns[PD_CAUSE_GPU_COMPUTE], US(60));
+  cr_expect_eq(a.cost_ns[PD_CAUSE_LAUNCH_BOUND], US(40));
+  cr_expect_eq(a.busy_ns, US(60));
+  cr_expect_eq(a.max_gap_ns_sum, US(20));
+}
+
+Test(attribute, data_wait_claims_the_idle_it_overlaps, .init = setup, .fini = teardown) {
+  step(1, 0, 1000);
+  add(PD_EVENT_RANGE, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 900, 0);
+  launch(900, 905, 910, 1000);
+  pd_attribution_t a = attribute();
+  cr_expect_eq(a.cost_ns[PD_CAUSE_DATA], US(900));
+  cr_expect_eq(a.cost_ns[PD_CAUSE_LAUNCH_BOUND], US(10));
+  cr_expect_eq(a.cost_ns[PD_CAUSE_GPU_COMPUTE], US(90));
+}
+
+/* A sync after a long queue (GPU-bound): the host waited 500 us, the GPU then idles 30 us
+ * until the next launch: the sync costs the 30 us gap. */
+Test(attribute, sync_costs_the_smaller_of_block_and_gap, .init = setup, .fini = teardown) {
+  step(1, 0, 1000);
+  launch(0, 5, 10, 510);
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 10, 512, 0);
+  launch(540, 545, 550, 1000);
+  pd_attribution_t a = attribute();
+  cr_expect_eq(a.cost_ns[PD_CAUSE_SYNC], US(30), "sync %lld", (long long)a.cost_ns[PD_CAUSE_SYNC]);
+  cr_expect_eq(a.cost_ns[PD_CAUSE_LAUNCH_BOUND], US(20)); /* 0-10 and 540-550 latency */
+}
+
+/* A short sync in a host-bound step: blocked 4 us, then the host takes 200 us to issue
+ * the next work: the sync costs its 4 us, the rest is the host's. */
+Test(attribute, cheap_sync_in_a_host_bound_step, .init = setup, .fini = teardown) {
+  step(1, 0, 1000);
+  launch(0, 5, 10, 20);
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 18, 22, 0);
+  launch(222, 227, 232, 1000);
+  pd_attribution_t a = attribute();
+  cr_expect_eq(a.cost_ns[PD_CAUSE_SYNC], US(4));
+  cr_expect_eq(a.cost_ns[PD_CAUSE_LAUNCH_BOUND], US(10 + 202 + 10 - 4 + 2));
+}
+
+Test(attribute, allocation_and_pageable_copies, .init = setup, .fini = teardown) {
+  step(1, 0, 1000);
+  add(PD_EVENT_RUNTIME, "cudaMalloc", 0, 300, 0);
+  corr++;
+  add(PD_EVENT_RUNTIME, "cudaMemcpyAsync", 300, 600, corr);
+  pd_event_t c;
+  memset(&c, 0, sizeof c);
+  c.kind = PD_EVENT_MEMCPY;
+  c.start_ns = US(580);
+  c.end_ns = US(600);
+  c.correlation_id = corr;
+  c.u.memcpy.copy_kind = PD_MEMCPY_HTOD;
+  c.u.memcpy.src_kind = PD_MEM_PAGEABLE;
+  c.u.memcpy.dst_kind = PD_MEM_DEVICE;
+  c.u.memcpy.bytes = 4096;
+  cr_assert_eq(pd_trace_add(T, &c), 0);
+  launch(600, 605, 610, 1000);
+  pd_attribution_t a = attribute();
+  cr_expect_eq(a.cost_ns[PD_CAUSE_ALLOCATION], US(300));
+  cr_expect_eq(a.cost_ns[PD_CAUSE_PAGEABLE_COPY], US(280)); /* 300-580, before its copy ran */
+  cr_expect_eq(a.cost_ns[PD_CAUSE_DATA], US(20));           /* the input copy running alone */
+  cr_expect_eq(a.pageable_copies, 1);
+  cr_expect_eq(a.pageable_bytes, 4096);
+}
+
+Test(attribute, idle_without_a_launching_call_is_other, .init = setup, .fini = teardown) {
+  step(1, 0, 100);
+  add(PD_EVENT_KERNEL, "k", 50, 60, 0); /* no call in the trace */
+  pd_attribution_t a = attribute();
+  cr_expect_eq(a.cost_ns[PD_CAUSE_OTHER], US(90));
+}
+
+Test(attribute, kernel_names_for_tensor_cores) {
+  bool tc;
+  cr_expect(pd_kernel_is_matmul("ampere_sgemm_128x64_nn", &tc) && !tc);
+  cr_expect(pd_kernel_is_matmul("sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc", &tc) && tc);
+  cr_expect(pd_kernel_is_matmul("nvjet_sm90_hsh_288x128_64x3_1x2_h_bz_coopA_NNN", &tc) && tc);
+  cr_expect(pd_kernel_is_matmul("nvjet_sm90_sss_128x64_64x4_1x2_h_bz_NNN", &tc) && !tc);
+  cr_expect(pd_kernel_is_matmul("void implicit_convolve_sgemm<float, float, 1024>", &tc) && !tc);
+  cr_expect(!pd_kernel_is_matmul("void at::native::vectorized_elementwise_kernel<4>", &tc));
+  cr_expect(!pd_kernel_is_matmul(NULL, &tc));
+}
+
+/* ---- the verdict on made-up costs -------------------------------------------------------- */
+
+/* A step of wall us, with costs given as shares; the rest is GPU compute. */
+static pd_metrics_t costs(double data, double sync, double alloc, double pageable, double launch) {
   pd_metrics_t m;
   pd_metrics_init(&m);
-  m.steps = 8;
-  m.avg_step_time_s = 0.004;
-  m.avg_dataloader_wait_s = 0.0002;
-  m.dataloader_wait_fraction = 0.0002 / 0.0042;
-  m.gpu_busy_fraction = 0.85;
-  m.kernels_per_step = 120;
-  m.avg_kernel_time_us = 25;
-  m.sync_calls_per_step = 2;
-  m.sync_time_per_step_us = 900;
+  m.steps = 4;
+  m.step_wall_us = 1000;
+  m.cost_data_wait_us_per_step = data * 1000;
+  m.cost_sync_us_per_step = sync * 1000;
+  m.cost_allocation_us_per_step = alloc * 1000;
+  m.cost_pageable_copy_us_per_step = pageable * 1000;
+  m.cost_launch_bound_us_per_step = launch * 1000;
+  m.cost_other_us_per_step = 0;
+  m.cost_gpu_compute_us_per_step = (1 - data - sync - alloc - pageable - launch) * 1000;
+  m.gpu_busy_fraction = 1 - data - sync - alloc - pageable - launch;
+  m.kernels_per_step = 100;
+  m.avg_kernel_time_us = 5;
+  m.gpu_kernel_time_per_step_us = 500;
+  m.sync_calls_per_step = 3;
+  m.sync_time_per_step_us = 10;
   m.device_alloc_calls_per_step = 0;
-  m.device_alloc_time_per_step_us = 0;
+  m.max_gpu_gap_us = 10;
+  m.fp32_matmul_time_share = 0;
   return m;
 }
 
-static void expect_verdict(const pd_metrics_t *m, pd_bottleneck_t want, const char *rule) {
+static pd_verdict_t diag(const pd_metrics_t *m) {
   pd_verdict_t v;
-  pd_diagnose(m, &v);
-  cr_expect_eq(v.bottleneck, want, "got %s (rule %s: %s), want %s", pd_bottleneck_name(v.bottleneck), v.rule,
-               v.evidence, pd_bottleneck_name(want));
-  cr_expect_str_eq(v.rule, rule, "rule: got %s, want %s", v.rule, rule);
+  pd_diagnose(m, PD_ADVICE_TORCH, &v);
+  return v;
 }
 
-Test(diagnose, clean_is_compute) {
-  pd_metrics_t m = clean();
-  expect_verdict(&m, PD_BOTTLENECK_COMPUTE, "none");
-  pd_verdict_t v;
-  pd_diagnose(&m, &v);
-  cr_expect_str_eq(v.evidence, "no rule fired: GPU busy 85% of the step, 120 kernels per step, data wait 5% of the time");
+static bool has_finding(const pd_verdict_t *v, const char *cause) {
+  for (int i = 0; i < v->nfindings; i++)
+    if (strcmp(v->findings[i].cause, cause) == 0) return true;
+  return false;
 }
 
-Test(diagnose, dataloader_signature) {
-  pd_metrics_t m = clean();
-  m.avg_dataloader_wait_s = 0.0831;
-  m.avg_step_time_s = 0.001;
-  m.dataloader_wait_fraction = 0.0831 / 0.0841;
-  m.gpu_busy_fraction = 0.01;
-  expect_verdict(&m, PD_BOTTLENECK_DATALOADER, "dataloader_wait");
-  pd_verdict_t v;
-  pd_diagnose(&m, &v);
-  cr_expect_str_eq(v.evidence, "data wait 83.1 ms per step vs step 1.0 ms (99% of the step)");
-  /* just under the threshold: no */
-  m.dataloader_wait_fraction = 0.2999;
-  expect_verdict(&m, PD_BOTTLENECK_COMPUTE, "none");
-  m.dataloader_wait_fraction = 0.30;
-  expect_verdict(&m, PD_BOTTLENECK_DATALOADER, "dataloader_wait");
+Test(diagnose, largest_cost_names_the_bottleneck) {
+  pd_metrics_t m = costs(0.70, 0.02, 0, 0, 0.10);
+  pd_verdict_t v = diag(&m);
+  cr_expect_eq(v.bottleneck, PD_BOTTLENECK_DATALOADER, "%s", v.evidence);
+  cr_expect_float_eq(v.share_of_step, 0.70, 1e-9);
+  cr_expect_float_eq(v.cost_us_per_step, 700, 1e-9);
+  cr_expect(strstr(v.advice, "num_workers") != NULL, "%s", v.advice);
+  cr_expect(has_finding(&v, "launch_bound"));
+  cr_expect(!has_finding(&v, "sync"), "a 2%% sync is under the finding share");
+  m = costs(0, 0.40, 0, 0, 0.30);
+  cr_expect_eq(diag(&m).bottleneck, PD_BOTTLENECK_SYNC);
+  m = costs(0, 0, 0.50, 0, 0.1);
+  cr_expect_eq(diag(&m).bottleneck, PD_BOTTLENECK_ALLOCATOR_CHURN);
+  m = costs(0, 0, 0, 0.30, 0.1);
+  cr_expect_eq(diag(&m).bottleneck, PD_BOTTLENECK_PAGEABLE_COPY);
+  m = costs(0, 0, 0, 0, 0.85);
+  cr_expect_eq(diag(&m).bottleneck, PD_BOTTLENECK_LAUNCH_OVERHEAD);
 }
 
-Test(diagnose, sync_signature) {
-  pd_metrics_t m = clean();
-  m.sync_calls_per_step = 2.0005; /* the harness's two + AMP's overflow read every 2000 steps */
-  expect_verdict(&m, PD_BOTTLENECK_COMPUTE, "none");
-  m.sync_calls_per_step = 3;
-  m.sync_time_per_step_us = 2000;
-  m.gpu_busy_fraction = 0.4;
-  expect_verdict(&m, PD_BOTTLENECK_SYNC, "sync_calls");
-  pd_verdict_t v;
-  pd_diagnose(&m, &v);
-  cr_expect_str_eq(v.evidence, "3.0 synchronizing calls per step taking 2000.0 us (50% of the step)");
-}
-
-Test(diagnose, launch_overhead_signatures) {
-  pd_metrics_t m = clean();
-  m.kernels_per_step = 2400;
-  m.avg_kernel_time_us = 3.2;
-  m.gpu_busy_fraction = 0.2;
-  expect_verdict(&m, PD_BOTTLENECK_LAUNCH_OVERHEAD, "many_kernels");
-  pd_verdict_t v;
-  pd_diagnose(&m, &v);
-  cr_expect_str_eq(v.evidence, "2400 kernels per step, average kernel 3.20 us, GPU busy 20% of the step");
-  /* fewer kernels but tiny and the GPU idle */
-  m.kernels_per_step = 400;
-  expect_verdict(&m, PD_BOTTLENECK_LAUNCH_OVERHEAD, "tiny_kernels");
-  /* same count with a busy GPU: compute */
-  m.gpu_busy_fraction = 0.7;
-  expect_verdict(&m, PD_BOTTLENECK_COMPUTE, "none");
-  /* long kernels: compute */
-  m.gpu_busy_fraction = 0.2;
-  m.avg_kernel_time_us = 50;
-  expect_verdict(&m, PD_BOTTLENECK_COMPUTE, "none");
-}
-
-Test(diagnose, allocator_churn_signatures) {
-  pd_metrics_t m = clean();
-  m.device_alloc_calls_per_step = 64;
-  m.device_alloc_time_per_step_us = 120;
-  expect_verdict(&m, PD_BOTTLENECK_ALLOCATOR_CHURN, "alloc_calls");
-  pd_verdict_t v;
-  pd_diagnose(&m, &v);
-  cr_expect_str_eq(v.evidence, "64.0 device alloc/free calls per step taking 120.0 us (3% of the step)");
-  /* few calls, but slow ones */
-  m.device_alloc_calls_per_step = 2;
-  m.device_alloc_time_per_step_us = 500; /* 12.5% of a 4 ms step */
-  expect_verdict(&m, PD_BOTTLENECK_ALLOCATOR_CHURN, "alloc_time");
-  m.device_alloc_time_per_step_us = 300; /* 7.5% */
-  expect_verdict(&m, PD_BOTTLENECK_COMPUTE, "none");
-}
-
-Test(diagnose, first_match_wins_in_table_order) {
-  pd_metrics_t m = clean();
-  /* churn also forces syncs and tiny kernels: the allocator rule comes first */
-  m.device_alloc_calls_per_step = 64;
-  m.sync_calls_per_step = 10;
-  m.kernels_per_step = 5000;
-  expect_verdict(&m, PD_BOTTLENECK_ALLOCATOR_CHURN, "alloc_calls");
-  /* a starved pipeline wins over everything */
-  m.dataloader_wait_fraction = 0.9;
-  expect_verdict(&m, PD_BOTTLENECK_DATALOADER, "dataloader_wait");
-}
-
-Test(diagnose, unmeasured_metrics_never_fire) {
-  pd_metrics_t m;
-  pd_metrics_init(&m); /* all NaN */
-  expect_verdict(&m, PD_BOTTLENECK_COMPUTE, "none");
-  pd_verdict_t v;
-  pd_diagnose(&m, &v);
-  cr_expect(strstr(v.evidence, "n/a") != NULL, "%s", v.evidence);
-  pd_diagnose(NULL, &v);
+Test(diagnose, a_cause_under_its_share_is_never_named) {
+  /* The largest cost is a sync at 20%: under the 25% naming share. */
+  pd_metrics_t m = costs(0, 0.20, 0, 0, 0.15);
+  pd_verdict_t v = diag(&m);
+  cr_expect_eq(v.bottleneck, PD_BOTTLENECK_COMPUTE, "GPU busy 65%%: %s", v.evidence);
+  cr_expect(has_finding(&v, "sync"));
+  /* Launch-bound at 50% is under its 60% share; with the GPU busy 30%, the host is the
+   * limit without a dominant cause. */
+  m = costs(0.1, 0.1, 0, 0, 0.50);
+  v = diag(&m);
+  cr_expect_eq(v.bottleneck, PD_BOTTLENECK_HOST_BOUND, "%s", v.evidence);
+  cr_expect_str_eq(v.rule, "no_dominant_cause");
+  /* 3 synchronizing calls per step that cost nothing: no sync anywhere. */
+  m = costs(0, 0.001, 0, 0, 0.1);
+  v = diag(&m);
   cr_expect_eq(v.bottleneck, PD_BOTTLENECK_COMPUTE);
-  pd_diagnose(&m, NULL); /* no crash */
+  cr_expect(!has_finding(&v, "sync"));
+}
+
+Test(diagnose, rules_fire_on_their_evidence_only) {
+  pd_metrics_t m = costs(0, 0, 0, 0, 0.1);
+  m.fp32_matmul_time_share = 0.5;
+  pd_verdict_t v = diag(&m);
+  cr_expect(has_finding(&v, "tensor_cores_unused"), "fp32 GEMMs half the kernel time");
+  cr_expect(strstr(v.findings[v.nfindings - 1].advice, "autocast") != NULL);
+  m.fp32_matmul_time_share = 0.10;
+  cr_expect(!has_finding((v = diag(&m), &v), "tensor_cores_unused"));
+  m.max_gpu_gap_us = 200;
+  cr_expect(has_finding((v = diag(&m), &v), "gpu_gap"));
+  m.peak_device_memory_bytes = 95e9;
+  m.device_memory_total_bytes = 100e9;
+  cr_expect(has_finding((v = diag(&m), &v), "memory_near_capacity"));
+  m = costs(0, 0, 0, 0, 0.85);
+  cr_expect(has_finding((v = diag(&m), &v), "low_gpu_utilization"));
+}
+
+Test(diagnose, advice_follows_the_source) {
+  pd_metrics_t m = costs(0, 0.40, 0, 0, 0.1);
+  pd_verdict_t v;
+  pd_diagnose(&m, PD_ADVICE_DEMO, &v);
+  cr_expect(strstr(v.advice, "--no_sync") != NULL, "%s", v.advice);
+  pd_diagnose(&m, PD_ADVICE_TORCH, &v);
+  cr_expect(strstr(v.advice, ".item()") != NULL, "%s", v.advice);
+}
+
+Test(diagnose, metrics_without_attribution_fall_back) {
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  m.dataloader_wait_fraction = 0.9;
+  pd_verdict_t v = diag(&m);
+  cr_expect_eq(v.bottleneck, PD_BOTTLENECK_DATALOADER);
+  m.dataloader_wait_fraction = 0.01;
+  m.sync_calls_per_step = 40; /* a count alone names nothing */
+  v = diag(&m);
+  cr_expect_eq(v.bottleneck, PD_BOTTLENECK_COMPUTE);
+  cr_expect_str_eq(v.rule, "no_attribution");
+  pd_diagnose(NULL, PD_ADVICE_DEMO, &v);
+  cr_expect_str_eq(v.rule, "no_metrics");
+}
+
+/* ---- the committed traces ------------------------------------------------------------------- */
+
+typedef struct {
+  const char *file;
+  pd_bottleneck_t want;
+  const char *absent; /* a cause that must be neither named nor a finding, or NULL */
+} fixture_t;
+
+/* The verdicts the measured costs support (docs/diagnosis.md has the measurements).
+ * torch_sync_b64: removing the five .item() calls saved 4.9% unprofiled; the step is
+ * bound by eager dispatch (GPU busy 14%), and the attributed sync cost is 0.8%. */
+static const fixture_t fixtures[] = {
+    {"runs/dataloader.pt.trace.json.gz", PD_BOTTLENECK_DATALOADER, NULL},
+    {"runs/memory_churn.pt.trace.json.gz", PD_BOTTLENECK_ALLOCATOR_CHURN, NULL},
+    {"runs/tiny_ops.pt.trace.json.gz", PD_BOTTLENECK_LAUNCH_OVERHEAD, "sync"},
+    {"torch/torch_dataloader_b64.pt.trace.json.gz", PD_BOTTLENECK_DATALOADER, "sync"},
+    {"torch/torch_plain_b64.pt.trace.json.gz", PD_BOTTLENECK_LAUNCH_OVERHEAD, "sync"},
+    {"torch/torch_sync_b64.pt.trace.json.gz", PD_BOTTLENECK_LAUNCH_OVERHEAD, "sync"},
+    {"torch/torch_sync.pt.trace.json.gz", PD_BOTTLENECK_LAUNCH_OVERHEAD, "sync"},
+    {"torch/torch_tiny_ops_b64.pt.trace.json.gz", PD_BOTTLENECK_LAUNCH_OVERHEAD, "sync"},
+    {"torch/torch_heavy_b1024.pt.trace.json.gz", PD_BOTTLENECK_COMPUTE, "sync"},
+    {"torch/torch_heavy_b1024_fp32.pt.trace.json.gz", PD_BOTTLENECK_COMPUTE, "sync"},
+    {"torch/torch_memory_churn.pt.trace.json.gz", PD_BOTTLENECK_LAUNCH_OVERHEAD, "sync"},
+    {"torch/torch_memory_churn_b64.pt.trace.json.gz", PD_BOTTLENECK_LAUNCH_OVERHEAD, "sync"},
+};
+
+static void check_fixture(const fixture_t *fx) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s", pd_test_fixtures(fx->file));
+  pd_trace_t *t = pd_trace_create();
+  char err[512] = "";
+  pd_trace_info_t info;
+  cr_assert_eq(pd_trace_read_file_info(path, t, &info, err, sizeof err), 0, "%s", err);
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  cr_assert_eq(pd_metrics_from_trace(t, &m), 0);
+  double sum = 0;
+  for (int c = 0; c < PD_CAUSE_COUNT; c++) {
+    static const size_t off[] = {
+        offsetof(pd_metrics_t, cost_data_wait_us_per_step), offsetof(pd_metrics_t, cost_sync_us_per_step),
+        offsetof(pd_metrics_t, cost_allocation_us_per_step), offsetof(pd_metrics_t, cost_pageable_copy_us_per_step),
+        offsetof(pd_metrics_t, cost_launch_bound_us_per_step), offsetof(pd_metrics_t, cost_gpu_compute_us_per_step),
+        offsetof(pd_metrics_t, cost_other_us_per_step)};
+    sum += *(const double *)((const char *)&m + off[c]);
+  }
+  cr_expect_float_eq(sum, m.step_wall_us, 1e-6 * m.step_wall_us, "%s: costs %g vs step %g", fx->file, sum,
+                     m.step_wall_us);
+  pd_verdict_t v;
+  pd_diagnose(&m, info.torch ? PD_ADVICE_TORCH : PD_ADVICE_DEMO, &v);
+  cr_expect_eq(v.bottleneck, fx->want, "%s: got %s (%s), want %s", fx->file, pd_bottleneck_name(v.bottleneck),
+               v.evidence, pd_bottleneck_name(fx->want));
+  if (fx->absent != NULL) {
+    cr_expect_str_neq(v.rule, fx->absent, "%s names %s", fx->file, fx->absent);
+    cr_expect(!has_finding(&v, fx->absent), "%s lists %s: %s", fx->file, fx->absent, v.evidence);
+  }
+  /* Nothing named or listed under its share. */
+  if (strcmp(v.rule, "gpu_busy") != 0 && strcmp(v.rule, "no_dominant_cause") != 0)
+    cr_expect_geq(v.share_of_step, 0.25, "%s", fx->file);
+  for (int i = 0; i < v.nfindings; i++)
+    if (isfinite(v.findings[i].share_of_step))
+      cr_expect_geq(v.findings[i].share_of_step, 0.05, "%s: finding %s", fx->file, v.findings[i].cause);
+  pd_trace_destroy(t);
+}
+
+Test(diagnose, every_fixture_gets_the_verdict_its_costs_support) {
+  for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) check_fixture(&fixtures[i]);
 }
 
 Test(diagnose, bottleneck_names) {
@@ -141,10 +360,12 @@ Test(diagnose, bottleneck_names) {
     cr_expect_eq(got, b);
   }
   pd_bottleneck_t got;
-  cr_expect_str_eq(pd_bottleneck_name(PD_BOTTLENECK_LAUNCH_OVERHEAD), "launch_overhead");
+  cr_expect_str_eq(pd_bottleneck_name(PD_BOTTLENECK_HOST_BOUND), "host_bound");
   cr_expect_str_eq(pd_bottleneck_name((pd_bottleneck_t)99), "unknown");
   cr_expect_eq(pd_bottleneck_parse("gpu", &got), PD_EINVAL);
   cr_expect_eq(pd_bottleneck_parse(NULL, &got), PD_EINVAL);
+  cr_expect_str_eq(pd_cause_name(PD_CAUSE_LAUNCH_BOUND), "launch_bound");
+  cr_expect_str_eq(pd_cause_name((pd_cause_t)99), "?");
 }
 
 static char *rules_markdown(void) {
@@ -159,18 +380,12 @@ static char *rules_markdown(void) {
 
 Test(diagnose, rule_table_markdown) {
   char *md = rules_markdown();
-  cr_expect(strncmp(md, "| # | rule | bottleneck | fires when | evidence |\n|---|", 52) == 0, "%s", md);
   static const char *const want[] = {
-      "| 1 | `dataloader_wait` | `dataloader` | `dataloader_wait_fraction` >= 0.3",
-      "| 2 | `alloc_calls` | `allocator_churn` | `device_alloc_calls_per_step` >= 8",
-      "| 3 | `alloc_time` | `allocator_churn` | `device_alloc_time_per_step_us` >= 0.1 x the step time "
-      "(`avg_step_time_s`)",
-      "| 4 | `sync_calls` | `sync` | `sync_calls_per_step` >= 3",
-      "| 5 | `many_kernels` | `launch_overhead` | `kernels_per_step` >= 1000",
-      "| 6 | `tiny_kernels` | `launch_overhead` | `avg_kernel_time_us` < 10 and `gpu_busy_fraction` < 0.5 and "
-      "`kernels_per_step` >= 300",
-      "| - | `none` | `compute` | no rule above fires",
-      "data wait {wait_ms} ms per step vs step {step_ms} ms ({wait_pct}% of the step)",
+      "| `data_wait` | `dataloader` | largest and >= 25% | >= 5% |",
+      "| `launch_bound` | `launch_overhead` | largest and >= 60% | >= 5% |",
+      "| `gpu_compute` | `compute` | largest cost, or busy >= 50% |",
+      "| (none dominant) | `host_bound` |",
+      "| `tensor_cores_unused` |",
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
     cr_expect(strstr(md, want[i]) != NULL, "missing \"%s\" in:\n%s", want[i], md);

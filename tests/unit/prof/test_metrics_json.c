@@ -85,7 +85,7 @@ Test(metrics_json, round_trip) {
   m.loss_first = 2.302585;
   /* loss_last stays NaN: not measured */
   pd_verdict_t v;
-  pd_diagnose(&m, &v);
+  pd_diagnose(&m, PD_ADVICE_DEMO, &v);
   pd_op_table_t *tab = pd_op_table_create(PD_GROUP_BY_RANGE_AND_SHAPE);
   pd_op_table_add_trace(tab, t);
   pd_op_table_sort(tab, PD_SORT_SELF_CUDA_TIME_TOTAL);

@@ -1,0 +1,234 @@
+"""record_torch_traces.py: torch.profiler traces of the project's bottlenecks, written by
+PyTorch itself, with the measured truth of what each planted problem costs.
+
+The same SimpleCNN training step as bench/cnn/torch_reference.py (AdamW, GradScaler,
+AMP unless said otherwise, a DataLoader feeding pinned batches) in these variants:
+
+  plain_b64         nothing planted, batch 64
+  heavy_b1024       nothing planted, batch 1024 (the GPU has real work)
+  heavy_b1024_fp32  as heavy_b1024 with AMP off (fp32 GEMMs and convolutions)
+  dataloader_b64    a map-style dataset doing CPU work per sample, num_workers=0
+  sync_b64          per-layer activation statistics read with .item() (5 syncs per step)
+  sync_b512         the same at batch 512, where the GPU work per layer is larger
+  tiny_ops_b64      an EMA of a 1024-element tensor updated in 300 separate small ops
+  memory_churn_b64  torch.cuda.empty_cache() every step plus a transient 64 MiB buffer
+
+Each variant is profiled (schedule wait=1 warmup=1 active=4, CPU+CUDA activities,
+profile_memory, record_shapes) into OUT/torch_<variant>.pt.trace.json.gz. The truth is
+measured without the profiler: the median wall time per step over TIMED steps of the
+variant, and of the same step with the planted problem removed ("fixed"); the difference
+is what removing the problem saves. OUT/truth.json holds both with the device, torch
+version and host. Needs a CUDA build of PyTorch; not part of the build or the tests.
+
+usage: python3 tests/torch/record_torch_traces.py OUT [--timed 40] [--only v1,v2]
+"""
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile, schedule
+
+
+class SimpleCNN(nn.Module):
+    def __init__(self, stats_sync=False):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 32, 3, padding=1)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
+        self.conv3 = nn.Conv2d(64, 128, 3, padding=1)
+        self.fc = nn.Linear(128, 10)
+        self.stats_sync = stats_sync
+        self.stats = []
+
+    def _log(self, x):
+        # The planted sync: a per-layer statistic read back to the host at once.
+        if self.stats_sync:
+            self.stats.append(x.detach().abs().mean().item())
+
+    def forward(self, x):
+        x = F.relu(self.conv1(x))
+        self._log(x)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        self._log(x)
+        x = F.relu(self.conv3(x))
+        self._log(x)
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        self._log(x)
+        return self.fc(x)
+
+
+class BatchSet(torch.utils.data.Dataset):
+    """Pre-made pinned batches: loading costs next to nothing (the clean pipeline)."""
+
+    def __init__(self, batch, n=8, seed=0):
+        g = torch.Generator().manual_seed(seed)
+        self.x = [torch.randn(batch, 3, 32, 32, generator=g).pin_memory() for _ in range(n)]
+        self.y = [torch.randint(0, 10, (batch,), generator=g).pin_memory() for _ in range(n)]
+
+    def __len__(self):
+        return 1 << 20
+
+    def __getitem__(self, i):
+        return self.x[i % len(self.x)], self.y[i % len(self.y)]
+
+
+class SlowSamples(torch.utils.data.Dataset):
+    """Per-sample CPU work (a decode/augment stand-in), collated by the default collate."""
+
+    def __init__(self, work=12, seed=0):
+        self.work = work
+        self.g = torch.Generator().manual_seed(seed)
+
+    def __len__(self):
+        return 1 << 20
+
+    def __getitem__(self, i):
+        img = torch.rand(3, 32, 32, generator=self.g)
+        for _ in range(self.work):  # small CPU ops on the sample
+            img = (img * 1.01 + 0.01).clamp_(0, 1)
+        img = torch.fft.ifft2(torch.fft.fft2(img)).real
+        return img, i % 10
+
+
+def make_loader(variant, batch):
+    if variant.startswith("dataloader") and not variant.endswith(":fixed"):
+        return torch.utils.data.DataLoader(SlowSamples(), batch_size=batch, num_workers=0,
+                                           pin_memory=True)
+    return torch.utils.data.DataLoader(BatchSet(batch), batch_size=None, num_workers=0,
+                                       pin_memory=False)
+
+
+def config(variant):
+    base = variant.split(":")[0]
+    fixed = variant.endswith(":fixed")
+    c = dict(batch=64, amp=True, sync=False, tiny=0, churn=False)
+    if base.startswith("heavy_b1024"):
+        c["batch"] = 1024
+    if base == "heavy_b1024_fp32":
+        c["amp"] = False
+    if base == "sync_b512":
+        c["batch"] = 512
+    if base.startswith("sync") and not fixed:
+        c["sync"] = True
+    if base.startswith("tiny_ops") and not fixed:
+        c["tiny"] = 300
+    if base.startswith("memory_churn") and not fixed:
+        c["churn"] = True
+    return c
+
+
+def make_step(variant):
+    c = config(variant)
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    model = SimpleCNN(stats_sync=c["sync"]).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2)
+    scaler = torch.amp.GradScaler("cuda", enabled=c["amp"])
+    ema = torch.zeros(1024, device=dev)
+    it = iter(make_loader(variant, c["batch"]))
+
+    def step():
+        x, y = next(it)
+        x = x.to(dev, non_blocking=True)
+        y = y.to(dev, non_blocking=True)
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16, enabled=c["amp"]):
+            loss = F.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        model.stats.clear()
+        if c["tiny"]:
+            with torch.no_grad():  # the planted tiny kernels: one EMA update per op
+                for _ in range(c["tiny"] // 2):
+                    ema.mul_(0.999).add_(0.001)
+        if c["churn"]:
+            scratch = torch.empty(16 << 20, device=dev)  # 64 MiB, freed at once
+            scratch.zero_()
+            del scratch
+            torch.cuda.empty_cache()  # the planted churn: the cache is handed back
+        return loss
+
+    return step, c
+
+
+def timed_ms(variant, steps, warmup=10):
+    step, _ = make_step(variant)
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()  # each step timed whole, as the profiler's step range
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def record(variant, out):
+    step, c = make_step(variant)
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    path = os.path.join(out, f"torch_{variant}.pt.trace.json.gz")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                 schedule=schedule(wait=1, warmup=1, active=4, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(path),
+                 profile_memory=True, record_shapes=True) as prof:
+        for _ in range(6):
+            step()
+            prof.step()
+    torch.cuda.synchronize()
+    return path, c
+
+
+VARIANTS = ["plain_b64", "heavy_b1024", "heavy_b1024_fp32", "dataloader_b64", "sync_b64",
+            "sync_b512", "tiny_ops_b64", "memory_churn_b64"]
+PLANTED = {"dataloader_b64": "dataloader", "sync_b64": "sync", "sync_b512": "sync",
+           "tiny_ops_b64": "launch_overhead", "memory_churn_b64": "allocator_churn"}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--timed", type=int, default=40)
+    ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    variants = [v for v in VARIANTS if not a.only or v in a.only.split(",")]
+    truth = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "host": socket.gethostname(),
+        "cpu": platform.processor() or platform.machine(),
+        "timed_steps": a.timed,
+        "variants": {},
+    }
+    for v in variants:
+        path, c = record(v, a.out)
+        ms = timed_ms(v, a.timed)
+        entry = {"trace": os.path.basename(path), "config": c, "step_ms": round(ms, 3),
+                 "planted": PLANTED.get(v, "none")}
+        if v in PLANTED:
+            fixed = timed_ms(v + ":fixed", a.timed)
+            entry["fixed_step_ms"] = round(fixed, 3)
+            entry["saved_ms"] = round(ms - fixed, 3)
+            entry["saved_share"] = round((ms - fixed) / ms, 4)
+        truth["variants"][v] = entry
+        print(f"{v:18s} step {ms:8.3f} ms  " +
+              (f"fixed {entry['fixed_step_ms']:8.3f} ms  saved {entry['saved_share']*100:5.1f}%"
+               if v in PLANTED else ""), flush=True)
+    with open(os.path.join(a.out, "truth.json"), "w") as f:
+        json.dump(truth, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
