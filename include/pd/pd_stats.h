@@ -197,13 +197,13 @@ const char *pd_metric_class_name(pd_metric_class_t c);
   X(cost_launch_bound_us_per_step, TIME, INFO)         \
   X(cost_gpu_compute_us_per_step, TIME, INFO)          \
   X(cost_other_us_per_step, TIME, INFO)                \
-  X(pageable_copies_per_step, COUNT, INFO)             \
-  X(pageable_copy_bytes_per_step, COUNT, INFO)         \
-  X(sync_memcpy_calls_per_step, COUNT, INFO)           \
-  X(sync_memset_calls_per_step, COUNT, INFO)           \
+  X(pageable_copies_per_step, COUNT, COUNT)             \
+  X(pageable_copy_bytes_per_step, COUNT, COUNT)         \
+  X(sync_memcpy_calls_per_step, COUNT, COUNT)           \
+  X(sync_memset_calls_per_step, COUNT, COUNT)           \
   X(max_gpu_gap_us, TIME, INFO)                        \
   X(fp32_matmul_time_share, RATIO, INFO)               \
-  X(device_memory_total_bytes, COUNT, INFO)
+  X(device_memory_total_bytes, COUNT, COUNT)
 
 typedef struct {
 #define PD_METRIC_FIELD(field, kind, cls) double field;

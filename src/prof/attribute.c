@@ -208,6 +208,7 @@ typedef struct {
   size_t ndata;
   const block_t *blocks;
   size_t nblocks;
+  const int8_t *call_cause;
   pd_attribution_t *out;
 } ctx_t;
 
@@ -223,7 +224,9 @@ static void attribute_gap(const ctx_t *c, int64_t g0, int64_t g1, size_t next) {
   const pd_event_t *l = &c->ev[call];
   int64_t hp_end = l->start_ns < g1 ? l->start_ns : g1; /* host had not issued it before this */
   if (hp_end < g0) hp_end = g0;
-  cost[PD_CAUSE_LAUNCH_BOUND] += g1 - hp_end; /* launch latency */
+  /* From the call on, the work was on its way: launch latency, unless the call is a copy
+   * from pageable memory, which the driver stages through a pinned buffer first. */
+  cost[c->call_cause[call] == PD_CAUSE_PAGEABLE_COPY ? PD_CAUSE_PAGEABLE_COPY : PD_CAUSE_LAUNCH_BOUND] += g1 - hp_end;
   int64_t left = hp_end - g0;
   if (left <= 0) return;
   int64_t data = covered(c->data, c->ndata, g0, hp_end);
@@ -337,7 +340,7 @@ int pd_attribute(const pd_trace_t *trace, const pd_trace_index_t *ix, pd_attribu
   size_t mcomp = merge_spans(comp, ncomp);
   size_t mdata = merge_spans(data, nd);
 
-  ctx_t c = {ev, ix, acts, nall, data, mdata, blocks, nb, out};
+  ctx_t c = {ev, ix, acts, nall, data, mdata, blocks, nb, call_cause, out};
   for (size_t s = 0; s < ix->nsteps; s++) {
     int64_t S = ix->steps[s].start_ns, E = ix->steps[s].end_ns;
     if (E <= S) continue;

@@ -17,12 +17,15 @@ Each variant is profiled (schedule wait=1 warmup=1 active=4, CPU+CUDA activities
 profile_memory, record_shapes) into OUT/torch_<variant>.pt.trace.json.gz. The truth is
 measured without the profiler: the median wall time per step over TIMED steps of the
 variant, and of the same step with the planted problem removed ("fixed"); the difference
-is what removing the problem saves. OUT/truth.json holds both with the device, torch
-version and host. Needs a CUDA build of PyTorch; not part of the build or the tests.
+is what removing the problem saves. The same is measured under the profiler (the median
+ProfilerStep of the variant's trace and of a trace of the fixed step, written to --scratch
+and removed), since a trace can only show the run it recorded. OUT/truth.json (also
+printed) holds all of it with the device, torch version and host. Needs a CUDA build of PyTorch; not part of the build or the tests.
 
 usage: python3 tests/torch/record_torch_traces.py OUT [--timed 40] [--only v1,v2]
 """
 import argparse
+import gzip
 import json
 import os
 import platform
@@ -172,12 +175,22 @@ def timed_ms(variant, steps, warmup=10):
     return statistics.median(times)
 
 
+def profiled_step_ms(path):
+    """Median ProfilerStep#N duration of an exported trace, in ms."""
+    with gzip.open(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    durs = [e["dur"] / 1e3 for e in events
+            if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    return statistics.median(durs) if durs else float("nan")
+
+
 def record(variant, out):
     step, c = make_step(variant)
     for _ in range(5):
         step()
     torch.cuda.synchronize()
-    path = os.path.join(out, f"torch_{variant}.pt.trace.json.gz")
+    name = variant.replace(":", "_")
+    path = os.path.join(out, f"torch_{name}.pt.trace.json.gz")
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
                  schedule=schedule(wait=1, warmup=1, active=4, repeat=1),
                  on_trace_ready=lambda p: p.export_chrome_trace(path),
@@ -200,6 +213,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--timed", type=int, default=40)
     ap.add_argument("--only", default="")
+    ap.add_argument("--scratch", default="", help="folder for the fixed variants' traces (removed)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     variants = [v for v in VARIANTS if not a.only or v in a.only.split(",")]
@@ -217,17 +231,28 @@ def main():
         ms = timed_ms(v, a.timed)
         entry = {"trace": os.path.basename(path), "config": c, "step_ms": round(ms, 3),
                  "planted": PLANTED.get(v, "none")}
+        entry["profiled_step_ms"] = round(profiled_step_ms(path), 3)
         if v in PLANTED:
             fixed = timed_ms(v + ":fixed", a.timed)
             entry["fixed_step_ms"] = round(fixed, 3)
             entry["saved_ms"] = round(ms - fixed, 3)
             entry["saved_share"] = round((ms - fixed) / ms, 4)
+            # The same under the profiler: what a trace of this run can show.
+            fpath, _ = record(v + ":fixed", a.scratch or a.out)
+            pf = profiled_step_ms(fpath)
+            if a.scratch:
+                os.remove(fpath)
+            p = entry["profiled_step_ms"]
+            entry["profiled_fixed_step_ms"] = round(pf, 3)
+            entry["profiled_saved_share"] = round((p - pf) / p, 4)
         truth["variants"][v] = entry
         print(f"{v:18s} step {ms:8.3f} ms  " +
-              (f"fixed {entry['fixed_step_ms']:8.3f} ms  saved {entry['saved_share']*100:5.1f}%"
+              (f"fixed {entry['fixed_step_ms']:8.3f} ms  saved {entry['saved_share']*100:5.1f}%  "
+               f"profiled: saved {entry['profiled_saved_share']*100:5.1f}%"
                if v in PLANTED else ""), flush=True)
     with open(os.path.join(a.out, "truth.json"), "w") as f:
         json.dump(truth, f, indent=1)
+    print(json.dumps(truth))
 
 
 if __name__ == "__main__":

@@ -353,3 +353,36 @@ Test(gate_core, explain_without_tables_says_nothing) {
   cJSON_Delete(b2);
   cJSON_Delete(c);
 }
+
+/* The stored gate on the verdict: a planted cause that appears or goes fails; a move
+ * between the balance verdicts (compute, host_bound, launch_overhead) is host-dependent
+ * and passes with a note; a schema-1 baseline's rule-table verdict is not compared. */
+static pd_cmp_verdict_t verdict_row(const char *base_bn, const char *now_bn, int base_schema) {
+  cJSON *runs[3];
+  for (int i = 0; i < 3; i++) runs[i] = mk_run((run_spec_t){.host = 1.0, .gpu = 1.0, .bottleneck = base_bn});
+  pd_promote_info_t info = {.git_commit = "abc1234", .command = "test", .date = "2026-11-23T00:00:00Z"};
+  cJSON *base = NULL;
+  char why[256];
+  cr_assert_eq(pd_baseline_promote((const cJSON *const *)runs, NULL, 3, &info, &base, why, sizeof why), 0, "%s",
+               why);
+  cJSON_ReplaceItemInObject(base, "schema_version", cJSON_CreateNumber(base_schema));
+  cJSON *cur = mk_run((run_spec_t){.host = 1.0, .gpu = 1.0, .bottleneck = now_bn});
+  cJSON_ReplaceItemInObject(cur, "schema_version", cJSON_CreateNumber(2));
+  pd_cmp_report_t rep;
+  cr_assert_eq(pd_cmp_compare(cur, base, NULL, &rep, why, sizeof why), 0, "%s", why);
+  pd_cmp_verdict_t v = row_of(&rep, "verdict.bottleneck")->verdict;
+  pd_cmp_report_free(&rep);
+  for (int i = 0; i < 3; i++) cJSON_Delete(runs[i]);
+  cJSON_Delete(base);
+  cJSON_Delete(cur);
+  return v;
+}
+
+Test(gate_core, verdict_planted_causes_fail_balance_moves_pass) {
+  cr_expect_eq(verdict_row("sync", "sync", 2), PD_CMP_OK);
+  cr_expect_eq(verdict_row("sync", "launch_overhead", 2), PD_CMP_REGRESSED);
+  cr_expect_eq(verdict_row("compute", "dataloader", 2), PD_CMP_REGRESSED);
+  cr_expect_eq(verdict_row("compute", "host_bound", 2), PD_CMP_OK);
+  cr_expect_eq(verdict_row("launch_overhead", "compute", 2), PD_CMP_OK);
+  cr_expect_eq(verdict_row("sync", "launch_overhead", 1), PD_CMP_SKIPPED);
+}
