@@ -367,10 +367,21 @@ int pd_breakdown_compute(const pd_trace_t *trace, int64_t kernel_wait_ns, pd_bre
   }
   free(segs);
   free(gaps);
+  /* Counts by the core's rule (the trace index): GPU work belongs to the step of the call
+   * that launched it, so a kernel that runs late still counts for the step that asked
+   * for it, as in the step metrics. */
+  pd_trace_index_t ix;
+  if ((rc = pd_trace_index_build(trace, &ix)) != 0) {
+    pd_breakdown_free(out);
+    return rc;
+  }
   for (size_t i = 0; i < n; i++) {
-    long s = step_at(out->steps, out->nsteps, ev[i].start_ns);
+    int64_t t = ev[i].start_ns;
+    if (an_is_gpu_activity(ev[i].kind) && ix.call[i] >= 0) t = ev[ix.call[i]].start_ns;
+    long s = step_at(out->steps, out->nsteps, t);
     if (s >= 0) count_event(&out->steps[s], &ev[i]);
   }
+  pd_trace_index_free(&ix);
   for (size_t s = 0; s < out->nsteps; s++) add_into(&out->total, &out->steps[s]);
   return 0;
 }
