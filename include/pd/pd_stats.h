@@ -261,8 +261,8 @@ void pd_metrics_from_samples(pd_metrics_t *m, const double *step_times_s,
  * into disjoint costs (src/prof/attribute.c; docs/diagnosis.md says how):
  *  - DATA: GPU idle while the launching thread waits in a data-loading range, plus GPU
  *    time that only host-to-device copies fill (input copies);
- *  - SYNC: GPU idle a host-blocking call causes (from the queue draining until the next
- *    launch), counted as the smaller of the call's blocked time and that idle time;
+ *  - SYNC: GPU idle a host-blocking call causes: its blocked time is credit that later
+ *    stretches of GPU idle waiting for the host (in the same step) are claimed from;
  *  - ALLOCATION: the same for cudaMalloc/cudaFree and their driver equivalents;
  *  - PAGEABLE_COPY: the same for copies from or to pageable host memory;
  *  - LAUNCH_BOUND: the rest of the GPU idle before a launch: the host was issuing work

@@ -10,13 +10,10 @@
  *     gap is launch latency (LAUNCH_BOUND). Before l0 the host had not issued the work
  *     yet, and what T was doing says why:
  *       - time inside data-loading ranges is DATA;
- *       - each host-blocking call on T that overlaps the gap (a synchronizing call or a
- *         device-to-host read-back: SYNC; cudaMalloc/cudaFree: ALLOCATION; a copy from
- *         pageable memory: PAGEABLE_COPY) claims the smaller of its own duration and what
- *         is left of the gap. Removing a blocking call saves its blocked time when the
- *         host is the limit (the host then gets there that much sooner) and the idle gap
- *         after the queue drained when the GPU is (the host would have been ahead); the
- *         smaller of the two is what the step loses to it in either case;
+ *       - each host-blocking call on T (a synchronizing call or a device-to-host
+ *         read-back: SYNC; cudaMalloc/cudaFree: ALLOCATION; a copy from pageable memory:
+ *         PAGEABLE_COPY) put the host behind by its duration; that is credit, claimed by
+ *         this and later gaps of the step until used up (see attribute_gap);
  *       - what is left is LAUNCH_BOUND: the host was busy issuing earlier work (op
  *         dispatch, launch calls) and fell behind the GPU.
  *     A gap with no launching call in the trace is OTHER.
@@ -199,6 +196,15 @@ static size_t first_act_from(const act_t *a, size_t n, int64_t t) {
   return lo;
 }
 
+/* The host's lead per launching thread: blocking time seen so far in the step, by cause,
+ * not yet matched against GPU idle. */
+#define MAX_LEAD_THREADS 16
+typedef struct {
+  uint32_t pid, tid;
+  size_t next;                      /* first blocking call of the thread not yet credited */
+  int64_t credit[PD_CAUSE_COUNT];
+} lead_t;
+
 typedef struct {
   const pd_event_t *ev;
   const pd_trace_index_t *ix;
@@ -210,10 +216,35 @@ typedef struct {
   size_t nblocks;
   const int8_t *call_cause;
   pd_attribution_t *out;
+  int64_t step_start;
+  lead_t lead[MAX_LEAD_THREADS];
+  size_t nlead;
 } ctx_t;
 
-/* One idle gap [g0, g1) whose end is waiting for activity acts[next] (nacts: none). */
-static void attribute_gap(const ctx_t *c, int64_t g0, int64_t g1, size_t next) {
+static lead_t *lead_of(ctx_t *c, uint32_t pid, uint32_t tid) {
+  for (size_t i = 0; i < c->nlead; i++)
+    if (c->lead[i].pid == pid && c->lead[i].tid == tid) return &c->lead[i];
+  if (c->nlead == MAX_LEAD_THREADS) return NULL; /* more launching threads: no credit */
+  lead_t *l = &c->lead[c->nlead++];
+  memset(l, 0, sizeof(*l));
+  l->pid = pid;
+  l->tid = tid;
+  l->next = first_block(c->blocks, c->nblocks, pid, tid, c->step_start); /* this step's calls */
+  return l;
+}
+
+/* Claim order of the blocking causes when several have credit. */
+static const pd_cause_t blocking_causes[] = {PD_CAUSE_SYNC, PD_CAUSE_ALLOCATION, PD_CAUSE_PAGEABLE_COPY};
+
+/* One idle gap [g0, g1) whose end is waiting for activity acts[next] (nacts: none).
+ *
+ * A blocking call on the launching thread put the host behind by its duration: without it,
+ * every later launch of that thread would have come that much sooner. So its duration is
+ * credit, and each later stretch of GPU idle that waited for the host (the part before the
+ * next launch) is claimed from the credit first, until it is used up or the step ends.
+ * In a GPU-bound stretch nothing waits for the host and the credit goes unused (the host
+ * was ahead anyway); in a host-bound one the step pays the blocked time in full. */
+static void attribute_gap(ctx_t *c, int64_t g0, int64_t g1, size_t next) {
   int64_t *cost = c->out->cost_ns;
   if (g1 <= g0) return;
   int32_t call = next < c->nacts ? c->ix->call[c->acts[next].ev] : -1;
@@ -232,14 +263,22 @@ static void attribute_gap(const ctx_t *c, int64_t g0, int64_t g1, size_t next) {
   int64_t data = covered(c->data, c->ndata, g0, hp_end);
   cost[PD_CAUSE_DATA] += data;
   left -= data;
-  for (size_t i = first_block(c->blocks, c->nblocks, l->pid, l->tid, g0);
-       i < c->nblocks && left > 0 && c->blocks[i].pid == l->pid && c->blocks[i].tid == l->tid; i++) {
-    const block_t *b = &c->blocks[i];
-    if (b->start >= hp_end) break;
-    int64_t d = b->end - b->start;
-    int64_t claim = d < left ? d : left;
-    cost[b->cause] += claim;
-    left -= claim;
+  lead_t *ld = lead_of(c, l->pid, l->tid);
+  if (ld != NULL) {
+    /* Credit every blocking call of the thread that ended before it launched this work. */
+    for (; ld->next < c->nblocks && c->blocks[ld->next].pid == l->pid && c->blocks[ld->next].tid == l->tid &&
+           c->blocks[ld->next].end <= hp_end;
+         ld->next++) {
+      const block_t *b = &c->blocks[ld->next];
+      if (b->end > c->step_start) ld->credit[b->cause] += b->end - (b->start > c->step_start ? b->start : c->step_start);
+    }
+    for (size_t k = 0; k < sizeof blocking_causes / sizeof blocking_causes[0] && left > 0; k++) {
+      pd_cause_t bc = blocking_causes[k];
+      int64_t claim = ld->credit[bc] < left ? ld->credit[bc] : left;
+      cost[bc] += claim;
+      ld->credit[bc] -= claim;
+      left -= claim;
+    }
   }
   cost[PD_CAUSE_LAUNCH_BOUND] += left;
 }
@@ -296,10 +335,10 @@ int pd_attribute(const pd_trace_t *trace, const pd_trace_index_t *ix, pd_attribu
     if (e->kind == PD_EVENT_MEMCPY) {
       bool pageable_src = e->u.memcpy.src_kind == PD_MEM_PAGEABLE;
       bool pageable_dst = e->u.memcpy.dst_kind == PD_MEM_PAGEABLE;
-      /* A read-back into pageable memory (.item(), a plain tensor.cpu()) blocks the host
-       * until the device is done: a sync. A copy from pageable memory is staged by the
-       * driver and blocks the host too: the pinned-memory problem. */
-      if (call >= 0 && e->u.memcpy.copy_kind == PD_MEMCPY_DTOH && pageable_dst) call_cause[call] = PD_CAUSE_SYNC;
+      /* A read-back of a device value (.item(), tensor.cpu()) is the "read" of a sync: its
+       * call is host time spent on the synchronization. A copy from pageable memory is
+       * staged by the driver and blocks the host: the pinned-memory problem. */
+      if (call >= 0 && e->u.memcpy.copy_kind == PD_MEMCPY_DTOH) call_cause[call] = PD_CAUSE_SYNC;
       else if (call >= 0 && pageable_src) call_cause[call] = PD_CAUSE_PAGEABLE_COPY;
       if (s >= 0 && (pageable_src || pageable_dst) && e->u.memcpy.copy_kind != PD_MEMCPY_DTOH) {
         out->pageable_copies++;
@@ -340,10 +379,13 @@ int pd_attribute(const pd_trace_t *trace, const pd_trace_index_t *ix, pd_attribu
   size_t mcomp = merge_spans(comp, ncomp);
   size_t mdata = merge_spans(data, nd);
 
-  ctx_t c = {ev, ix, acts, nall, data, mdata, blocks, nb, call_cause, out};
+  ctx_t c = {.ev = ev, .ix = ix, .acts = acts, .nacts = nall, .data = data, .ndata = mdata, .blocks = blocks,
+             .nblocks = nb, .call_cause = call_cause, .out = out};
   for (size_t s = 0; s < ix->nsteps; s++) {
     int64_t S = ix->steps[s].start_ns, E = ix->steps[s].end_ns;
     if (E <= S) continue;
+    c.step_start = S;
+    c.nlead = 0; /* the lead is counted within a step */
     out->steps++;
     out->step_ns += E - S;
     int64_t busy = covered(all, mall, S, E);

@@ -216,6 +216,8 @@ def main():
     ap.add_argument("--scratch", default="", help="folder for the fixed variants' traces (removed)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    if a.scratch:
+        os.makedirs(a.scratch, exist_ok=True)
     variants = [v for v in VARIANTS if not a.only or v in a.only.split(",")]
     truth = {
         "device": torch.cuda.get_device_name(),
