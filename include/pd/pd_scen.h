@@ -38,7 +38,8 @@ extern "C" {
   X(CLEAN, "clean", "the control group: the same training step with nothing planted",        \
     "nothing (pooled allocator, no host reads in the step, no tiny ops, cpu_work 200, "      \
     "no I/O sleep)",                                                                         \
-    "GPU busy most of the step; no other rule fires", "",                                    \
+    "no planted cause named; the verdict says where the host/GPU balance lies (compute, "  \
+    "or host_bound on a host that launches slowly)", "",                                     \
     "nothing to fix", PD_BOTTLENECK_COMPUTE)                                                 \
   X(DATALOADER, "dataloader", "a slow input pipeline that starves the GPU",                  \
     "per sample, in the worker threads: cpu_work 4000 sin/cos iterations + io_sleep_ms 2",   \
@@ -46,7 +47,8 @@ extern "C" {
     "raise --num_workers: the wait per step falls about in proportion to the workers",      \
     PD_BOTTLENECK_DATALOADER)                                                                \
   X(SYNC, "sync", "hidden host-device synchronization inside every step",                    \
-    "a blocking device->host read of the loss (loss.item()) and more inside every step",     \
+    "blocking device->host reads inside every step: the loss (loss.item()), a statistic "  \
+    "after every layer, the found-inf flag",                                                 \
     "synchronizing calls every step; GPU idle while the host waits", "--no_sync",            \
     "keep the loss on the device and read it once at the end (--no_sync)",                   \
     PD_BOTTLENECK_SYNC)                                                                      \
