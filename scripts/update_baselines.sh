@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# update_baselines.sh [--replace] [--force] [--runs N] [--build DIR]: adds this host's runs
+# update_baselines.sh [--replace] [--force] [--runs N] [--build DIR] [--scenarios LIST]: adds this host's runs
 # to this GPU's baselines (or, with --replace, records them anew).
 #
 # On the GPU model concerned: runs every scenario N times (default 5) with the flags in
@@ -17,6 +17,9 @@
 #               the provenance then names the commit with a "-dirty" suffix
 #   --runs N    runs per scenario, 1..50 (default 5)
 #   --build DIR the build folder with profiler_demo and profile_compare (default build)
+#   --scenarios LIST  comma-separated scenarios to record (default: all five); the others'
+#               baselines are left as they are (e.g. --replace --scenarios sync after a
+#               change to the sync scenario only)
 # Environment: PD_BASELINE_COMMIT names the commit where there is no git checkout.
 #
 # Nothing is written unless every run succeeded. Exit: 0 done; 1 a run failed or the tree
@@ -30,9 +33,14 @@ die() { # die STATUS MESSAGE
   exit "$1"
 }
 
-force=0 runs=5 build=build replace=0
+force=0 runs=5 build=build replace=0 only=""
 while [ $# -gt 0 ]; do
   case "$1" in
+    --scenarios)
+      [ $# -ge 2 ] || die 2 "--scenarios needs a comma-separated list"
+      only=$2
+      shift
+      ;;
     --force) force=1 ;;
     --replace) replace=1 ;;
     --runs)
@@ -90,6 +98,13 @@ fi
 commit=${PD_BASELINE_COMMIT:-$commit}
 
 scenarios=(clean dataloader sync tiny_ops memory_churn)
+if [ -n "$only" ]; then
+  IFS=, read -r -a picked <<< "$only"
+  for p in "${picked[@]}"; do
+    case " ${scenarios[*]} " in *" $p "*) ;; *) die 2 "--scenarios: unknown scenario '$p' (clean, dataloader, sync, tiny_ops, memory_churn)" ;; esac
+  done
+  scenarios=("${picked[@]}")
+fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pd_baselines.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
