@@ -169,15 +169,15 @@ static int act_cmp(const void *pa, const void *pb) {
 
 /* The complement of the GPU busy union, as labelled gaps: the leading gap runs from
  * INT64_MIN, the trailing one to INT64_MAX. */
-static int build_idle_segments(const pd_trace_t *trace, int64_t kernel_wait_ns, seg_t **out, size_t *nout) {
+static int build_idle_segments(const pd_trace_t *trace, const pd_trace_index_t *ix, int64_t kernel_wait_ns, seg_t **out,
+                               size_t *nout) {
   const pd_event_t *ev = pd_trace_events(trace);
   size_t n = pd_trace_count(trace), na = 0;
   for (size_t i = 0; i < n; i++)
     if (an_is_gpu_activity(ev[i].kind) && ev[i].end_ns > ev[i].start_ns) na++;
-  an_attr_t attr;
   act_t *acts = malloc((na ? na : 1) * sizeof(*acts));
   seg_t *gaps = malloc((na + 1) * sizeof(*gaps));
-  if (acts == NULL || gaps == NULL || an_attr_build(trace, &attr) != 0) {
+  if (acts == NULL || gaps == NULL) {
     free(acts);
     free(gaps);
     return PD_ENOMEM;
@@ -187,10 +187,9 @@ static int build_idle_segments(const pd_trace_t *trace, int64_t kernel_wait_ns, 
     if (!an_is_gpu_activity(ev[i].kind) || ev[i].end_ns <= ev[i].start_ns) continue;
     acts[k].start = ev[i].start_ns;
     acts[k].end = ev[i].end_ns;
-    acts[k].launch = attr.call[i] >= 0 ? ev[attr.call[i]].end_ns : INT64_MIN;
+    acts[k].launch = ix->call[i] >= 0 ? ev[ix->call[i]].end_ns : INT64_MIN;
     k++;
   }
-  an_attr_free(&attr);
   qsort(acts, na, sizeof(*acts), act_cmp);
 
   size_t ng = 0;
@@ -312,6 +311,20 @@ static int add_data_wait(const pd_event_t *ev, size_t n, pd_breakdown_t *b) {
 }
 
 int pd_breakdown_compute(const pd_trace_t *trace, int64_t kernel_wait_ns, pd_breakdown_t *out) {
+  if (trace == NULL || out == NULL) return PD_EINVAL;
+  pd_trace_index_t ix;
+  int rc = pd_trace_index_build(trace, &ix);
+  if (rc != 0) {
+    memset(out, 0, sizeof(*out));
+    return rc;
+  }
+  rc = an_breakdown_compute(trace, &ix, kernel_wait_ns, out);
+  pd_trace_index_free(&ix);
+  return rc;
+}
+
+int an_breakdown_compute(const pd_trace_t *trace, const pd_trace_index_t *ix, int64_t kernel_wait_ns,
+                         pd_breakdown_t *out) {
   if (out != NULL) memset(out, 0, sizeof(*out));
   if (trace == NULL || out == NULL) return PD_EINVAL;
   if (kernel_wait_ns < 0) kernel_wait_ns = PD_KERNEL_WAIT_DEFAULT_NS;
@@ -348,7 +361,7 @@ int pd_breakdown_compute(const pd_trace_t *trace, int64_t kernel_wait_ns, pd_bre
   seg_t *segs = NULL, *gaps = NULL;
   size_t nsegs = 0, ngaps = 0;
   int rc = build_part_segments(ev, n, &segs, &nsegs);
-  if (rc == 0) rc = build_idle_segments(trace, kernel_wait_ns, &gaps, &ngaps);
+  if (rc == 0) rc = build_idle_segments(trace, ix, kernel_wait_ns, &gaps, &ngaps);
   if (rc == 0) rc = add_data_wait(ev, n, out);
   if (rc != 0) {
     free(segs);
@@ -370,18 +383,12 @@ int pd_breakdown_compute(const pd_trace_t *trace, int64_t kernel_wait_ns, pd_bre
   /* Counts by the core's rule (the trace index): GPU work belongs to the step of the call
    * that launched it, so a kernel that runs late still counts for the step that asked
    * for it, as in the step metrics. */
-  pd_trace_index_t ix;
-  if ((rc = pd_trace_index_build(trace, &ix)) != 0) {
-    pd_breakdown_free(out);
-    return rc;
-  }
   for (size_t i = 0; i < n; i++) {
     int64_t t = ev[i].start_ns;
-    if (an_is_gpu_activity(ev[i].kind) && ix.call[i] >= 0) t = ev[ix.call[i]].start_ns;
+    if (an_is_gpu_activity(ev[i].kind) && ix->call[i] >= 0) t = ev[ix->call[i]].start_ns;
     long s = step_at(out->steps, out->nsteps, t);
     if (s >= 0) count_event(&out->steps[s], &ev[i]);
   }
-  pd_trace_index_free(&ix);
   for (size_t s = 0; s < out->nsteps; s++) add_into(&out->total, &out->steps[s]);
   return 0;
 }

@@ -11,19 +11,11 @@
 
 #include "pd/pd_analyze.h"
 
-/* Which call launched each GPU activity, and in which op it ran. Indexed by event index:
- * call[i] = index of the RUNTIME/DRIVER event with ev[i]'s correlation id (-1 none);
- * op[i] = index of the innermost RANGE/CPU_OP open on that call's thread when it began
- * (-1 none). Only GPU activities (kernel, memcpy, memset) get entries; others are -1. */
-typedef struct {
-  int32_t *call;
-  int32_t *op;
-  size_t n;
-} an_attr_t;
-
-/* Returns 0 or PD_ENOMEM (then *a is empty). Free with an_attr_free(). */
-int an_attr_build(const pd_trace_t *trace, an_attr_t *a);
-void an_attr_free(an_attr_t *a);
+/* The breakdown and the top table from an index built once for the whole analysis
+ * (pd_breakdown_compute() and pd_top_build() build their own). */
+int an_breakdown_compute(const pd_trace_t *trace, const pd_trace_index_t *ix, int64_t kernel_wait_ns,
+                         pd_breakdown_t *out);
+int an_top_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const pd_top_opts_t *opts, pd_top_t **out);
 
 static inline bool an_is_gpu_activity(pd_event_kind_t k) {
   return k == PD_EVENT_KERNEL || k == PD_EVENT_MEMCPY || k == PD_EVENT_MEMSET;

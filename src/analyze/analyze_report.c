@@ -62,9 +62,16 @@ int pd_analysis_run(const pd_trace_t *trace, const pd_trace_info_t *info, const 
   else a->info.schema_version = -1;
   pd_metrics_init(&a->metrics);
 
-  int rc = pd_breakdown_compute(trace, -1, &a->breakdown);
+  /* One linked index for every part of the analysis. */
+  pd_trace_index_t ix;
+  int rc = pd_trace_index_build(trace, &ix);
+  if (rc != 0) {
+    pd_analysis_destroy(a);
+    return rc;
+  }
+  rc = an_breakdown_compute(trace, &ix, -1, &a->breakdown);
   if (rc == 0) {
-    int mrc = pd_metrics_from_trace(trace, &a->metrics);
+    int mrc = ix.nsteps > 0 ? pd_metrics_from_index(trace, &ix, &a->metrics) : PD_EINVAL;
     if (mrc == 0 && !a->breakdown.whole_trace) {
       size_t n = a->breakdown.nsteps;
       a->step_times_s = malloc(n * sizeof(double));
@@ -85,13 +92,14 @@ int pd_analysis_run(const pd_trace_t *trace, const pd_trace_info_t *info, const 
       rc = mrc; /* PD_EINVAL only says there is no step range */
     }
   }
-  if (rc == 0) rc = pd_top_build(trace, opts, &a->top);
+  if (rc == 0) rc = an_top_build(trace, &ix, opts, &a->top);
   if (rc == 0) {
     a->ops = pd_op_table_create(PD_GROUP_BY_RANGE);
     if (a->ops == NULL) rc = PD_ENOMEM;
     else if ((rc = pd_op_table_add_trace(a->ops, trace)) == 0) sort_ops_by_self_cuda(a->ops);
   }
   if (rc == 0) rc = pd_memtl_build(trace, &a->memory);
+  pd_trace_index_free(&ix);
   if (rc != 0) {
     pd_analysis_destroy(a);
     return rc;

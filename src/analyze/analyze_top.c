@@ -145,6 +145,17 @@ static bool contains(const char *hay, const char *needle) {
 int pd_top_build(const pd_trace_t *trace, const pd_top_opts_t *opts, pd_top_t **out) {
   if (out != NULL) *out = NULL;
   if (trace == NULL || out == NULL) return PD_EINVAL;
+  pd_trace_index_t ix;
+  int rc = pd_trace_index_build(trace, &ix);
+  if (rc != 0) return rc;
+  rc = an_top_build(trace, &ix, opts, out);
+  pd_trace_index_free(&ix);
+  return rc;
+}
+
+int an_top_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const pd_top_opts_t *opts, pd_top_t **out) {
+  if (out != NULL) *out = NULL;
+  if (trace == NULL || out == NULL) return PD_EINVAL;
   pd_top_opts_t o = {0};
   if (opts != NULL) o = *opts;
   pd_dev_type_t only_type = PD_DEV_KERNEL;
@@ -153,8 +164,7 @@ int pd_top_build(const pd_trace_t *trace, const pd_top_opts_t *opts, pd_top_t **
   pd_top_t *t = calloc(1, sizeof(*t));
   if (t == NULL) return PD_ENOMEM;
   t->pool = pd_trace_create();
-  an_attr_t attr;
-  if (t->pool == NULL || an_attr_build(trace, &attr) != 0) {
+  if (t->pool == NULL) {
     pd_top_destroy(t);
     return PD_ENOMEM;
   }
@@ -172,7 +182,7 @@ int pd_top_build(const pd_trace_t *trace, const pd_top_opts_t *opts, pd_top_t **
     if (type != PD_DEV_RANGE) t->device_total_ns += d;
     if (d < o.min_time_ns) continue;
     const char *name = an_event_name(&ev[i], buf, sizeof buf);
-    const pd_event_t *op = attr.op[i] >= 0 ? &ev[attr.op[i]] : NULL;
+    const pd_event_t *op = an_is_gpu_activity(ev[i].kind) && ix->op[i] >= 0 ? &ev[ix->op[i]] : NULL;
     /* A GPU range spans kernels already listed: shown only when asked for by type. */
     if (type == PD_DEV_RANGE && !(by_type && only_type == PD_DEV_RANGE)) continue;
     if (o.type != NULL) {
@@ -207,7 +217,6 @@ int pd_top_build(const pd_trace_t *trace, const pd_top_opts_t *opts, pd_top_t **
       if (r->shape == NULL) r->shape = shape;
     }
   }
-  an_attr_free(&attr);
   if (rc != 0) {
     pd_top_destroy(t);
     return rc;

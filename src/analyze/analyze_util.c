@@ -1,7 +1,8 @@
 /* analyze_util.c: the analyzer's shared helpers (analyze_internal.h).
  *
- * Launch attribution is the profiler core's trace index (src/prof/trace_index.c): one
- * definition of which call launched a kernel and which op it ran in.
+ * Launch attribution is the profiler core's trace index (pd_trace_index_build(),
+ * src/prof/trace_index.c): one definition of which call launched a kernel and which op it
+ * ran in, built once per analysis.
  */
 #define _GNU_SOURCE
 #include "analyze_internal.h"
@@ -11,42 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* ---- attribution ------------------------------------------------------------------------------ */
-
-void an_attr_free(an_attr_t *a) {
-  if (a == NULL) return;
-  free(a->call);
-  free(a->op);
-  memset(a, 0, sizeof(*a));
-}
-
-/* The launching call and op of each GPU activity, read from the core's one trace index
- * (pd_trace_index_build(), src/prof/trace_index.c), so the analyzer counts what the
- * profiler's key averages and metrics count. */
-int an_attr_build(const pd_trace_t *trace, an_attr_t *a) {
-  memset(a, 0, sizeof(*a));
-  pd_trace_index_t ix;
-  int rc = pd_trace_index_build(trace, &ix);
-  if (rc != 0) return rc;
-  size_t n = ix.n;
-  a->n = n;
-  a->call = malloc((n ? n : 1) * sizeof(*a->call));
-  a->op = malloc((n ? n : 1) * sizeof(*a->op));
-  if (a->call == NULL || a->op == NULL) {
-    pd_trace_index_free(&ix);
-    an_attr_free(a);
-    return PD_ENOMEM;
-  }
-  const pd_event_t *ev = pd_trace_events(trace);
-  for (size_t i = 0; i < n; i++) {
-    bool gpu = an_is_gpu_activity(ev[i].kind);
-    a->call[i] = gpu ? ix.call[i] : -1;
-    a->op[i] = gpu ? ix.op[i] : -1;
-  }
-  pd_trace_index_free(&ix);
-  return 0;
-}
 
 /* ---- names and numbers ------------------------------------------------------------------------ */
 
