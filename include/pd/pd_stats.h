@@ -303,7 +303,8 @@ typedef struct {
 } pd_attribution_t;
 
 /* Splits the wall time of every step of the indexed trace into causes, summed over the
- * steps. Returns 0, PD_EINVAL (no step) or PD_ENOMEM. */
+ * steps. Returns 0, PD_EINVAL (no step), PD_EPARSE (steps too long to sum in int64 ns) or
+ * PD_ENOMEM. */
 int pd_attribute(const pd_trace_t *trace, const pd_trace_index_t *ix, pd_attribution_t *out);
 /* Copies the attribution into the metrics (per-step costs, step_wall_us, the counts
  * behind the findings); device_memory_total_bytes from the trace's first device. */

@@ -287,6 +287,13 @@ int pd_attribute(const pd_trace_t *trace, const pd_trace_index_t *ix, pd_attribu
   if (trace == NULL || ix == NULL || out == NULL) return PD_EINVAL;
   memset(out, 0, sizeof(*out));
   if (ix->nsteps == 0) return PD_EINVAL;
+  /* Sums over steps stay in int64: a trace whose steps could overflow them (a span of
+   * centuries in ns) is not a profile. */
+  const int64_t step_limit = INT64_MAX / 2 / (int64_t)(ix->nsteps + 1);
+  for (size_t s = 0; s < ix->nsteps; s++) {
+    int64_t S = ix->steps[s].start_ns, E = ix->steps[s].end_ns;
+    if ((S < 0 && E > INT64_MAX + S) || E - S > step_limit) return PD_EPARSE;
+  }
   const pd_event_t *ev = pd_trace_events(trace);
   size_t n = pd_trace_count(trace);
 

@@ -156,6 +156,28 @@ Test(attribute, idle_without_a_launching_call_is_other, .init = setup, .fini = t
   cr_expect_eq(a.cost_ns[PD_CAUSE_OTHER], US(90));
 }
 
+Test(attribute, steps_too_long_to_sum_are_refused, .init = setup, .fini = teardown) {
+  pd_event_t e;
+  memset(&e, 0, sizeof e);
+  e.kind = PD_EVENT_RANGE;
+  e.name = "ProfilerStep#";
+  e.pid = e.tid = 1;
+  for (int i = 0; i < 3; i++) {
+    e.u.range.step = i;
+    e.start_ns = -4600000000000000000LL + i;
+    e.end_ns = 4600000000000000000LL;
+    cr_assert_eq(pd_trace_add(T, &e), 0);
+  }
+  pd_trace_index_t ix;
+  cr_assert_eq(pd_trace_index_build(T, &ix), 0);
+  pd_attribution_t a;
+  cr_expect_eq(pd_attribute(T, &ix, &a), PD_EPARSE);
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  cr_expect_eq(pd_metrics_from_index(T, &ix, &m), PD_EPARSE);
+  pd_trace_index_free(&ix);
+}
+
 Test(attribute, kernel_names_for_tensor_cores) {
   bool tc;
   cr_expect(pd_kernel_is_matmul("ampere_sgemm_128x64_nn", &tc) && !tc);
