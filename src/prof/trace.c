@@ -33,6 +33,16 @@ int pd_event_kind_from_category(const char *cat) {
   return -1;
 }
 
+bool pd_api_name_is_driver(const char *name) {
+  return name != NULL && name[0] == 'c' && name[1] == 'u' && name[2] >= 'A' && name[2] <= 'Z';
+}
+
+bool pd_api_name_is_driver_launch(const char *name) {
+  return pd_api_name_is_driver(name) &&
+         (strncmp(name, "cuLaunchKernel", 14) == 0 || strncmp(name, "cuLaunchCooperativeKernel", 25) == 0 ||
+          strncmp(name, "cuGraphLaunch", 13) == 0);
+}
+
 /* ---- string pool --------------------------------------------------------------------- */
 
 /* Strings live in arena chunks; a chunk is never moved or freed before reset/destroy,
