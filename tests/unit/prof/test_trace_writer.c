@@ -944,3 +944,43 @@ Test(trace_writer, kernel_event_stays_under_400_bytes) {
   cJSON_Delete(root);
   pd_trace_destroy(t);
 }
+
+Test(trace_writer, many_symbols_and_forward_backward_pairs) {
+  /* 100 distinct mangled symbols (two kernels each) and 100 layers' forward/backward
+   * pairs: every symbol listed once, every pair joined, in the streaming writer too. */
+  pd_trace_t *t = pd_trace_create();
+  pd_device_props_t d = pd_test_h100();
+  pd_trace_add_device(t, &d);
+  static char names[100][16], fwd[100][24], bwd[100][24];
+  int64_t ts = 1000;
+  for (int i = 0; i < 100; i++) {
+    snprintf(fwd[i], sizeof fwd[i], "layer%d.forward", i);
+    pd_event_t e = mk(PD_EVENT_RANGE, ts, ts + 500, fwd[i], 0);
+    pd_trace_add(t, &e);
+    ts += 1000;
+  }
+  for (int i = 99; i >= 0; i--) {
+    snprintf(bwd[i], sizeof bwd[i], "layer%d.backward", i);
+    pd_event_t e = mk(PD_EVENT_RANGE, ts, ts + 500, bwd[i], 0);
+    pd_trace_add(t, &e);
+    ts += 1000;
+  }
+  for (int i = 0; i < 200; i++) {
+    snprintf(names[i % 100], sizeof names[i % 100], "_Z4k%03dv", i % 100);
+    add_kernel(t, ts, ts + 100, names[i % 100], 0);
+    ts += 1000;
+  }
+  cJSON *root = write_and_parse(t, &links_meta, NULL);
+  cJSON *ev = cJSON_GetObjectItem(root, "traceEvents");
+  cJSON *syms = cJSON_GetObjectItem(root, "mangledNames");
+  cr_expect_eq(cJSON_GetArraySize(syms), 100);
+  cr_expect_str_eq(cJSON_GetObjectItem(syms, "_Z4k042v")->valuestring, "k042");
+  cr_expect_eq(count_events(ev, "fwdbwd", "fwdbwd"), 200, "one pair per layer");
+  int64_t f7 = ext_of(find_event(ev, "X", "user_annotation", "layer7.forward"));
+  cJSON *s = find_flow(ev, "s", f7), *f = find_flow(ev, "f", f7);
+  cr_assert(s && f);
+  cr_expect(fabs(num(s, "ts") - 8.0) < 1e-9 && fabs(num(f, "ts") - (101000 + 92 * 1000) / 1000.0) < 1e-9,
+            "layer7's forward at 8 us, its backward at %f", num(f, "ts"));
+  cJSON_Delete(root);
+  pd_trace_destroy(t);
+}
