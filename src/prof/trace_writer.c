@@ -5,8 +5,9 @@
  * torch-tb-profiler and Holistic Trace Analysis open it: a top-level object with
  * schemaVersion, deviceProperties[], displayTimeUnit, baseTimeNanoseconds, traceEvents[]
  * and traceName; "X" events with Kineto's categories and arg keys; ac2g flows from each
- * launching API call ("s") to its GPU activity ("f", "bp":"e"); [memory] instant
- * events; process/thread name metadata so viewers label the rows.
+ * launching API call ("s") to its GPU activity ("f", "bp":"e"); fwdbwd flows from a
+ * layer's forward range to its backward; [memory] instant events; process/thread name
+ * metadata so viewers label the rows; each mangled kernel symbol once, in mangledNames.
  *
  * Events are streamed: each is formatted with hand-rolled integer code into a small
  * buffer and handed to a FILE* with a large buffer, so a cycle of a million events
