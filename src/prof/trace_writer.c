@@ -716,12 +716,12 @@ static char *put_ext_id(char *p, uint64_t ext_id) {
   return PUT_LIT(p, ",");
 }
 
-/* device, context, stream, correlation: the args every GPU record starts with. */
+/* device, stream, correlation: the args every GPU record starts with. Kineto also writes
+ * the CUDA context id; we leave it out: the runtime uses one (primary) context per device,
+ * which "device" names already, and neither torch-tb-profiler nor HTA reads it. */
 static char *put_gpu_ids(char *p, const pd_event_t *ev) {
   p = PUT_LIT(p, "\"device\":");
   p = put_u64(p, ev->device);
-  p = PUT_LIT(p, ",\"context\":");
-  p = put_u64(p, ev->context);
   p = PUT_LIT(p, ",\"stream\":");
   p = put_u64(p, ev->stream);
   p = PUT_LIT(p, ",\"correlation\":");
@@ -741,11 +741,11 @@ static char *put_kernel_args(pd_trace_writer_t *w, char *p, const pd_event_t *ev
   pd_kernel_launch_stats_t ls;
   const pd_device_props_t *dev = find_device(w, ev->device);
   bool have_stats = dev != NULL && pd_kernel_launch_stats(dev, ev, &ls) == 0;
-  /* "warps per SM" (blocks per SM x threads per block / 32) is left out: the event holds
-   * both factors, and neither torch-tb-profiler nor HTA reads it. */
   if (have_stats) {
     p = PUT_LIT(p, ",\"blocks per SM\":");
     p = put_fixed6(p, ls.blocks_per_sm);
+    p = PUT_LIT(p, ",\"warps per SM\":");
+    p = put_fixed6(p, ls.warps_per_sm);
   }
   p = PUT_LIT(p, ",\"grid\":[");
   for (int i = 0; i < 3; i++) {
