@@ -111,15 +111,7 @@ void pd_trace_reset(pd_trace_t *trace) {
   }
 }
 
-/* FNV-1a: short strings, good spread, no dependencies. */
-static uint64_t str_hash(const char *s, size_t len) {
-  uint64_t h = 1469598103934665603ULL;
-  for (size_t i = 0; i < len; i++) {
-    h ^= (unsigned char)s[i];
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
+static uint64_t str_hash(const char *s, size_t len) { return pd_hash_bytes(s, len, 0); }
 
 static int pool_grow_slots(pd_trace_t *t) {
   size_t n = t->nslots ? t->nslots * 2 : 256;

@@ -216,9 +216,7 @@ static size_t module_len(const char *name, const char *suffix) {
 }
 
 static uint64_t module_key(uint32_t pid, const char *module, size_t len) {
-  uint64_t h = 1469598103934665603ULL ^ pid; /* FNV-1a over the module name */
-  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)module[i]) * 1099511628211ULL;
-  return pd_hash_u64(h);
+  return pd_hash_u64(pd_hash_bytes(module, len, pid));
 }
 
 bool pd_links_fwdbwd(pd_links_t *l, const pd_event_t *ev, uint64_t ext_id, pd_fwd_range_t *fwd) {

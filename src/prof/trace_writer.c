@@ -258,11 +258,7 @@ typedef struct {
   size_t nslots;
 } nameset_t;
 
-static uint64_t str_hash(const char *s) {
-  uint64_t h = 1469598103934665603ULL; /* FNV-1a, then the common mixer */
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-  return pd_hash_u64(h);
-}
+static uint64_t str_hash(const char *s) { return pd_hash_u64(pd_hash_bytes(s, strlen(s), 0)); }
 
 static int nameset_grow(nameset_t *t) {
   size_t n = t->nslots ? t->nslots * 2 : 64;
