@@ -27,6 +27,19 @@ static inline uint64_t pd_hash_u64(uint64_t x) {
   return x;
 }
 
+/* FNV-1a over len bytes (start with seed 0 for plain FNV-1a): the hash of strings in the
+ * open-addressing tables of the core (the trace's string pool, the writer's kernel
+ * symbols, the links' forward ranges). */
+static inline uint64_t pd_hash_bytes(const void *p, size_t len, uint64_t seed) {
+  const unsigned char *s = (const unsigned char *)p;
+  uint64_t h = 1469598103934665603ULL ^ seed;
+  for (size_t i = 0; i < len; i++) {
+    h ^= s[i];
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
 /* One table for error codes: X(name, value, message). */
 #define PD_ERRNO_MAP(X)                                                              \
   X(OK, 0, "success")                                                                \

@@ -186,6 +186,13 @@ const char *pd_mem_kind_name(pd_mem_kind_t k);
  * false (buf unspecified) for a name that is not mangled or that it does not fully
  * understand; callers then keep the mangled name. Nothing to free. */
 bool pd_demangle(const char *mangled, char *buf, size_t len);
+/* True for a CUDA driver API name ("cuLaunchKernelEx": "cu" then an upper-case letter),
+ * false for runtime names ("cudaLaunchKernel") and NULL. */
+bool pd_api_name_is_driver(const char *name);
+/* True for the driver API's kernel launches: cuLaunchKernel*, cuLaunchCooperativeKernel*,
+ * cuGraphLaunch* (CUPTI's suffixes included). The trace writer files these under
+ * cuda_runtime, where torch-tb-profiler looks for the call that launched a kernel. */
+bool pd_api_name_is_driver_launch(const char *name);
 /* Copies one device's properties into the trace. Returns 0, PD_EINVAL or PD_ENOMEM. */
 int pd_trace_add_device(pd_trace_t *trace, const pd_device_props_t *props);
 /* Returns the number of devices carried with the trace. */

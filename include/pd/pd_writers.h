@@ -60,9 +60,12 @@ int pd_trace_writer_open(const char *path, const pd_trace_meta_t *meta,
  * stream + PD_TRACE_SYNC_TID_OFFSET, "stream N (sync)", as Kineto); host rows pid/tid.
  * A RUNTIME/DRIVER call with a correlation id also gets its ac2g flow start ("s"), a
  * kernel/memcpy/memset its flow end ("f"); pd_trace_write_file() keeps only the pairs
- * whose both halves exist. Mangled kernel names are written demangled, the mangled one
- * in args. MEMORY events are skipped unless meta->profile_memory. With meta->links,
- * events must come in start order (a sorted trace) for the External ids to link.
+ * whose both halves exist. Mangled kernel names are written demangled, each mangled one
+ * once in the top-level "mangledNames"; driver-API kernel launches go under cuda_runtime.
+ * With meta->links, a "<m>.backward" range also gets a fwdbwd flow from the latest
+ * "<m>.forward" range of its process. MEMORY events are skipped unless
+ * meta->profile_memory. With meta->links, events must come in start order (a sorted
+ * trace) for the External ids to link.
  * Returns 0, PD_EINVAL or the writer's first error (PD_EIO, PD_ENOMEM). */
 int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev);
 /* Writes the trace span, the gpu_user_annotation spans (meta->links) and the footer,

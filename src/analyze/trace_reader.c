@@ -15,6 +15,7 @@
  * take device/stream from args (or pid/tid); host rows keep pid/tid. ts/dur go through
  * pd_trace_us_to_ns(), the one conversion, so start_ns counts from baseTimeNanoseconds;
  * numbers the reader uses are range-checked first (a ts of 1e400 is an error, not 0).
+ * A cuda_runtime event with a driver API name ("cuLaunchKernelEx") is a driver call.
  * Copy/set kinds are parsed from Kineto's names ("Memcpy HtoD (Pinned -> Device)"), and
  * the name is dropped when the kinds regenerate it, so our traces round-trip exactly.
  * Mangled kernel names ("_ZN...", as CUPTI reports our own kernels) are demangled to the
@@ -552,6 +553,9 @@ static int convert_x(conv_t *cv, pd_event_kind_t kind, const int64_t *arg) {
   const char *name = e->has_name ? cv->name.s : NULL;
   pd_event_t ev;
   memset(&ev, 0, sizeof ev);
+  /* A driver call under cuda_runtime (our writer files driver kernel launches there for
+   * torch-tb-profiler) is a driver call all the same: its name says so. */
+  if (kind == PD_EVENT_RUNTIME && pd_api_name_is_driver(name)) kind = PD_EVENT_DRIVER;
   ev.kind = kind;
   ev.name = name;
   double ts, dur = 0;

@@ -33,6 +33,16 @@ int pd_event_kind_from_category(const char *cat) {
   return -1;
 }
 
+bool pd_api_name_is_driver(const char *name) {
+  return name != NULL && name[0] == 'c' && name[1] == 'u' && name[2] >= 'A' && name[2] <= 'Z';
+}
+
+bool pd_api_name_is_driver_launch(const char *name) {
+  return pd_api_name_is_driver(name) &&
+         (strncmp(name, "cuLaunchKernel", 14) == 0 || strncmp(name, "cuLaunchCooperativeKernel", 25) == 0 ||
+          strncmp(name, "cuGraphLaunch", 13) == 0);
+}
+
 /* ---- string pool --------------------------------------------------------------------- */
 
 /* Strings live in arena chunks; a chunk is never moved or freed before reset/destroy,
@@ -101,15 +111,7 @@ void pd_trace_reset(pd_trace_t *trace) {
   }
 }
 
-/* FNV-1a: short strings, good spread, no dependencies. */
-static uint64_t str_hash(const char *s, size_t len) {
-  uint64_t h = 1469598103934665603ULL;
-  for (size_t i = 0; i < len; i++) {
-    h ^= (unsigned char)s[i];
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
+static uint64_t str_hash(const char *s, size_t len) { return pd_hash_bytes(s, len, 0); }
 
 static int pool_grow_slots(pd_trace_t *t) {
   size_t n = t->nslots ? t->nslots * 2 : 256;

@@ -99,6 +99,13 @@ typedef struct {
   int64_t start_ns, end_ns;
 } span_t;
 
+typedef struct {
+  pd_fwd_range_t at;
+  const char *module; /* the name before ".forward", interned */
+  size_t len;
+  int64_t prev; /* the forward of the same key before this one, not yet taken; -1 none */
+} fwd_t;
+
 struct pd_links {
   pd_trace_t *pool; /* string pool for range names */
   range_t *ranges;
@@ -110,6 +117,9 @@ struct pd_links {
   int32_t *slots; /* span table: index into spans, -1 empty */
   size_t nslots;
   pd_gpu_span_t *out;
+  map_t fwd;          /* hash of (process, module name) -> latest untaken forward, -1 none */
+  fwd_t *fwds;
+  size_t nfwds, fcap;
   uint64_t next_ext;
   int err;
 };
@@ -131,6 +141,8 @@ void pd_links_destroy(pd_links_t *l) {
   free(l->ranges);
   map_free(&l->rows);
   map_free(&l->corr);
+  map_free(&l->fwd);
+  free(l->fwds);
   free(l->spans);
   free(l->slots);
   free(l->out);
@@ -189,6 +201,61 @@ uint64_t pd_links_call(pd_links_t *l, const pd_event_t *ev) {
   if (top < 0) return 0;
   if (ev->correlation_id != 0 && map_put(&l->corr, ev->correlation_id, top) != 0) fail(l, PD_ENOMEM);
   return l->ranges[top].ext_id;
+}
+
+/* ---- forward/backward pairs ----------------------------------------------------------------- */
+
+#define FWD_SUFFIX ".forward"
+#define BWD_SUFFIX ".backward"
+
+/* Length of the module name when name ends with suffix after at least one character. */
+static size_t module_len(const char *name, const char *suffix) {
+  if (name == NULL) return 0;
+  size_t n = strlen(name), k = strlen(suffix);
+  return n > k && strcmp(name + n - k, suffix) == 0 ? n - k : 0;
+}
+
+static uint64_t module_key(uint32_t pid, const char *module, size_t len) {
+  return pd_hash_u64(pd_hash_bytes(module, len, pid));
+}
+
+bool pd_links_fwdbwd(pd_links_t *l, const pd_event_t *ev, uint64_t ext_id, pd_fwd_range_t *fwd) {
+  if (l == NULL || ev == NULL || fwd == NULL || ev->kind != PD_EVENT_RANGE || ext_id == 0) return false;
+  size_t len = module_len(ev->name, FWD_SUFFIX);
+  if (len > 0) {
+    if (l->nfwds == l->fcap) {
+      size_t cap = l->fcap ? l->fcap * 2 : 64;
+      fwd_t *f = realloc(l->fwds, cap * sizeof(*f));
+      if (f == NULL) {
+        fail(l, PD_ENOMEM);
+        return false;
+      }
+      l->fwds = f;
+      l->fcap = cap;
+    }
+    const char *module = pd_trace_intern(l->pool, ev->name); /* the prefix is what counts */
+    uint64_t key = module_key(ev->pid, ev->name, len);
+    int64_t prev = -1;
+    if (!map_get(&l->fwd, key, &prev)) prev = -1;
+    if (module == NULL || map_put(&l->fwd, key, (int64_t)l->nfwds) != 0) {
+      fail(l, PD_ENOMEM);
+      return false;
+    }
+    l->fwds[l->nfwds++] = (fwd_t){.at = {.ext_id = ext_id, .pid = ev->pid, .tid = ev->tid, .start_ns = ev->start_ns},
+                                  .module = module, .len = len, .prev = prev};
+    return false;
+  }
+  len = module_len(ev->name, BWD_SUFFIX);
+  if (len == 0) return false;
+  uint64_t key = module_key(ev->pid, ev->name, len);
+  int64_t idx = -1;
+  if (!map_get(&l->fwd, key, &idx) || idx < 0) return false;
+  const fwd_t *f = &l->fwds[idx];
+  if (f->len != len || f->at.pid != ev->pid || strncmp(f->module, ev->name, len) != 0) return false;
+  *fwd = f->at;
+  /* taken: one backward per forward, the latest first (autograd runs them in reverse) */
+  if (map_put(&l->fwd, key, f->prev) != 0) fail(l, PD_ENOMEM);
+  return true;
 }
 
 static uint64_t span_hash(int32_t range, uint32_t device, uint32_t stream) {

@@ -51,6 +51,19 @@ uint64_t pd_links_call(pd_links_t *l, const pd_event_t *ev);
  * (0: unknown). GPU activity (not SYNC) widens the GPU spans of that range and its
  * enclosing ranges on the activity's device and stream. */
 uint64_t pd_links_activity(pd_links_t *l, const pd_event_t *ev);
+/* Where a forward range began: the start of a fwdbwd flow. */
+typedef struct {
+  uint64_t ext_id; /* the forward range's External id: the flow's id */
+  uint32_t pid, tid;
+  int64_t start_ns;
+} pd_fwd_range_t;
+
+/* Forward/backward pairs, torch's fwdbwd flows: a host RANGE named "<m>.forward" is
+ * remembered as <m>'s forward in its process (call after pd_links_range() gave it its
+ * id); a later RANGE named "<m>.backward" in the same process takes the latest forward
+ * of <m> not yet taken. Returns true and fills *fwd for a backward range that found its
+ * forward, else false. */
+bool pd_links_fwdbwd(pd_links_t *l, const pd_event_t *ev, uint64_t ext_id, pd_fwd_range_t *fwd);
 /* First error (PD_ENOMEM) met so far, else 0. */
 int pd_links_error(const pd_links_t *l);
 

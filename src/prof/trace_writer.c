@@ -5,8 +5,9 @@
  * torch-tb-profiler and Holistic Trace Analysis open it: a top-level object with
  * schemaVersion, deviceProperties[], displayTimeUnit, baseTimeNanoseconds, traceEvents[]
  * and traceName; "X" events with Kineto's categories and arg keys; ac2g flows from each
- * launching API call ("s") to its GPU activity ("f", "bp":"e"); [memory] instant
- * events; process/thread name metadata so viewers label the rows.
+ * launching API call ("s") to its GPU activity ("f", "bp":"e"); fwdbwd flows from a
+ * layer's forward range to its backward; [memory] instant events; process/thread name
+ * metadata so viewers label the rows; each mangled kernel symbol once, in mangledNames.
  *
  * Events are streamed: each is formatted with hand-rolled integer code into a small
  * buffer and handed to a FILE* with a large buffer, so a cycle of a million events
@@ -248,6 +249,72 @@ static void u64set_free(u64set_t *s) {
   memset(s, 0, sizeof(*s));
 }
 
+/* The distinct mangled kernel names of a trace, each with the name the trace shows,
+ * in first-seen order: written once, at the end, as the top-level "mangledNames". */
+typedef struct {
+  char **mangled, **shown;
+  size_t n, cap;
+  int32_t *slots; /* open addressing: index into mangled, -1 empty */
+  size_t nslots;
+} nameset_t;
+
+static uint64_t str_hash(const char *s) { return pd_hash_u64(pd_hash_bytes(s, strlen(s), 0)); }
+
+static int nameset_grow(nameset_t *t) {
+  size_t n = t->nslots ? t->nslots * 2 : 64;
+  int32_t *slots = malloc(n * sizeof(*slots));
+  if (slots == NULL) return PD_ENOMEM;
+  for (size_t i = 0; i < n; i++) slots[i] = -1;
+  for (size_t i = 0; i < t->n; i++) {
+    size_t j = str_hash(t->mangled[i]) & (n - 1);
+    while (slots[j] >= 0) j = (j + 1) & (n - 1);
+    slots[j] = (int32_t)i;
+  }
+  free(t->slots);
+  t->slots = slots;
+  t->nslots = n;
+  return 0;
+}
+
+/* Adds (mangled, shown) unless mangled is there. Returns 0 or PD_ENOMEM. */
+static int nameset_add(nameset_t *t, const char *mangled, const char *shown) {
+  if ((t->n + 1) * 2 > t->nslots && nameset_grow(t) != 0) return PD_ENOMEM;
+  size_t j = str_hash(mangled) & (t->nslots - 1);
+  for (; t->slots[j] >= 0; j = (j + 1) & (t->nslots - 1))
+    if (strcmp(t->mangled[t->slots[j]], mangled) == 0) return 0;
+  if (t->n == t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 32;
+    char **m = realloc(t->mangled, cap * sizeof(*m));
+    if (m == NULL) return PD_ENOMEM;
+    t->mangled = m;
+    char **sh = realloc(t->shown, cap * sizeof(*sh));
+    if (sh == NULL) return PD_ENOMEM;
+    t->shown = sh;
+    t->cap = cap;
+  }
+  char *a = strdup(mangled), *b = strdup(shown);
+  if (a == NULL || b == NULL) {
+    free(a);
+    free(b);
+    return PD_ENOMEM;
+  }
+  t->mangled[t->n] = a;
+  t->shown[t->n] = b;
+  t->slots[j] = (int32_t)t->n++;
+  return 0;
+}
+
+static void nameset_free(nameset_t *t) {
+  for (size_t i = 0; i < t->n; i++) {
+    free(t->mangled[i]);
+    free(t->shown[i]);
+  }
+  free(t->mangled);
+  free(t->shown);
+  free(t->slots);
+  memset(t, 0, sizeof(*t));
+}
+
 /* ---- the writer ----------------------------------------------------------------------------------- */
 
 #define WRITE_BUFFER_BYTES (4u << 20)
@@ -269,6 +336,7 @@ struct pd_trace_writer {
   size_t nevents; /* traceEvents entries written (for the separators) */
   u64set_t pids;  /* pids that have process metadata */
   u64set_t rows;  /* (pid, tid) rows that have thread metadata */
+  nameset_t mangled; /* mangled kernel names -> shown names, for "mangledNames" */
   /* Flow filter for pd_trace_write_file(): correlation ids seen on both sides. NULL
    * when streaming: every correlated event then gets its flow half. */
   const u64set_t *flows;
@@ -484,6 +552,7 @@ static void writer_free(pd_trace_writer_t *w) {
   free(w->devices);
   u64set_free(&w->pids);
   u64set_free(&w->rows);
+  nameset_free(&w->mangled);
   pd_links_destroy(w->links);
   free(w);
 }
@@ -643,21 +712,23 @@ static char *put_ext_id(char *p, uint64_t ext_id) {
   return PUT_LIT(p, ",");
 }
 
-/* device, context, stream, correlation: the args every GPU record starts with. */
+/* device, stream, correlation: the args every GPU record starts with. Kineto also writes
+ * the CUDA context id; we leave it out: the runtime uses one (primary) context per device,
+ * which "device" names already, and neither torch-tb-profiler nor HTA reads it. */
 static char *put_gpu_ids(char *p, const pd_event_t *ev) {
   p = PUT_LIT(p, "\"device\":");
   p = put_u64(p, ev->device);
-  p = PUT_LIT(p, ",\"context\":");
-  p = put_u64(p, ev->context);
   p = PUT_LIT(p, ",\"stream\":");
   p = put_u64(p, ev->stream);
   p = PUT_LIT(p, ",\"correlation\":");
   return put_u64(p, ev->correlation_id);
 }
 
-/* Kernel args (Kineto's keys); a mangled name goes last, as "mangled name". Writes what
- * is in buf up to p, then the rest; returns the new end of buf. */
-static char *put_kernel_args(pd_trace_writer_t *w, char *buf, char *p, const pd_event_t *ev, bool mangled) {
+/* Kernel args, Kineto's keys in Kineto's order. "queued" is CUPTI's queued timestamp,
+ * which CUPTI fills only with latency timestamps on (we leave them off: they cost on
+ * every launch); Kineto writes CUPTI's value as is, 0 when it is unknown, and so do we. */
+static char *put_kernel_args(pd_trace_writer_t *w, char *p, const pd_event_t *ev) {
+  p = PUT_LIT(p, "\"queued\":0,");
   p = put_gpu_ids(p, ev);
   p = PUT_LIT(p, ",\"registers per thread\":");
   p = put_i64(p, ev->u.kernel.registers_per_thread);
@@ -686,12 +757,6 @@ static char *put_kernel_args(pd_trace_writer_t *w, char *buf, char *p, const pd_
   if (have_stats) {
     p = PUT_LIT(p, ",\"est. achieved occupancy %\":");
     p = put_i64(p, ls.est_achieved_occupancy_pct);
-  }
-  if (mangled) {
-    p = PUT_LIT(p, ",\"mangled name\":");
-    put_raw(w, buf, (size_t)(p - buf));
-    put_name(w, ev->name);
-    p = buf;
   }
   return PUT_LIT(p, "}}");
 }
@@ -727,6 +792,9 @@ static char *put_memory_args(char *p, const pd_event_t *ev, const event_links_t 
   p = on_device ? PUT_LIT(p, ",\"Device Type\":1") : PUT_LIT(p, ",\"Device Type\":0");
   p = PUT_LIT(p, ",\"Addr\":");
   p = put_u64(p, ev->u.memory.address);
+  /* Kineto marks a record that has no end with "finished": false; an instant never has
+   * one, so torch writes it on every [memory] record. */
+  p = PUT_LIT(p, ",\"finished\":false");
   if (lk->has_idx) {
     p = PUT_LIT(p, ",\"Ev Idx\":");
     p = put_u64(p, lk->ev_idx);
@@ -801,6 +869,34 @@ static char *put_flow(pd_trace_writer_t *w, char *p, const pd_event_t *ev, uint3
   return p;
 }
 
+/* torch's fwdbwd flow from a forward range ("s" at its start) to its backward range
+ * ("f" at its start, bound to it), both halves at once, so none dangles; the flow id is
+ * the forward's External id. */
+static void write_fwdbwd(pd_trace_writer_t *w, const pd_fwd_range_t *fwd, uint32_t pid, uint32_t tid,
+                         int64_t ts_ns) {
+  char buf[320], *p;
+  begin_entry(w);
+  p = PUT_LIT(buf, "{\"ph\":\"s\",\"id\":");
+  p = put_u64(p, fwd->ext_id);
+  p = PUT_LIT(p, ",\"pid\":");
+  p = put_u64(p, fwd->pid);
+  p = PUT_LIT(p, ",\"tid\":");
+  p = put_u64(p, fwd->tid);
+  p = PUT_LIT(p, ",\"ts\":");
+  p = us_text(p, fwd->start_ns + w->unix_offset_ns - w->base_ns);
+  p = PUT_LIT(p, ",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\"},\n{\"ph\":\"f\",\"id\":");
+  p = put_u64(p, fwd->ext_id);
+  p = PUT_LIT(p, ",\"pid\":");
+  p = put_u64(p, pid);
+  p = PUT_LIT(p, ",\"tid\":");
+  p = put_u64(p, tid);
+  p = PUT_LIT(p, ",\"ts\":");
+  p = us_text(p, ts_ns);
+  p = PUT_LIT(p, ",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\",\"bp\":\"e\"}");
+  w->nevents++; /* two entries in this buffer */
+  put_raw(w, buf, (size_t)(p - buf));
+}
+
 static void note_extent(pd_trace_writer_t *w, int64_t ts_ns, int64_t end_ns) {
   if (!w->any_event || ts_ns < w->first_ns) w->first_ns = ts_ns;
   if (!w->any_event || end_ns > w->last_ns) w->last_ns = end_ns;
@@ -849,13 +945,22 @@ int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev) {
     p = us_text(p, ts_ns);
     p = PUT_LIT(p, ",\"args\":{");
   } else {
-    p = put_x_head(w, buf, pd_event_kind_category(ev->kind), name, pid, tid, ts_ns, dur_ns);
+    /* Driver-API kernel launches (cuBLASLt's cuLaunchKernelEx) go under cuda_runtime:
+     * torch-tb-profiler reads the launching call of a kernel from that category only. */
+    const char *cat = ev->kind == PD_EVENT_DRIVER && pd_api_name_is_driver_launch(name)
+                          ? pd_event_kind_category(PD_EVENT_RUNTIME)
+                          : pd_event_kind_category(ev->kind);
+    p = put_x_head(w, buf, cat, name, pid, tid, ts_ns, dur_ns);
   }
 
   switch (ev->kind) {
   case PD_EVENT_KERNEL:
     p = put_ext_id(p, lk.ext_id);
-    p = put_kernel_args(w, buf, p, ev, mangled);
+    p = put_kernel_args(w, p, ev);
+    if (mangled) {
+      int rc = nameset_add(&w->mangled, ev->name, name);
+      if (rc != 0 && w->err == 0) w->err = rc;
+    }
     break;
   case PD_EVENT_MEMCPY:
   case PD_EVENT_MEMSET:
@@ -903,6 +1008,10 @@ int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev) {
     p = put_range_args(w, buf, p, ev, lk.ext_id, &idx);
     put_raw(w, buf, (size_t)(p - buf));
   }
+  pd_fwd_range_t fwd;
+  if (ev->kind == PD_EVENT_RANGE && w->links != NULL && pd_links_fwdbwd(w->links, ev, lk.ext_id, &fwd))
+    write_fwdbwd(w, &fwd, pid, tid, ts_ns);
+  if (w->links != NULL && pd_links_error(w->links) != 0 && w->err == 0) w->err = pd_links_error(w->links);
   return w->err;
 }
 
@@ -960,6 +1069,21 @@ static void write_gpu_spans(pd_trace_writer_t *w) {
   }
 }
 
+/* "mangledNames": {"<mangled>": "<name shown>", ...}, each kernel symbol once, so the
+ * kernel events carry only the readable name, as Kineto's do. */
+static void write_mangled_names(pd_trace_writer_t *w) {
+  if (w->mangled.n == 0) return;
+  PUT_RAW_LIT(w, "\n  \"mangledNames\": {");
+  for (size_t i = 0; i < w->mangled.n; i++) {
+    PUT_RAW_LIT(w, "\n    ");
+    put_name(w, w->mangled.mangled[i]);
+    PUT_RAW_LIT(w, ": ");
+    put_name(w, w->mangled.shown[i]);
+    if (i + 1 < w->mangled.n) PUT_RAW_LIT(w, ",");
+  }
+  PUT_RAW_LIT(w, "\n  },");
+}
+
 void pd_trace_writer_abort(pd_trace_writer_t *w) {
   if (w == NULL) return;
   if (w->f != NULL) {
@@ -988,8 +1112,10 @@ int pd_trace_writer_close(pd_trace_writer_t *w) {
   if (w == NULL) return PD_EINVAL;
   if (w->err == 0) write_gpu_spans(w);
   if (w->err == 0) write_trace_span(w);
+  if (w->err == 0) PUT_RAW_LIT(w, "\n  ],");
+  if (w->err == 0) write_mangled_names(w);
   if (w->err == 0) {
-    PUT_RAW_LIT(w, "\n  ],\n  \"traceName\": ");
+    PUT_RAW_LIT(w, "\n  \"traceName\": ");
     put_name(w, w->trace_name);
     PUT_RAW_LIT(w, "\n}\n");
   }

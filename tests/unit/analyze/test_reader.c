@@ -657,3 +657,60 @@ Test(reader, our_cpu_op_copies_are_one_op) {
   cr_expect_str_eq(info.trace_name, "y");
   pd_trace_destroy(t);
 }
+
+/* Both generations of our trace: the older one wrote driver launches as cuda_driver and the
+ * mangled name on each kernel; the newer one files driver launches under cuda_runtime,
+ * adds queued, finished, fwdbwd flows and the top-level mangledNames. Same events either
+ * way. */
+Test(reader, old_and_new_writer_generations) {
+  static const char old_gen[] =
+      "{\"traceWriter\":\"profiler_demo 0.1.0\",\"traceEvents\":["
+      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"conv1.forward\",\"pid\":1,\"tid\":2,\"ts\":10,\"dur\":50},"
+      "{\"ph\":\"X\",\"cat\":\"cuda_driver\",\"name\":\"cuLaunchKernelEx\",\"pid\":1,\"tid\":2,\"ts\":11,\"dur\":2,"
+      "\"args\":{\"cbid\":652,\"correlation\":9}},"
+      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k_tiny_op\",\"pid\":0,\"tid\":7,\"ts\":20,\"dur\":3,"
+      "\"args\":{\"device\":0,\"stream\":7,\"correlation\":9,\"warps per SM\":1.5,\"mangled name\":\"_Z9k_tiny_opv\"}},"
+      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"conv1.backward\",\"pid\":1,\"tid\":2,\"ts\":70,\"dur\":5},"
+      "{\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"s\":\"t\",\"name\":\"[memory]\",\"pid\":1,\"tid\":2,\"ts\":80,"
+      "\"args\":{\"Bytes\":64,\"Total Allocated\":64,\"Device Id\":0,\"Device Type\":1,\"Addr\":4096}}"
+      "],\"traceName\":\"old\"}";
+  static const char new_gen[] =
+      "{\"traceWriter\":\"profiler_demo 0.2.0\",\"traceEvents\":["
+      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"conv1.forward\",\"pid\":1,\"tid\":2,\"ts\":10,\"dur\":50},"
+      "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cuLaunchKernelEx\",\"pid\":1,\"tid\":2,\"ts\":11,\"dur\":2,"
+      "\"args\":{\"cbid\":652,\"correlation\":9}},"
+      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k_tiny_op\",\"pid\":0,\"tid\":7,\"ts\":20,\"dur\":3,"
+      "\"args\":{\"queued\":0,\"device\":0,\"stream\":7,\"correlation\":9}},"
+      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"conv1.backward\",\"pid\":1,\"tid\":2,\"ts\":70,\"dur\":5},"
+      "{\"ph\":\"s\",\"id\":1,\"pid\":1,\"tid\":2,\"ts\":10,\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\"},"
+      "{\"ph\":\"f\",\"id\":1,\"pid\":1,\"tid\":2,\"ts\":70,\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\",\"bp\":\"e\"},"
+      "{\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"s\":\"t\",\"name\":\"[memory]\",\"pid\":1,\"tid\":2,\"ts\":80,"
+      "\"args\":{\"Bytes\":64,\"Total Allocated\":64,\"Device Id\":0,\"Device Type\":1,\"Addr\":4096,"
+      "\"finished\":false}}"
+      "],\"mangledNames\":{\"_Z9k_tiny_opv\":\"k_tiny_op\"},\"traceName\":\"new\"}";
+  const char *const texts[] = {old_gen, new_gen};
+  for (int g = 0; g < 2; g++) {
+    char err[256];
+    pd_trace_info_t info;
+    pd_trace_t *t = pd_trace_create();
+    cr_assert_eq(pd_trace_read_buffer(texts[g], strlen(texts[g]), t, &info, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(pd_trace_count(t), 5u, "generation %d", g);
+    const pd_event_t *e = pd_trace_events(t);
+    cr_expect_eq(e[1].kind, PD_EVENT_DRIVER, "generation %d: the driver launch stays a driver call", g);
+    cr_expect_eq(e[1].u.api.cbid, 652u);
+    cr_expect_eq(e[1].correlation_id, 9u);
+    cr_expect_eq(e[2].kind, PD_EVENT_KERNEL);
+    cr_expect_str_eq(e[2].name, "k_tiny_op");
+    cr_expect_eq(e[4].kind, PD_EVENT_MEMORY);
+    cr_expect_eq(e[4].u.memory.bytes, 64);
+    cr_expect_eq(info.skipped, g == 0 ? 0u : 2u, "the fwdbwd flows are skipped");
+    cr_expect_str_eq(info.trace_name, g == 0 ? "old" : "new", "mangledNames does not stop the read");
+    pd_trace_destroy(t);
+  }
+  /* a runtime name under cuda_runtime stays a runtime call */
+  cr_expect(!pd_api_name_is_driver("cudaLaunchKernel"));
+  cr_expect(pd_api_name_is_driver("cuLaunchKernelEx") && pd_api_name_is_driver_launch("cuLaunchKernelEx_ptsz"));
+  cr_expect(pd_api_name_is_driver("cuCtxSynchronize") && !pd_api_name_is_driver_launch("cuCtxSynchronize"));
+  cr_expect(pd_api_name_is_driver_launch("cuGraphLaunch") && pd_api_name_is_driver_launch("cuLaunchCooperativeKernel"));
+  cr_expect(!pd_api_name_is_driver(NULL) && !pd_api_name_is_driver("cu") && !pd_api_name_is_driver_launch(NULL));
+}

@@ -108,6 +108,9 @@ static pd_trace_t *synthetic_trace(void) {
   pd_event_t drv = mk(PD_EVENT_DRIVER, 5000042000LL, 5000042100LL, "cuLaunchKernel", 16);
   drv.u.api.cbid = 307;
   pd_trace_add(t, &drv);
+  pd_event_t drv2 = mk(PD_EVENT_DRIVER, 5000043000LL, 5000043100LL, "cuCtxSynchronize", 0);
+  drv2.u.api.cbid = 17;
+  pd_trace_add(t, &drv2);
   return t;
 }
 
@@ -238,6 +241,13 @@ Test(trace_writer, categories_rows_and_times) {
   cr_expect_eq(num(cJSON_GetObjectItem(rt, "args"), "cbid"), 211);
   cr_expect_eq(num(cJSON_GetObjectItem(rt, "args"), "correlation"), 11);
   cr_expect_eq(num(rt, "tid"), 4243);
+  /* a driver kernel launch goes under cuda_runtime (torch-tb-profiler reads launches
+   * there only), keeping its driver name; other driver calls stay cuda_driver */
+  cJSON *drv = find_event(ev, "X", "cuda_runtime", "cuLaunchKernel");
+  cr_assert_not_null(drv, "driver launch under cuda_runtime");
+  cr_expect_eq(num(cJSON_GetObjectItem(drv, "args"), "cbid"), 307);
+  cr_expect_null(find_event(ev, "X", "cuda_driver", "cuLaunchKernel"));
+  cr_expect_not_null(find_event(ev, "X", "cuda_driver", "cuCtxSynchronize"));
   /* shapes: a list is written as Kineto's Input Dims array, anything else as a string */
   cJSON *dims = cJSON_GetObjectItem(cJSON_GetObjectItem(find_event(ev, "X", "user_annotation", "forward"), "args"),
                                     "Input Dims");
@@ -284,6 +294,10 @@ Test(trace_writer, kernel_args_and_escaped_name) {
   /* Kineto: 2048 blocks / 132 SMs; x 4 warps; min(15.5, 16) x 128 / 2048 = 97% */
   cr_expect(fabs(num(a, "blocks per SM") - 15.515152) < 1e-6, "blocks per SM %f", num(a, "blocks per SM"));
   cr_expect(fabs(num(a, "warps per SM") - 62.060606) < 1e-6, "warps per SM %f", num(a, "warps per SM"));
+  /* one CUDA context per device: Kineto's "context" is left out, "device" says it */
+  cr_expect_null(cJSON_GetObjectItem(a, "context"));
+  /* CUPTI's queued time is not collected: Kineto's 0 for unknown */
+  cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(a, "queued")) && num(a, "queued") == 0);
   cr_expect_eq(num(a, "est. achieved occupancy %"), 97);
   cJSON *grid = cJSON_GetObjectItem(a, "grid"), *block = cJSON_GetObjectItem(a, "block");
   cr_expect(cJSON_GetArraySize(grid) == 3 && cJSON_GetArrayItem(grid, 0)->valueint == 2048);
@@ -698,7 +712,7 @@ Test(trace_writer, external_ids_link_ops_calls_and_gpu_work) {
   /* a call carries its innermost op's id, its GPU work the call's */
   cr_expect_eq(ext_of(find_corr(ev, "cuda_runtime", 21)), conv);
   cr_expect_eq(ext_of(find_corr(ev, "kernel", 21)), conv);
-  cr_expect_eq(ext_of(find_corr(ev, "cuda_driver", 22)), lin, "driver launches link too");
+  cr_expect_eq(ext_of(find_corr(ev, "cuda_runtime", 22)), lin, "driver launches link too");
   cr_expect_eq(ext_of(find_corr(ev, "kernel", 22)), lin);
   /* calls outside every op range link to the step; so do their copies and syncs */
   cr_expect_eq(ext_of(find_corr(ev, "cuda_runtime", 20)), step);
@@ -774,18 +788,22 @@ Test(trace_writer, gpu_user_annotation_spans) {
 
 Test(trace_writer, kernel_names_demangled_and_gpu_args) {
   pd_trace_t *t = step_trace();
+  add_kernel(t, 800000, 810000, MANGLED, 30); /* a second kernel of the same symbol */
   char *text = NULL;
   cJSON *root = write_and_parse(t, &links_meta, &text);
   cJSON *ev = cJSON_GetObjectItem(root, "traceEvents");
   cJSON *k = find_corr(ev, "kernel", 21);
   cr_expect_str_eq(cJSON_GetObjectItem(k, "name")->valuestring, "(anonymous namespace)::k_tiny_op<__half>");
   cJSON *a = cJSON_GetObjectItem(k, "args");
-  cr_expect_str_eq(cJSON_GetObjectItem(a, "mangled name")->valuestring, MANGLED);
-  cr_expect_eq(num(a, "context"), 1);
+  cr_expect_null(cJSON_GetObjectItem(a, "mangled name"), "the kernel carries the readable name only");
+  /* each mangled symbol once, at the top level, with the name its kernels show */
+  cJSON *names = cJSON_GetObjectItem(root, "mangledNames");
+  cr_assert(cJSON_IsObject(names), "mangledNames");
+  cr_expect_eq(cJSON_GetArraySize(names), 1, "two kernels of one symbol: one entry");
+  cr_expect_str_eq(cJSON_GetObjectItem(names, MANGLED)->valuestring, "(anonymous namespace)::k_tiny_op<__half>");
   cJSON *plain = find_corr(ev, "kernel", 22);
   cr_expect_str_eq(cJSON_GetObjectItem(plain, "name")->valuestring, "nvjet_sm90_tst");
-  cr_expect_null(cJSON_GetObjectItem(cJSON_GetObjectItem(plain, "args"), "mangled name"));
-  cr_expect_eq(num(cJSON_GetObjectItem(find_corr(ev, "gpu_memcpy", 20), "args"), "context"), 1);
+  cr_expect_null(cJSON_GetObjectItem(cJSON_GetObjectItem(find_corr(ev, "gpu_memcpy", 20), "args"), "context"));
   cr_expect_null(strstr(text, "\"name\":\"_Z"), "no mangled name left in a name");
   free(text);
   cJSON_Delete(root);
@@ -813,6 +831,7 @@ Test(trace_writer, sync_row_memory_totals_and_trace_span) {
   cr_expect_eq(num(a, "Total Reserved"), 5000, "no caching allocator: reserved is allocated");
   cr_expect_eq(num(a, "Total Allocated"), 5000);
   cr_expect(num(a, "Ev Idx") >= 0);
+  cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(a, "finished")), "torch's finished: false on an instant");
   /* the whole-trace span and its marker, on a numeric pid */
   cJSON *span = find_event(ev, "X", "Trace", "PyTorch Profiler (0)");
   cr_assert_not_null(span);
@@ -822,6 +841,74 @@ Test(trace_writer, sync_row_memory_totals_and_trace_span) {
   cJSON *it = find_event(ev, "i", NULL, "Iteration Start: PyTorch Profiler");
   cr_assert_not_null(it);
   cr_expect_str_eq(cJSON_GetObjectItem(it, "s")->valuestring, "g");
+  cJSON_Delete(root);
+  pd_trace_destroy(t);
+}
+
+static cJSON *find_flow(cJSON *events, const char *ph, int64_t id) {
+  cJSON *e;
+  cJSON_ArrayForEach(e, events) {
+    cJSON *c = cJSON_GetObjectItem(e, "cat"), *p = cJSON_GetObjectItem(e, "ph");
+    if (cJSON_IsString(c) && strcmp(c->valuestring, "fwdbwd") == 0 && strcmp(p->valuestring, ph) == 0 &&
+        (int64_t)num(e, "id") == id)
+      return e;
+  }
+  return NULL;
+}
+
+Test(trace_writer, fwdbwd_flows_join_forward_and_backward_ranges) {
+  pd_trace_t *t = pd_trace_create();
+  pd_event_t e = mk(PD_EVENT_RANGE, 0, 1000000, "ProfilerStep#1", 0);
+  e.u.range.step = 1;
+  pd_trace_add(t, &e);
+  e = mk(PD_EVENT_RANGE, 1000, 2000, "x.backward", 0); /* its forward is not in the trace */
+  pd_trace_add(t, &e);
+  e = mk(PD_EVENT_RANGE, 10000, 20000, "conv1.forward", 0);
+  pd_trace_add(t, &e);
+  e = mk(PD_EVENT_RANGE, 30000, 40000, "linear.forward", 0);
+  pd_trace_add(t, &e);
+  e = mk(PD_EVENT_RANGE, 50000, 60000, "linear.forward", 0); /* called twice */
+  pd_trace_add(t, &e);
+  e = mk(PD_EVENT_RANGE, 70000, 80000, "linear.backward", 0);
+  e.tid = 5000; /* autograd's thread: same process, another row */
+  pd_trace_add(t, &e);
+  e = mk(PD_EVENT_RANGE, 90000, 95000, "linear.backward", 0);
+  pd_trace_add(t, &e);
+  e = mk(PD_EVENT_RANGE, 100000, 110000, "conv1.backward", 0);
+  pd_trace_add(t, &e);
+  e = mk(PD_EVENT_RANGE, 120000, 130000, "conv1.backward", 0); /* no forward left */
+  pd_trace_add(t, &e);
+  e = mk(PD_EVENT_RANGE, 140000, 150000, "conv1.forward", 0); /* no backward in the trace */
+  pd_trace_add(t, &e);
+  e = mk(PD_EVENT_RANGE, 160000, 170000, ".backward", 0); /* no module name */
+  pd_trace_add(t, &e);
+  cJSON *root = write_and_parse(t, &links_meta, NULL);
+  cJSON *ev = cJSON_GetObjectItem(root, "traceEvents");
+  cr_expect_eq(count_events(ev, "fwdbwd", "fwdbwd"), 3 * 2, "three pairs, both halves each");
+  /* autograd order: the second linear.forward pairs with the first linear.backward */
+  int64_t lin2 = -1, conv = ext_of(find_event(ev, "X", "user_annotation", "conv1.forward"));
+  cJSON *x;
+  cJSON_ArrayForEach(x, ev) {
+    cJSON *n = cJSON_GetObjectItem(x, "name"), *c = cJSON_GetObjectItem(x, "cat");
+    if (cJSON_IsString(n) && strcmp(n->valuestring, "linear.forward") == 0 && strcmp(c->valuestring, "cpu_op") == 0 &&
+        fabs(num(x, "ts") - 50.0) < 1e-9)
+      lin2 = ext_of(x);
+  }
+  cJSON *s = find_flow(ev, "s", lin2), *f = find_flow(ev, "f", lin2);
+  cr_assert(s && f, "linear's second forward flows to its first backward");
+  cr_expect(fabs(num(s, "ts") - 50.0) < 1e-9 && num(s, "tid") == 4243, "starts at the forward op");
+  cr_expect(fabs(num(f, "ts") - 70.0) < 1e-9 && num(f, "tid") == 5000, "ends at the backward op");
+  cr_expect_str_eq(cJSON_GetObjectItem(f, "bp")->valuestring, "e");
+  cr_expect_null(cJSON_GetObjectItem(s, "bp"));
+  s = find_flow(ev, "s", conv), f = find_flow(ev, "f", conv);
+  cr_assert(s && f, "conv1");
+  cr_expect(fabs(num(s, "ts") - 10.0) < 1e-9 && fabs(num(f, "ts") - 100.0) < 1e-9);
+  cJSON_Delete(root);
+
+  pd_trace_meta_t plain = links_meta;
+  plain.links = false;
+  root = write_and_parse(t, &plain, NULL);
+  cr_expect_eq(count_events(cJSON_GetObjectItem(root, "traceEvents"), "fwdbwd", NULL), 0, "links off: none");
   cJSON_Delete(root);
   pd_trace_destroy(t);
 }
@@ -854,6 +941,46 @@ Test(trace_writer, kernel_event_stays_under_400_bytes) {
   cr_expect_leq(bytes, 400u, "kernel event is %zu bytes: %.*s", bytes, (int)(eol - line), line);
   cr_expect_not_null(strstr(line, "\"External id\":"), "measured with its External id");
   free(text);
+  cJSON_Delete(root);
+  pd_trace_destroy(t);
+}
+
+Test(trace_writer, many_symbols_and_forward_backward_pairs) {
+  /* 100 distinct mangled symbols (two kernels each) and 100 layers' forward/backward
+   * pairs: every symbol listed once, every pair joined, in the streaming writer too. */
+  pd_trace_t *t = pd_trace_create();
+  pd_device_props_t d = pd_test_h100();
+  pd_trace_add_device(t, &d);
+  static char names[100][16], fwd[100][24], bwd[100][24];
+  int64_t ts = 1000;
+  for (int i = 0; i < 100; i++) {
+    snprintf(fwd[i], sizeof fwd[i], "layer%d.forward", i);
+    pd_event_t e = mk(PD_EVENT_RANGE, ts, ts + 500, fwd[i], 0);
+    pd_trace_add(t, &e);
+    ts += 1000;
+  }
+  for (int i = 99; i >= 0; i--) {
+    snprintf(bwd[i], sizeof bwd[i], "layer%d.backward", i);
+    pd_event_t e = mk(PD_EVENT_RANGE, ts, ts + 500, bwd[i], 0);
+    pd_trace_add(t, &e);
+    ts += 1000;
+  }
+  for (int i = 0; i < 200; i++) {
+    snprintf(names[i % 100], sizeof names[i % 100], "_Z4k%03dv", i % 100);
+    add_kernel(t, ts, ts + 100, names[i % 100], 0);
+    ts += 1000;
+  }
+  cJSON *root = write_and_parse(t, &links_meta, NULL);
+  cJSON *ev = cJSON_GetObjectItem(root, "traceEvents");
+  cJSON *syms = cJSON_GetObjectItem(root, "mangledNames");
+  cr_expect_eq(cJSON_GetArraySize(syms), 100);
+  cr_expect_str_eq(cJSON_GetObjectItem(syms, "_Z4k042v")->valuestring, "k042");
+  cr_expect_eq(count_events(ev, "fwdbwd", "fwdbwd"), 200, "one pair per layer");
+  int64_t f7 = ext_of(find_event(ev, "X", "user_annotation", "layer7.forward"));
+  cJSON *s = find_flow(ev, "s", f7), *f = find_flow(ev, "f", f7);
+  cr_assert(s && f);
+  cr_expect(fabs(num(s, "ts") - 8.0) < 1e-9 && fabs(num(f, "ts") - (101000 + 92 * 1000) / 1000.0) < 1e-9,
+            "layer7's forward at 8 us, its backward at %f", num(f, "ts"));
   cJSON_Delete(root);
   pd_trace_destroy(t);
 }
