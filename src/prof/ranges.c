@@ -8,6 +8,11 @@
  * no malloc. While no profiler is tracing (g_session == 0) a push is a frame store and
  * an NVTX push: no clock read, no copy, no lock.
  *
+ * With stacks on (with_stack), a recorded push also captures the call stack's return
+ * addresses onto a per-thread LIFO array (backtrace(): no lookup, no lock, no malloc
+ * in steady state); the pop copies them into the completed-range buffer, and the
+ * collector symbolizes them (stacks.c, cached per address) into the event's stack text.
+ *
  * A completed range is kept only if it was pushed and popped in the same recording
  * session (see prof_internal.h). Buffers of exited threads stay on the global list until
  * drained, then are freed.
@@ -22,6 +27,7 @@
 
 #include "pd/pd_prof.h"
 #include "prof_internal.h"
+#include "stacks.h"
 
 #define NO_SHAPE UINT32_MAX
 
@@ -30,6 +36,8 @@ typedef struct {
   uint32_t depth;
   uint32_t name_off;  /* into the thread's name stack */
   uint32_t shape_off; /* idem, NO_SHAPE when none */
+  uint32_t pcs_off;   /* into the thread's return-address stack */
+  uint32_t npcs;      /* 0: no stack captured */
   int64_t start_ns;
 } frame_t;
 
@@ -38,6 +46,8 @@ typedef struct {
   uint32_t depth;
   uint32_t name_off; /* into thread_buf_t.chars */
   uint32_t shape_off;
+  uint32_t pcs_off; /* into thread_buf_t.pcs */
+  uint32_t npcs;
   int64_t start_ns;
   int64_t end_ns;
 } done_t;
@@ -53,6 +63,8 @@ typedef struct thread_buf {
   size_t ndone, cap_done;
   char *chars;
   size_t nchars, cap_chars;
+  void **pcs;
+  size_t npcs, cap_pcs;
 } thread_buf_t;
 
 /* Per-thread state, heap-allocated so the pthread key destructor can reach it. */
@@ -61,6 +73,8 @@ typedef struct {
   size_t nframes, cap_frames;
   char *names; /* name stack: recorded frames' names and shapes, LIFO */
   size_t nnames, cap_names;
+  void **pcs; /* return-address stack of recorded frames, LIFO */
+  size_t npcs, cap_pcs;
   long step_level; /* stack size when this thread's ProfilerStep range opened, -1 none */
   thread_buf_t *buf;
 } thread_state_t;
@@ -76,6 +90,8 @@ static thread_buf_t *g_bufs; /* every thread that ever recorded a range */
 static atomic_uint g_session;      /* current session id, 0 = not recording */
 static uint32_t g_session_counter; /* profiler thread only */
 static atomic_bool g_record_shapes;
+static atomic_bool g_with_stack;
+static pd_symbolizer_t *g_symbolizer; /* made at the first collect with stacks; g_list_lock */
 static atomic_uint_fast64_t g_lost;
 
 /* ---- helpers ------------------------------------------------------------------------ */
@@ -100,6 +116,7 @@ static void thread_state_destroy(void *arg) {
   thread_buf_t *b = t->buf;
   free(t->frames);
   free(t->names);
+  free(t->pcs);
   free(t);
   t_state = NULL;
   if (b == NULL) return;
@@ -122,6 +139,7 @@ static void thread_state_destroy(void *arg) {
     pthread_mutex_destroy(&b->lock);
     free(b->done);
     free(b->chars);
+    free(b->pcs);
     free(b);
   }
 }
@@ -168,6 +186,18 @@ static uint32_t names_push(thread_state_t *t, const char *s) {
   return off;
 }
 
+/* Captures the caller's stack onto the thread's return-address stack for frame f. On out
+ * of memory the range goes without a stack (f->npcs = 0). */
+static void pd_range_push_stack(thread_state_t *t, frame_t *f) {
+  f->pcs_off = (uint32_t)t->npcs;
+  f->npcs = 0;
+  if (t->npcs + PD_STACK_MAX_PCS >= UINT32_MAX ||
+      grow((void **)&t->pcs, &t->cap_pcs, t->npcs + PD_STACK_MAX_PCS, sizeof(void *), 256) != 0)
+    return;
+  f->npcs = (uint32_t)pd_stack_capture(t->pcs + t->npcs, PD_STACK_MAX_PCS);
+  t->npcs += f->npcs;
+}
+
 /* ---- public API ------------------------------------------------------------------------- */
 
 int pd_range_push_shape(const char *name, const char *shape) {
@@ -190,6 +220,9 @@ int pd_range_push_shape(const char *name, const char *shape) {
     } else if (shape != NULL && atomic_load_explicit(&g_record_shapes, memory_order_relaxed)) {
       f->shape_off = names_push(t, shape);
     }
+    f->pcs_off = (uint32_t)t->npcs;
+    f->npcs = 0;
+    if (f->session != 0 && atomic_load_explicit(&g_with_stack, memory_order_relaxed)) pd_range_push_stack(t, f);
     f->start_ns = pd_clock_now_ns();
   }
   t->nframes++;
@@ -207,6 +240,7 @@ int pd_range_pop(void) {
   if (f->session == 0) return 0;
   int64_t end = pd_clock_now_ns();
   t->nnames = f->name_off; /* LIFO: drop this frame's name (and shape) from the stack */
+  t->npcs = f->pcs_off;    /* and its return addresses (still intact below) */
   if (atomic_load_explicit(&g_session, memory_order_acquire) != f->session) return 0;
 
   thread_buf_t *b = buf_get(t);
@@ -222,7 +256,8 @@ int pd_range_pop(void) {
   pthread_mutex_lock(&b->lock);
   if (grow((void **)&b->done, &b->cap_done, b->ndone + 1, sizeof(done_t), 256) != 0 ||
       grow((void **)&b->chars, &b->cap_chars, b->nchars + nlen + slen, 1, 8192) != 0 ||
-      b->nchars + nlen + slen >= NO_SHAPE) {
+      b->nchars + nlen + slen >= NO_SHAPE || b->npcs + f->npcs >= UINT32_MAX ||
+      (f->npcs > 0 && grow((void **)&b->pcs, &b->cap_pcs, b->npcs + f->npcs, sizeof(void *), 4096) != 0)) {
     pthread_mutex_unlock(&b->lock);
     atomic_fetch_add(&g_lost, 1);
     return 0;
@@ -241,6 +276,12 @@ int pd_range_pop(void) {
     memcpy(b->chars + b->nchars, shape, slen);
     b->nchars += slen;
   }
+  d->pcs_off = (uint32_t)b->npcs;
+  d->npcs = f->npcs;
+  if (f->npcs > 0) {
+    memcpy(b->pcs + b->npcs, t->pcs + f->pcs_off, f->npcs * sizeof(void *));
+    b->npcs += f->npcs;
+  }
   pthread_mutex_unlock(&b->lock);
   return 0;
 }
@@ -248,6 +289,11 @@ int pd_range_pop(void) {
 /* ---- profiler side ------------------------------------------------------------------------ */
 
 void pd_ranges_set_record_shapes(bool on) { atomic_store(&g_record_shapes, on); }
+
+void pd_ranges_set_with_stack(bool on) {
+  if (on) pd_stack_capture_init();
+  atomic_store(&g_with_stack, on);
+}
 
 void pd_ranges_session_begin(void) {
   if (++g_session_counter == 0) g_session_counter = 1; /* 0 means "not recording" */
@@ -258,11 +304,25 @@ void pd_ranges_session_end(void) { atomic_store_explicit(&g_session, 0, memory_o
 
 uint64_t pd_ranges_lost(void) { return (uint64_t)atomic_load(&g_lost); }
 
+/* Symbolizes one range's return addresses into *text (a buffer reused across ranges; NULL
+ * when no frame is left or libdw cannot read this process). Called with g_list_lock
+ * held, which also guards g_symbolizer. Returns 0 or PD_ENOMEM. */
+static int range_stack(void *const *pcs, uint32_t n, char **buf, size_t *cap, const char **text) {
+  *text = NULL;
+  if (g_symbolizer == NULL && (g_symbolizer = pd_symbolizer_create()) == NULL) return 0;
+  int len = pd_symbolizer_stack_text(g_symbolizer, pcs, (int)n, buf, cap);
+  if (len < 0) return len;
+  if (len > 0) *text = *buf;
+  return 0;
+}
+
 int64_t pd_ranges_collect(pd_trace_t *out) {
   uint32_t session = atomic_load(&g_session);
   uint32_t pid = (uint32_t)getpid();
   int64_t added = 0;
   int rc = 0;
+  char *stack = NULL; /* one stack's text, reused */
+  size_t stack_cap = 0;
   pthread_mutex_lock(&g_list_lock);
   thread_buf_t **pp = &g_bufs;
   while (*pp != NULL) {
@@ -283,23 +343,27 @@ int64_t pd_ranges_collect(pd_trace_t *out) {
       ev.u.range.step = -1;
       ev.u.range.depth = d->depth;
       ev.u.range.shape = d->shape_off != NO_SHAPE ? b->chars + d->shape_off : NULL;
-      rc = pd_trace_add(out, &ev);
+      if (d->npcs > 0) rc = range_stack(b->pcs + d->pcs_off, d->npcs, &stack, &stack_cap, &ev.u.range.stack);
+      if (rc == 0) rc = pd_trace_add(out, &ev);
       if (rc == 0) added++;
     }
     b->ndone = 0;
     b->nchars = 0;
+    b->npcs = 0;
     pthread_mutex_unlock(&b->lock);
     if (b->exited) {
       *pp = b->next;
       pthread_mutex_destroy(&b->lock);
       free(b->done);
       free(b->chars);
+      free(b->pcs);
       free(b);
     } else {
       pp = &b->next;
     }
   }
   pthread_mutex_unlock(&g_list_lock);
+  free(stack);
   return rc < 0 ? rc : added;
 }
 
@@ -312,9 +376,11 @@ void pd_ranges_release(void) {
     pthread_mutex_lock(&b->lock);
     free(b->done);
     free(b->chars);
+    free(b->pcs);
     b->done = NULL;
     b->chars = NULL;
-    b->ndone = b->cap_done = b->nchars = b->cap_chars = 0;
+    b->pcs = NULL;
+    b->ndone = b->cap_done = b->nchars = b->cap_chars = b->npcs = b->cap_pcs = 0;
     pthread_mutex_unlock(&b->lock);
     if (b->exited) {
       *pp = b->next;
@@ -324,6 +390,8 @@ void pd_ranges_release(void) {
       pp = &b->next;
     }
   }
+  pd_symbolizer_destroy(g_symbolizer);
+  g_symbolizer = NULL;
   pthread_mutex_unlock(&g_list_lock);
 }
 
