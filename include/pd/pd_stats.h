@@ -83,6 +83,12 @@ int pd_op_table_set_group_by_stack(pd_op_table_t *table, int n);
  * PD_SORT_SELF_CUDA_TIME_TOTAL or PD_SORT_SELF_CPU_TIME_TOTAL. Returns the number of
  * lines written, PD_EINVAL (other metric, NULL) or PD_EIO (write error). */
 int64_t pd_op_table_export_stacks(const pd_op_table_t *table, FILE *out, pd_sort_key_t metric);
+/* Same, into the file at path, written to "<path>.tmp.<pid>" and renamed: on failure
+ * nothing is left at path. Returns the number of lines, PD_EINVAL or PD_EIO. */
+int64_t pd_op_table_export_stacks_file(const pd_op_table_t *table, const char *path, pd_sort_key_t metric);
+/* Returns the number of rows that carry a stack (0: no op had one, e.g. a run without
+ * with_stack, or the table is not grouped by stack). */
+size_t pd_op_table_stack_rows(const pd_op_table_t *table);
 /* Sorts rows by key, largest first (ties by name), like torch's sort_by. */
 void pd_op_table_sort(pd_op_table_t *table, pd_sort_key_t key);
 /* Returns the number of rows. */

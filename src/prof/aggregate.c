@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- sort keys ---------------------------------------------------------------------- */
 
@@ -461,11 +462,12 @@ static void print_sep(FILE *out, int name_w, int ncols, int shape_w, int src_w) 
   fprintf(out, "%*s\n", SPACING, "");
 }
 
-/* Source Location cells: the row's first frame (cut to width, as torch cuts names) on the
- * row's own line; each further frame on a line of its own under it. */
+/* Source Location cells: the row's first frame on the row's own line; each further frame
+ * on a line of its own under it. A frame too wide loses the start of its path ("...")
+ * and keeps file, line and function. */
 static void print_frame(FILE *out, const char *f, int src_w) {
   int n = (int)frame_len(f);
-  if (n > src_w) fprintf(out, "%*s%.*s...", SPACING, "", src_w - 3, f);
+  if (n > src_w) fprintf(out, "%*s...%.*s", SPACING, "", src_w - 3, f + (n - (src_w - 3)));
   else fprintf(out, "%*s%-*.*s", SPACING, "", src_w, n, f);
 }
 
@@ -587,4 +589,32 @@ int64_t pd_op_table_export_stacks(const pd_op_table_t *table, FILE *out, pd_sort
     lines++;
   }
   return ferror(out) ? PD_EIO : lines;
+}
+
+int64_t pd_op_table_export_stacks_file(const pd_op_table_t *table, const char *path, pd_sort_key_t metric) {
+  if (table == NULL || path == NULL || path[0] == '\0' ||
+      (metric != PD_SORT_SELF_CUDA_TIME_TOTAL && metric != PD_SORT_SELF_CPU_TIME_TOTAL))
+    return PD_EINVAL;
+  size_t n = strlen(path) + 32;
+  char *tmp = malloc(n);
+  if (tmp == NULL) return PD_ENOMEM;
+  snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (f == NULL) {
+    free(tmp);
+    return PD_EIO;
+  }
+  int64_t lines = pd_op_table_export_stacks(table, f, metric);
+  if (lines >= 0 && (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0)) lines = PD_EIO;
+  if (fclose(f) != 0 && lines >= 0) lines = PD_EIO;
+  if (lines >= 0 && rename(tmp, path) != 0) lines = PD_EIO;
+  if (lines < 0) unlink(tmp);
+  free(tmp);
+  return lines;
+}
+
+size_t pd_op_table_stack_rows(const pd_op_table_t *table) {
+  size_t n = 0;
+  for (size_t i = 0; table != NULL && i < table->nrows; i++) n += table->rows[i].stack != NULL;
+  return n;
 }
