@@ -8,6 +8,7 @@
  * inlined call's DW_AT_call_file/line the line in the next frame out. Modules without
  * DWARF (libc) give the ELF symbol; without a symbol, the module and offset.
  */
+#define _GNU_SOURCE /* pthread_getattr_np */
 #include "stacks.h"
 
 #include <dwarf.h>
@@ -15,6 +16,7 @@
 #include <elfutils/libdwfl.h>
 #include <execinfo.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,8 +28,57 @@
 
 /* ---- capture -------------------------------------------------------------------------- */
 
+#ifdef PD_FRAME_POINTERS
+static atomic_int g_unwinder = PD_UNWIND_FRAME_POINTER;
+#else
+static atomic_int g_unwinder = PD_UNWIND_BACKTRACE;
+#endif
+
+void pd_stack_set_unwinder(pd_unwinder_t u) { atomic_store(&g_unwinder, (int)u); }
+pd_unwinder_t pd_stack_unwinder(void) { return (pd_unwinder_t)atomic_load(&g_unwinder); }
+
+/* The calling thread's stack, [lo, hi), read once per thread (pthread_getattr_np). */
+static __thread uintptr_t t_stack_lo, t_stack_hi;
+
+static bool stack_bounds(void) {
+  if (t_stack_hi != 0) return true;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return false;
+  void *addr = NULL;
+  size_t size = 0;
+  int rc = pthread_attr_getstack(&attr, &addr, &size);
+  pthread_attr_destroy(&attr);
+  if (rc != 0 || size == 0) return false;
+  t_stack_lo = (uintptr_t)addr;
+  t_stack_hi = (uintptr_t)addr + size;
+  return true;
+}
+
+/* Follows saved frame pointers: [fp] is the caller's fp, [fp + 8] the return address
+ * (x86-64 and AArch64 frame records alike). Every read is checked to lie inside this
+ * thread's stack, and each frame must sit above the last, so a frame without a frame
+ * pointer ends the walk instead of sending it astray. Not instrumented by ASan: a
+ * saved slot may sit next to a poisoned local. */
+__attribute__((noinline, no_sanitize_address)) static int capture_frame_pointers(void **pcs, int max) {
+  if (!stack_bounds()) return 0;
+  uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+  int n = 0;
+  while (n < max) {
+    if (fp < t_stack_lo || fp > t_stack_hi - 2 * sizeof(uintptr_t) || (fp & (sizeof(uintptr_t) - 1)) != 0) break;
+    const uintptr_t *rec = (const uintptr_t *)fp;
+    uintptr_t next = rec[0], ret = rec[1];
+    if (ret < 4096) break;
+    pcs[n++] = (void *)ret;
+    if (next <= fp) break;
+    fp = next;
+  }
+  return n;
+}
+
 __attribute__((noinline)) int pd_stack_capture(void **pcs, int max) {
   if (pcs == NULL || max <= 0) return 0;
+  if (atomic_load_explicit(&g_unwinder, memory_order_relaxed) == PD_UNWIND_FRAME_POINTER)
+    return capture_frame_pointers(pcs, max);
   int n = backtrace(pcs, max);
   return n > 0 ? n : 0;
 }
@@ -36,6 +87,7 @@ static pthread_once_t g_capture_once = PTHREAD_ONCE_INIT;
 static void capture_warm(void) {
   void *pcs[4];
   (void)backtrace(pcs, 4);
+  (void)stack_bounds();
 }
 
 void pd_stack_capture_init(void) { pthread_once(&g_capture_once, capture_warm); }
@@ -270,6 +322,7 @@ int pd_symbolizer_lookup(pd_symbolizer_t *s, const void *pc, const pd_stack_fram
  * of the capture: left out at the innermost end. */
 static bool is_api_frame(const char *function) {
   return function != NULL && (strncmp(function, "pd_range_push", 13) == 0 ||
+                              strcmp(function, "capture_frame_pointers") == 0 ||
                               strcmp(function, "pd_stack_capture") == 0 || strcmp(function, "backtrace") == 0 ||
                               strncmp(function, "__backtrace", 11) == 0);
 }

@@ -1,8 +1,10 @@
 /* stacks.h: host call stacks for ranges (with_stack), internal to pd_prof.
  *
- * A range records its call stack when it opens as raw return addresses (glibc's
- * backtrace(): the unwinder reads .eh_frame, so it needs no frame pointers); nothing is
- * looked up then. When a cycle is collected, the symbolizer turns each distinct address
+ * A range records its call stack when it opens as raw return addresses; nothing is looked
+ * up then. Two unwinders: a frame-pointer walk (tens of ns for a scenario's stack; the
+ * default when the project is built with frame pointers, PD_STACK_INFO), and glibc's
+ * backtrace() (the unwinder reads .eh_frame, so it needs no frame pointers, but costs
+ * about 0.2 us a frame; docs/performance.md has both). When a cycle is collected, the symbolizer turns each distinct address
  * into frames once (libdw: function, source file and line, with the chain of inlined
  * calls expanded, as eu-addr2line -i does) and caches them, so a stack seen a thousand
  * times is looked up once per process.
@@ -21,6 +23,19 @@
 
 /* Return addresses kept per range: deeper frames (the thread's start) are cut. */
 #define PD_STACK_MAX_PCS 48
+
+typedef enum {
+  PD_UNWIND_FRAME_POINTER = 0, /* walk the rbp chain, bounded by the thread's stack */
+  PD_UNWIND_BACKTRACE          /* glibc backtrace() (libgcc's .eh_frame unwinder) */
+} pd_unwinder_t;
+
+/* Picks the unwinder for later captures (all threads). The default is
+ * PD_UNWIND_FRAME_POINTER when this library was built with frame pointers, else
+ * PD_UNWIND_BACKTRACE. A frame-pointer walk stops at the first frame whose saved frame
+ * pointer leaves the thread's stack or does not grow, so code built without frame
+ * pointers (libc's start routines) ends the stack early; it never reads outside it. */
+void pd_stack_set_unwinder(pd_unwinder_t u);
+pd_unwinder_t pd_stack_unwinder(void);
 
 /* Writes up to max return addresses of the calling thread, innermost first, into pcs.
  * Returns how many (0 when the unwinder fails). Thread-safe; not async-signal-safe. */

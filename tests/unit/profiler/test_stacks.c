@@ -84,6 +84,51 @@ Test(stacks, capture_and_symbolize_names_function_file_and_line) {
   pd_symbolizer_destroy(s);
 }
 
+/* Returns the first k frames of a stack text (static buffer). */
+static const char *first_frames(const char *stack, int k) {
+  static char buf[4096];
+  const char *end = stack;
+  for (int i = 0; i < k && *end; i++) {
+    if (i > 0 && *end == ';') end++;
+    end += strcspn(end, ";");
+  }
+  snprintf(buf, sizeof buf, "%.*s", (int)(end - stack), stack);
+  return buf;
+}
+
+Test(stacks, frame_pointer_walk_and_backtrace_agree_on_this_code) {
+  pd_unwinder_t saved = pd_stack_unwinder();
+  void *fp_pcs[PD_STACK_MAX_PCS], *bt_pcs[PD_STACK_MAX_PCS];
+  pd_stack_set_unwinder(PD_UNWIND_FRAME_POINTER);
+  int nfp = stack_probe_outer(fp_pcs, PD_STACK_MAX_PCS);
+  pd_stack_set_unwinder(PD_UNWIND_BACKTRACE);
+  int nbt = stack_probe_outer(bt_pcs, PD_STACK_MAX_PCS);
+  pd_stack_set_unwinder(saved);
+  cr_assert_geq(nfp, 3);
+  cr_assert_geq(nbt, 3);
+  pd_symbolizer_t *s = pd_symbolizer_create();
+  cr_assert_not_null(s);
+  char *a = NULL, *b = NULL;
+  size_t ca = 0, cb = 0;
+  cr_assert_gt(pd_symbolizer_stack_text(s, fp_pcs, nfp, &a, &ca), 0);
+  cr_assert_gt(pd_symbolizer_stack_text(s, bt_pcs, nbt, &b, &cb), 0);
+  /* the probe and its caller: the same frames, lines included; then this test (called
+   * from two lines) */
+  char want[4096];
+  snprintf(want, sizeof want, "%s", first_frames(b, 2));
+  cr_expect_str_eq(first_frames(a, 2), want);
+  cr_expect_not_null(strstr(nth_frame(a, 2), "frame_pointer_walk_and_backtrace_agree_on_this_code"), "'%s'", a);
+  cr_expect(frame_is(nth_frame(a, 0), "stack_probe_inner", g_capture_line), "'%s'", a);
+  free(a);
+  free(b);
+  pd_symbolizer_destroy(s);
+  /* no room: nothing written */
+  pd_stack_set_unwinder(PD_UNWIND_FRAME_POINTER);
+  cr_expect_eq(stack_probe_outer(fp_pcs, 0), 0);
+  cr_expect_eq(stack_probe_outer(fp_pcs, 1), 1);
+  pd_stack_set_unwinder(saved);
+}
+
 Test(stacks, address_outside_every_module_is_printed_raw) {
   pd_symbolizer_t *s = pd_symbolizer_create();
   cr_assert_not_null(s);
