@@ -319,12 +319,12 @@ int pd_symbolizer_lookup(pd_symbolizer_t *s, const void *pc, const pd_stack_fram
 }
 
 /* Frames of the range API (ranges.c: pd_range_push* and its helpers, all named so) and
- * of the capture: left out at the innermost end. */
+ * of the capture (glibc's backtrace, __backtrace, or a sanitizer's __interceptor_backtrace
+ * in front of it): left out at the innermost end. */
 static bool is_api_frame(const char *function) {
-  return function != NULL && (strncmp(function, "pd_range_push", 13) == 0 ||
-                              strcmp(function, "capture_frame_pointers") == 0 ||
-                              strcmp(function, "pd_stack_capture") == 0 || strcmp(function, "backtrace") == 0 ||
-                              strncmp(function, "__backtrace", 11) == 0);
+  return function != NULL &&
+         (strncmp(function, "pd_range_push", 13) == 0 || strcmp(function, "capture_frame_pointers") == 0 ||
+          strcmp(function, "pd_stack_capture") == 0 || strstr(function, "backtrace") != NULL);
 }
 
 int pd_symbolizer_stack_text(pd_symbolizer_t *s, void *const *pcs, int n, char **buf, size_t *cap) {
