@@ -229,6 +229,24 @@ Test(stacks, ranges_carry_the_stack_of_the_code_that_opened_them) {
   cr_expect(strstr(seen.first[0], "pd_range_push") == NULL, "no range API frame in '%s'", seen.first[0]);
 }
 
+Test(stacks, repeated_stacks_share_one_text_and_different_ones_stay_apart) {
+  seen_t seen = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  pd_prof_t *p = cpu_profiler(&seen, true);
+  for (int i = 0; i < 3; i++) push_probe("probe_loop"); /* one call site, three ranges */
+  pd_range_push("probe_other");                          /* another call site */
+  int other_line = __LINE__ - 1;
+  pd_range_pop();
+  cr_assert_eq(pd_prof_step(p), 0);
+  pd_prof_destroy(p);
+  cr_assert_eq(seen.with_stack, 4);
+  cr_expect_str_eq(seen.first[0], seen.first[1]);
+  cr_expect_str_eq(seen.first[1], seen.first[2]);
+  cr_expect(frame_is(nth_frame(seen.first[0], 0), "push_probe", g_push_line), "'%s'", seen.first[0]);
+  const char *f = nth_frame(seen.first[3], 0);
+  cr_expect(frame_is(f, "stacks_repeated_stacks_share_one_text_and_different_ones_stay_apart_impl", other_line),
+            "'%s'", f);
+}
+
 Test(stacks, off_by_default) {
   seen_t seen = {.lock = PTHREAD_MUTEX_INITIALIZER};
   pd_prof_t *p = cpu_profiler(&seen, false);
