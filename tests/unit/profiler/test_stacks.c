@@ -70,11 +70,17 @@ Test(stacks, capture_and_symbolize_names_function_file_and_line) {
   cr_expect(strstr(buf, "capture_and_symbolize_names_function_file_and_line") != NULL, "test's own frame in '%s'",
             buf);
 
-  /* One lookup per address, cached: the same pointer comes back. */
+  /* One lookup per address, cached: the same pointer comes back. Which address is the
+   * probe's depends on the unwinder and on whether the capture's own call was a tail call. */
   const pd_stack_frame_t *a = NULL, *b = NULL;
-  int na = pd_symbolizer_lookup(s, pcs[1], &a);
-  int nb = pd_symbolizer_lookup(s, pcs[1], &b);
-  cr_assert_geq(na, 1);
+  int k = 0, na = 0;
+  for (; k < n; k++) {
+    na = pd_symbolizer_lookup(s, pcs[k], &a);
+    cr_assert_geq(na, 1);
+    if (a[0].function != NULL && strcmp(a[0].function, "stack_probe_inner") == 0) break;
+  }
+  cr_assert_lt(k, n, "no captured address is in stack_probe_inner");
+  int nb = pd_symbolizer_lookup(s, pcs[k], &b);
   cr_expect_eq(na, nb);
   cr_expect_eq(a, b, "cached frames are reused");
   cr_expect_str_eq(a[0].function, "stack_probe_inner");
