@@ -19,7 +19,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---- sort keys ---------------------------------------------------------------------- */
 
@@ -554,67 +553,4 @@ void pd_op_table_print(FILE *out, const pd_op_table_t *table, int row_limit) {
   fprintf(out, "Self CPU time total: %s\n", total);
   format_time(total, sizeof total, sum_self_cuda);
   fprintf(out, "Self CUDA time total: %s\n", total);
-}
-
-/* ---- collapsed stacks (export_stacks) -------------------------------------------------------- */
-
-/* Writes s[0..n) with the characters that the collapsed format reserves (the ' ' before
- * the value, line breaks) as '_', as torch's export_stacks translates " ;\t\n". */
-static void put_frame(FILE *out, const char *s, size_t n) {
-  for (size_t i = 0; i < n; i++) fputc(s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r' || s[i] == ';' ? '_' : s[i], out);
-}
-
-int64_t pd_op_table_export_stacks(const pd_op_table_t *table, FILE *out, pd_sort_key_t metric) {
-  if (table == NULL || out == NULL ||
-      (metric != PD_SORT_SELF_CUDA_TIME_TOTAL && metric != PD_SORT_SELF_CPU_TIME_TOTAL))
-    return PD_EINVAL;
-  int64_t lines = 0;
-  for (size_t i = 0; i < table->nrows; i++) {
-    const pd_op_stat_t *r = &table->rows[i];
-    if (r->stack == NULL) continue;
-    int64_t us = (sort_value(r, metric) + 500) / 1000;
-    if (us <= 0) continue;
-    /* frames are innermost first: write them from the last one back */
-    const char *s = r->stack;
-    size_t end = strlen(s);
-    while (end > 0) {
-      size_t start = end;
-      while (start > 0 && s[start - 1] != ';') start--;
-      put_frame(out, s + start, end - start);
-      fputc(';', out);
-      end = start > 0 ? start - 1 : 0;
-    }
-    put_frame(out, r->name, strlen(r->name));
-    fprintf(out, " %" PRId64 "\n", us);
-    lines++;
-  }
-  return ferror(out) ? PD_EIO : lines;
-}
-
-int64_t pd_op_table_export_stacks_file(const pd_op_table_t *table, const char *path, pd_sort_key_t metric) {
-  if (table == NULL || path == NULL || path[0] == '\0' ||
-      (metric != PD_SORT_SELF_CUDA_TIME_TOTAL && metric != PD_SORT_SELF_CPU_TIME_TOTAL))
-    return PD_EINVAL;
-  size_t n = strlen(path) + 32;
-  char *tmp = malloc(n);
-  if (tmp == NULL) return PD_ENOMEM;
-  snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
-  if (f == NULL) {
-    free(tmp);
-    return PD_EIO;
-  }
-  int64_t lines = pd_op_table_export_stacks(table, f, metric);
-  if (lines >= 0 && (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0)) lines = PD_EIO;
-  if (fclose(f) != 0 && lines >= 0) lines = PD_EIO;
-  if (lines >= 0 && rename(tmp, path) != 0) lines = PD_EIO;
-  if (lines < 0) unlink(tmp);
-  free(tmp);
-  return lines;
-}
-
-size_t pd_op_table_stack_rows(const pd_op_table_t *table) {
-  size_t n = 0;
-  for (size_t i = 0; table != NULL && i < table->nrows; i++) n += table->rows[i].stack != NULL;
-  return n;
 }
