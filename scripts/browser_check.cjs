@@ -4,9 +4,11 @@
 // in .tools). Nothing leaves 127.0.0.1.
 //
 // usage: node scripts/browser_check.cjs TOOLS_DIR SHOT_DIR [--html REPORT.html] TRACE...
-//   TRACE: *.pt.trace.json[.gz]; each must import in speedscope 1.25 (its npm release build,
-//          served from 127.0.0.1 and opened as index.html#profileURL=...), draw a coloured
-//          chart and raise no page error or alert.
+//   TRACE: *.pt.trace.json[.gz], or collapsed stacks (*.txt, what --export_stacks writes);
+//          each must import in speedscope 1.25 (its npm release build, served from 127.0.0.1
+//          and opened as index.html#profileURL=...), a *.txt as "collapsed stack format"
+//          (speedscope guesses the format from the content), draw a coloured chart and raise
+//          no page error or alert.
 //   --html: the report must render: a screenshot that is not blank, and a DOM with the
 //          verdict and every section heading profile_analyze writes.
 // Prints one line per check, "BROWSER <what> <file>: PASS|FAIL detail"; exits 1 when any
@@ -111,9 +113,10 @@ async function speedscope(browser, base, i) {
   const profile = encodeURIComponent(`${base}/trace/${i}/${name}`);
   await page.goto(`${base}/ss/index.html#profileURL=${profile}&title=${encodeURIComponent(name)}`, {waitUntil: 'load'});
   let imported = false;
+  const importer = name.endsWith('.txt') ? /Importing as collapsed stack format/ : /Importing as/;
   for (let t = 0; t < 60 && !alerts.length && !errors.length; t++) {
     await sleep(500);
-    imported = logs.some(l => /Importing as/.test(l));
+    imported = logs.some(l => importer.test(l));
     const drawn = await page.evaluate(() => document.querySelectorAll('canvas').length > 0 &&
                                            !/Loading/i.test(document.body.innerText));
     if (imported && drawn) {

@@ -9,9 +9,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-gpu}
 archs=${PD_CUDA_ARCHS:-80-real;90-real;90-virtual}
-# Release like a user's run; instrumentation off even if this directory had it before.
+# Release like a user's run; instrumentation off even if this directory had it before;
+# debug information and frame pointers on (PD_STACK_INFO), so --with_stack names
+# functions, files and lines and walks frame pointers.
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=$archs" \
-  -DENABLE_COVERAGE=OFF -DENABLE_SANITIZERS=OFF >/dev/null
+  -DENABLE_COVERAGE=OFF -DENABLE_SANITIZERS=OFF -DPD_STACK_INFO=ON >/dev/null
 cmake --build "$build" -j"$(nproc)"
 scripts/gpu_bundle.sh "$build" .gpu_bundle
 echo "gpu_prepare: $build is $(du -sh "$build" | cut -f1); on the GPU host run: scripts/gpu_acceptance.sh $build"

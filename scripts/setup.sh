@@ -25,10 +25,11 @@ case "${1:-}" in
 esac
 
 # Build: compiler, CMake, pkg-config, the C libraries (zlib: the analyzer reads gzipped
-# traces). Tests: Criterion, gcovr for the coverage gate, shellcheck for the scripts.
+# traces; libdw: --with_stack symbolizes host call stacks from DWARF). Tests: Criterion,
+# gcovr for the coverage gate, shellcheck for the scripts.
 # git: baselines record the commit.
 # chromium + fonts: test.sh's browser stage (speedscope and the HTML report, headless)
-packages=(build-essential cmake pkg-config git libcriterion-dev libcjson-dev zlib1g-dev gcovr shellcheck python3
+packages=(build-essential cmake pkg-config git libcriterion-dev libcjson-dev zlib1g-dev libdw-dev gcovr shellcheck python3
   chromium fonts-dejavu-core)
 
 missing=()

@@ -197,7 +197,8 @@ if [ "$built" -eq 1 ]; then
 
   # ---- browser: traces in speedscope, the HTML report in Chromium ------------------------
   # Every fixture trace written by the current writer, and a trace the writer makes here
-  # from a synthetic step (test_synthetic_step), must import and draw in speedscope; the
+  # from a synthetic step (test_synthetic_step, with call stacks), must import and draw in
+  # speedscope, and so must the collapsed stacks profile_analyze exports from it; the
   # HTML report of a fixture must render with its verdict and sections. A fixture written by
   # the writer before its torch-compatible fields (no distributedInfo key) fails the stage:
   # re-record it with scripts/make_fixtures.sh on a GPU. No browser: FAILED.
@@ -213,8 +214,9 @@ if [ "$built" -eq 1 ]; then
   done
   if PD_SYNTH_TRACE="${btraces[0]}" "$build/tests/unit/profiler/test_synthetic_step" >/dev/null &&
     "$build/src/cli/profile_analyze/profile_analyze" tests/fixtures/runs/clean.pt.trace.json.gz --html "$bdir/report.html" >/dev/null &&
-    node scripts/browser_check.cjs "$tools" "$bdir/shots" --html "$bdir/report.html" "${btraces[@]}"; then
-    detail="${#btraces[@]} traces in speedscope, clean's HTML report"
+    "$build/src/cli/profile_analyze/profile_analyze" "${btraces[0]}" --export_stacks "$bdir/synthetic_step.stacks.txt" >/dev/null &&
+    node scripts/browser_check.cjs "$tools" "$bdir/shots" --html "$bdir/report.html" "${btraces[@]}" "$bdir/synthetic_step.stacks.txt"; then
+    detail="${#btraces[@]} traces and their collapsed stacks in speedscope, clean's HTML report"
     if [ "${#old_fixtures[@]}" -gt 0 ]; then
       record browser FAILED "$detail; fixtures from the old writer (re-record with scripts/make_fixtures.sh): ${old_fixtures[*]}"
     else

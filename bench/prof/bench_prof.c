@@ -6,7 +6,10 @@
  *      API records added; us per launch, the added us, what attaching/enabling CUPTI costs
  *      at the warmup step, and what collecting the cycle (flush + parse + sort + detach)
  *      costs per record;
- *  (b) host ranges: ns per push/pop pair untraced and traced, one and four threads;
+ *  (b) host ranges: ns per push/pop pair untraced, traced, and traced with call stacks
+ *      (with_stack: a backtrace() per push, pushed from --stack-depth nested calls so the
+ *      stack is as deep as a scenario's), one and four threads, and what collecting the
+ *      cycle costs per range (with stacks: symbolizing, cached per address, and joining);
  *  (c) trace writing: events per second and bytes per kernel event for synthetic kernel
  *      events streamed through pd_trace_writer.
  * Each figure is the median of --reps repetitions. Without a GPU (or with --cpu-only)
@@ -24,24 +27,27 @@
 #include "bench_kernels.h"
 #include "pd/pd_prof.h"
 #include "pd/pd_writers.h"
+#include "stacks.h" /* the unwinder choice, to measure both */
 
 typedef struct {
   int launches;
   int reps;
   int events;
   int range_pairs;
+  int stack_depth;
   const char *out_dir;
   bool cpu_only;
 } opts_t;
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: bench_prof [--launches N] [--reps R] [--events N] [--range-pairs N] [--out DIR]\n"
-          "                  [--cpu-only]\n"
+          "usage: bench_prof [--launches N] [--reps R] [--events N] [--range-pairs N] [--stack-depth N]\n"
+          "                  [--out DIR] [--cpu-only]\n"
           "  --launches N     empty-kernel launches per measurement (default 100000)\n"
           "  --reps R         repetitions, the median is reported (default 3)\n"
           "  --events N       synthetic kernel events written (default 1000000)\n"
           "  --range-pairs N  host range push/pop pairs per measurement (default 200000)\n"
+          "  --stack-depth N  nested calls above the range loop (default 12: a scenario's depth)\n"
           "  --out DIR        where the synthetic trace is written, then removed (default /tmp)\n"
           "  --cpu-only       skip the GPU launch-overhead table\n");
 }
@@ -249,9 +255,15 @@ static int bench_launch(const opts_t *o) {
 /* ---- (b) host ranges ---------------------------------------------------------------------- */
 
 static int g_pairs;
+static int g_stack_depth;
 
-static void *range_loop(void *arg) {
-  double *ns = arg;
+/* The timed loop, run `depth` calls deep so a captured stack has a scenario's depth. */
+__attribute__((noinline)) static void range_loop_at(double *ns, int depth) {
+  if (depth > 0) {
+    range_loop_at(ns, depth - 1);
+    __asm__ volatile("" ::: "memory"); /* no tail call: each level keeps its frame */
+    return;
+  }
   static const char *names[4] = {"forward", "backward", "optimizer", "conv3x3"};
   double t0 = now_s();
   for (int i = 0; i < g_pairs; i++) {
@@ -259,6 +271,10 @@ static void *range_loop(void *arg) {
     pd_range_pop();
   }
   *ns = (now_s() - t0) * 1e9 / g_pairs;
+}
+
+static void *range_loop(void *arg) {
+  range_loop_at(arg, g_stack_depth);
   return NULL;
 }
 
@@ -268,7 +284,7 @@ static int count_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *user) {
 }
 
 /* Median ns per pair over reps; threads > 1 run concurrently (mean over threads). */
-static int measure_ranges(const opts_t *o, bool traced, int threads, double *ns_out,
+static int measure_ranges(const opts_t *o, bool traced, bool with_stack, int threads, double *ns_out,
                           double *collect_ns_per_range) {
   double *med = calloc((size_t)o->reps, sizeof(double));
   double *col = calloc((size_t)o->reps, sizeof(double));
@@ -279,6 +295,7 @@ static int measure_ranges(const opts_t *o, bool traced, int threads, double *ns_
     pd_prof_config_t cfg;
     pd_prof_config_init(&cfg);
     cfg.activities = PD_ACTIVITY_CPU;
+    cfg.with_stack = with_stack;
     cfg.schedule = (pd_schedule_t){.wait = 0, .warmup = 0, .active = 1, .repeat = 0};
     cfg.on_trace_ready = count_cb;
     cfg.user = &got;
@@ -291,6 +308,7 @@ static int measure_ranges(const opts_t *o, bool traced, int threads, double *ns_
     }
   }
   g_pairs = o->range_pairs;
+  g_stack_depth = o->stack_depth;
   int rc = 0;
   for (int rep = 0; rep < o->reps && rc == 0; rep++) {
     pthread_t th[16];
@@ -325,21 +343,33 @@ static int measure_ranges(const opts_t *o, bool traced, int threads, double *ns_
 }
 
 static int bench_ranges(const opts_t *o) {
-  printf("(b) host ranges: %d push/pop pairs per thread, median of %d\n\n", o->range_pairs, o->reps);
+  printf("(b) host ranges: %d push/pop pairs per thread, %d calls deep, median of %d\n\n", o->range_pairs,
+         o->stack_depth, o->reps);
   printf("| mode | threads | ns per push+pop | collect+sort ns/range |\n|---|---:|---:|---:|\n");
   const struct {
     const char *label;
-    bool traced;
+    bool traced, stack;
     int threads;
-  } cases[] = {{"untraced", false, 1}, {"traced", true, 1}, {"untraced", false, 4}, {"traced", true, 4}};
+    pd_unwinder_t unwinder;
+  } cases[] = {{"untraced", false, false, 1, 0},
+               {"traced", true, false, 1, 0},
+               {"traced, with_stack (frame pointers)", true, true, 1, PD_UNWIND_FRAME_POINTER},
+               {"traced, with_stack (backtrace())", true, true, 1, PD_UNWIND_BACKTRACE},
+               {"untraced", false, false, 4, 0},
+               {"traced", true, false, 4, 0},
+               {"traced, with_stack (frame pointers)", true, true, 4, PD_UNWIND_FRAME_POINTER},
+               {"traced, with_stack (backtrace())", true, true, 4, PD_UNWIND_BACKTRACE}};
+  pd_unwinder_t saved = pd_stack_unwinder();
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     double ns = 0, col = 0;
-    if (measure_ranges(o, cases[i].traced, cases[i].threads, &ns, &col) != 0) return -1;
+    pd_stack_set_unwinder(cases[i].unwinder);
+    if (measure_ranges(o, cases[i].traced, cases[i].stack, cases[i].threads, &ns, &col) != 0) return -1;
     if (cases[i].traced)
       printf("| %s | %d | %.1f | %.1f |\n", cases[i].label, cases[i].threads, ns, col);
     else
       printf("| %s | %d | %.1f | - |\n", cases[i].label, cases[i].threads, ns);
   }
+  pd_stack_set_unwinder(saved);
   printf("\n");
   return 0;
 }
@@ -419,7 +449,7 @@ static int bench_writer(const opts_t *o) {
 }
 
 int main(int argc, char **argv) {
-  opts_t o = {.launches = 100000, .reps = 3, .events = 1000000, .range_pairs = 200000,
+  opts_t o = {.launches = 100000, .reps = 3, .events = 1000000, .range_pairs = 200000, .stack_depth = 12,
               .out_dir = "/tmp", .cpu_only = false};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -433,6 +463,12 @@ int main(int argc, char **argv) {
       rc = parse_pos(a, v, &o.events), i++;
     } else if (strcmp(a, "--range-pairs") == 0) {
       rc = parse_pos(a, v, &o.range_pairs), i++;
+    } else if (strcmp(a, "--stack-depth") == 0) {
+      rc = parse_pos(a, v, &o.stack_depth), i++;
+      if (rc == 0 && o.stack_depth > 1000) {
+        fprintf(stderr, "bench_prof: --stack-depth needs an integer from 1 to 1000, got '%s'\n", v);
+        rc = -1;
+      }
     } else if (strcmp(a, "--out") == 0) {
       struct stat st;
       if (v == NULL || stat(v, &st) != 0 || !S_ISDIR(st.st_mode)) {

@@ -115,6 +115,10 @@ typedef struct {
     struct {
       int64_t step;      /* >= 0 for ProfilerStep#N ranges, -1 otherwise */
       const char *shape; /* input shapes text ("[[64, 3, 32, 32]]") or NULL */
+      /* host call stack where the range opened (with_stack), as torch writes a host
+       * op's "Call stack": frames innermost first, "file(line): function", joined by
+       * ';'; NULL when none. RANGE and CPU_OP only. */
+      const char *stack;
       uint32_t depth;    /* nesting depth on its thread, 0 = outermost */
     } range;
     struct {
@@ -158,7 +162,7 @@ void pd_trace_reset(pd_trace_t *trace);
 /* Returns a copy of s owned by the trace (equal strings share one copy), or NULL on
  * out of memory. NULL in, NULL out. */
 const char *pd_trace_intern(pd_trace_t *trace, const char *s);
-/* Copies ev into the trace; name and shape strings (shape for RANGE and CPU_OP) are
+/* Copies ev into the trace; name, shape and stack strings (shape and stack for RANGE and CPU_OP) are
  * interned, so the caller's buffers may be reused at once. ev may point into this same
  * trace. Returns 0, PD_EINVAL or PD_ENOMEM. */
 int pd_trace_add(pd_trace_t *trace, const pd_event_t *ev);

@@ -79,7 +79,7 @@ typedef struct {
   unsigned activities;   /* PD_ACTIVITY_* bits; 0 means CPU|CUDA */
   bool record_shapes;    /* keep shapes given to pd_range_push_shape() */
   bool profile_memory;   /* device memory alloc/free records */
-  bool with_stack;       /* accepted for torch compatibility; host stacks are not recorded */
+  bool with_stack;       /* host ranges record their call stack (pd_event_t.u.range.stack) */
   pd_schedule_t schedule;
   pd_trace_ready_cb on_trace_ready; /* may be NULL: cycles are then dropped */
   void *user;

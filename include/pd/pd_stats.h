@@ -25,6 +25,8 @@ extern "C" {
 typedef struct {
   const char *name;  /* owned by the table */
   const char *shape; /* owned by the table; NULL unless grouped by shape */
+  const char *stack; /* owned by the table; NULL unless grouped by stack (see
+                        pd_op_table_set_group_by_stack) or for ops without a stack */
   int64_t calls;         /* op instances (kernel view: GPU activities) */
   int64_t self_cpu_ns;   /* duration minus direct children (nested ranges, API calls) */
   int64_t cpu_total_ns;  /* duration */
@@ -65,6 +67,28 @@ void pd_op_table_destroy(pd_op_table_t *table);
 /* Adds one trace's events (a cycle) to the table; rows accumulate over calls. The
  * trace's order does not matter. O(n log n). Returns 0, PD_EINVAL or PD_ENOMEM. */
 int pd_op_table_add_trace(pd_op_table_t *table, const pd_trace_t *trace);
+/* Also groups rows by the first n frames (innermost first) of each op's call stack
+ * (pd_event_t.u.range.stack), as torch's key_averages(group_by_stack_n=n): the row's
+ * stack is those frames joined by ';'. Ops without a stack (API calls, runs without
+ * with_stack) group by name as before. n = PD_STACK_ALL_FRAMES keeps whole stacks
+ * (what pd_op_table_export_stacks() needs). Call before the first add_trace. Returns 0,
+ * or PD_EINVAL for n < 1, the kernel view, or a table that already has rows. */
+#define PD_STACK_ALL_FRAMES 1000000
+int pd_op_table_set_group_by_stack(pd_op_table_t *table, int n);
+/* Writes the rows that carry a stack as collapsed stacks, one line each, as torch's
+ * prof.export_stacks(path, metric) does, for flamegraph.pl, inferno and speedscope:
+ * frames outermost first joined by ';' (spaces and tabs in a frame become '_', as torch
+ * translates them), then the op's name as the leaf frame, a space and the metric in
+ * whole microseconds; rows whose value rounds to 0 are left out. metric is
+ * PD_SORT_SELF_CUDA_TIME_TOTAL or PD_SORT_SELF_CPU_TIME_TOTAL. Returns the number of
+ * lines written, PD_EINVAL (other metric, NULL) or PD_EIO (write error). */
+int64_t pd_op_table_export_stacks(const pd_op_table_t *table, FILE *out, pd_sort_key_t metric);
+/* Same, into the file at path, written to "<path>.tmp.<pid>" and renamed: on failure
+ * nothing is left at path. Returns the number of lines, PD_EINVAL or PD_EIO. */
+int64_t pd_op_table_export_stacks_file(const pd_op_table_t *table, const char *path, pd_sort_key_t metric);
+/* Returns the number of rows that carry a stack (0: no op had one, e.g. a run without
+ * with_stack, or the table is not grouped by stack). */
+size_t pd_op_table_stack_rows(const pd_op_table_t *table);
 /* Sorts rows by key, largest first (ties by name), like torch's sort_by. */
 void pd_op_table_sort(pd_op_table_t *table, pd_sort_key_t key);
 /* Returns the number of rows. */
@@ -73,8 +97,9 @@ size_t pd_op_table_count(const pd_op_table_t *table);
 const pd_op_stat_t *pd_op_table_rows(const pd_op_table_t *table);
 /* Prints the table like torch's key_averages().table(): Name, Self CPU %, Self CPU,
  * CPU total %, CPU total, CPU time avg, Self CUDA, Self CUDA %, CUDA total, CUDA time
- * avg, # of Calls (and Input Shapes when grouped by shape), then "Self CPU time total"
- * and "Self CUDA time total" over all rows. Rows print in the table's current order
+ * avg, # of Calls (and Input Shapes when grouped by shape, Source Location when grouped
+ * by stack: the first frame on the row's line, the others on the lines below, as torch
+ * prints them), then "Self CPU time total" and "Self CUDA time total" over all rows. Rows print in the table's current order
  * (pd_op_table_sort() first). row_limit <= 0: all. */
 void pd_op_table_print(FILE *out, const pd_op_table_t *table, int row_limit);
 

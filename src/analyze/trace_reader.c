@@ -273,6 +273,7 @@ typedef struct {
   num_t grid[3], block[3];
   bool external_id; /* args has an "External id" (torch's record functions) */
   bool has_shape;   /* "Input Dims" text is in conv_t.shape */
+  bool has_stack;   /* "Call stack" text (torch's with_stack) is in conv_t.stack */
 } entry_t;
 
 typedef struct {
@@ -292,6 +293,7 @@ typedef struct {
   char msg[320];
   entry_t e;
   sbuf_t name, shape;  /* the entry's name and shape text, reused */
+  sbuf_t stack;        /* the entry's "Call stack" text, reused */
 } conv_t;
 
 static int conv_fail(conv_t *cv, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -437,6 +439,17 @@ static int read_dims(conv_t *cv, an_json_t *p) {
   return 0;
 }
 
+/* "Call stack": torch's text, kept as written (a non-string is skipped). */
+static int read_stack(conv_t *cv, an_json_t *p) {
+  an_json_type_t t = an_json_value(p);
+  if (t != AN_JSON_STRING) return an_json_skip_rest(p, t);
+  cv->stack.n = 0;
+  sb_put(&cv->stack, p->str, p->len);
+  if (cv->stack.oom) return conv_fail(cv, PD_ENOMEM, "cannot read '%s': out of memory", cv->label);
+  cv->e.has_stack = p->len > 0;
+  return 0;
+}
+
 /* grid / block: up to three numbers; a non-number element counts as 0. */
 static int read_dim3(an_json_t *p, num_t dst[3]) {
   an_json_type_t t = an_json_value(p);
@@ -463,6 +476,8 @@ static int read_args(conv_t *cv, an_json_t *p) {
       rc = read_dim3(p, cv->e.block);
     } else if (KEY_IS(p, "Input Dims")) {
       rc = read_dims(cv, p);
+    } else if (KEY_IS(p, "Call stack")) {
+      rc = read_stack(cv, p);
     } else {
       if (KEY_IS(p, "External id")) cv->e.external_id = true;
       rc = an_json_skip(p);
@@ -475,7 +490,7 @@ static int read_args(conv_t *cv, an_json_t *p) {
 /* Clears what read_entry fills: the flags, not the 1 KiB of number texts behind them
  * (a memset per entry cost about 15% of the parse time). */
 static void entry_reset(entry_t *e) {
-  e->has_ph = e->cat_instant = e->has_name = e->external_id = e->has_shape = false;
+  e->has_ph = e->cat_instant = e->has_name = e->external_id = e->has_shape = e->has_stack = false;
   e->cat_kind = -1;
   e->pid.set = e->tid.set = e->ts.set = e->dur.set = false;
   for (size_t a = 0; a < ARG_COUNT; a++) e->arg[a].set = false;
@@ -655,6 +670,7 @@ static int convert_x(conv_t *cv, pd_event_kind_t kind, const int64_t *arg) {
      * links its events the same way; its traces say so at the top level) */
     if (e->external_id) cv->torch = true;
     if (e->has_shape) ev.u.range.shape = cv->shape.s;
+    if (e->has_stack) ev.u.range.stack = cv->stack.s;
     break;
   case PD_EVENT_MEMORY:
   case PD_EVENT_OVERHEAD:
@@ -1006,6 +1022,7 @@ static int read_with(an_json_t *p, const char *label, pd_trace_t *out, pd_trace_
   info->text_bytes = (size_t)an_json_offset(p);
   free(cv.name.s);
   free(cv.shape.s);
+  free(cv.stack.s);
   int rc = finish_read(&cv, p, walk, have_events, src_rc ? *src_rc : 0, err, errlen);
   if (rc == 0) {
     t0 = pd_clock_now_ns();

@@ -44,6 +44,9 @@ int pd_sort_key_parse(const char *text, pd_sort_key_t *key) {
 
 struct pd_op_table {
   pd_group_by_t group_by;
+  int stack_frames;  /* group_by_stack_n; 0 = not grouped by stack */
+  char *key_buf;     /* a stack key being built */
+  size_t key_cap;
   pd_trace_t *pool; /* owns the row names/shapes (a trace used as a string pool) */
   pd_op_stat_t *rows;
   size_t nrows, cap;
@@ -70,6 +73,7 @@ pd_op_table_t *pd_op_table_create(pd_group_by_t group_by) {
 void pd_op_table_destroy(pd_op_table_t *table) {
   if (table == NULL) return;
   pd_trace_destroy(table->pool);
+  free(table->key_buf);
   free(table->rows);
   free(table->slots);
   free(table);
@@ -83,9 +87,10 @@ const pd_op_stat_t *pd_op_table_rows(const pd_op_table_t *table) {
   return table ? table->rows : NULL;
 }
 
-static uint64_t ptr_hash(const void *a, const void *b) {
+static uint64_t ptr_hash(const void *a, const void *b, const void *c) {
   uint64_t h = (uint64_t)(uintptr_t)a * 0x9E3779B97F4A7C15ULL;
   h ^= (uint64_t)(uintptr_t)b * 0xC2B2AE3D27D4EB4FULL;
+  h ^= (uint64_t)(uintptr_t)c * 0x165667B19E3779F9ULL;
   return h ^ (h >> 29);
 }
 
@@ -97,7 +102,7 @@ static int table_grow_slots(pd_op_table_t *t) {
   uint32_t *slots = calloc(n, sizeof(*slots));
   if (slots == NULL) return PD_ENOMEM;
   for (size_t r = 0; r < t->nrows; r++) {
-    size_t j = ptr_hash(t->rows[r].name, t->rows[r].shape) & (n - 1);
+    size_t j = ptr_hash(t->rows[r].name, t->rows[r].shape, t->rows[r].stack) & (n - 1);
     while (slots[j] != 0) j = (j + 1) & (n - 1);
     slots[j] = (uint32_t)(r + 1);
   }
@@ -114,18 +119,19 @@ static const char *row_name(const char *name) {
   return name;
 }
 
-/* Returns the row for (name, shape), creating it; NULL when out of memory. */
-static pd_op_stat_t *table_row(pd_op_table_t *t, const char *name, const char *shape) {
+/* Returns the row for (name, shape, stack), creating it; NULL when out of memory. stack
+ * is already interned in t->pool (or NULL). */
+static pd_op_stat_t *table_row(pd_op_table_t *t, const char *name, const char *shape, const char *istack) {
   const char *iname = pd_trace_intern(t->pool, name);
   if (iname == NULL) return NULL;
   const char *ishape = NULL;
   if (shape != NULL && (ishape = pd_trace_intern(t->pool, shape)) == NULL) return NULL;
   if ((t->nrows + 1) * 2 > t->nslots && table_grow_slots(t) != 0) return NULL;
   size_t mask = t->nslots - 1;
-  size_t j = ptr_hash(iname, ishape) & mask;
+  size_t j = ptr_hash(iname, ishape, istack) & mask;
   while (t->slots[j] != 0) {
     pd_op_stat_t *r = &t->rows[t->slots[j] - 1];
-    if (r->name == iname && r->shape == ishape) return r;
+    if (r->name == iname && r->shape == ishape && r->stack == istack) return r;
     j = (j + 1) & mask;
   }
   if (t->nrows == t->cap) {
@@ -139,8 +145,42 @@ static pd_op_stat_t *table_row(pd_op_table_t *t, const char *name, const char *s
   memset(r, 0, sizeof(*r));
   r->name = iname;
   r->shape = ishape;
+  r->stack = istack;
   t->slots[j] = (uint32_t)(++t->nrows);
   return r;
+}
+
+/* ---- grouping by call stack (group_by_stack_n) ------------------------------------------ */
+
+int pd_op_table_set_group_by_stack(pd_op_table_t *table, int n) {
+  if (table == NULL || n < 1 || table->group_by == PD_GROUP_BY_KERNEL || table->nrows > 0) return PD_EINVAL;
+  table->stack_frames = n;
+  return 0;
+}
+
+/* Sets *out to the row key of e's stack: its first stack_frames frames, interned in the
+ * table's pool; NULL when the table is not grouped by stack or e has none. Returns 0 or
+ * PD_ENOMEM. */
+static int stack_key(pd_op_table_t *t, const pd_event_t *e, const char **out) {
+  *out = NULL;
+  if (t->stack_frames == 0 || (e->kind != PD_EVENT_RANGE && e->kind != PD_EVENT_CPU_OP) ||
+      e->u.range.stack == NULL || e->u.range.stack[0] == '\0')
+    return 0;
+  const char *s = e->u.range.stack, *end = s;
+  for (int f = 0; f < t->stack_frames && *end != '\0'; f++) {
+    if (f > 0) end++; /* past the ';' */
+    end += strcspn(end, ";");
+  }
+  size_t len = (size_t)(end - s);
+  if (len + 1 > t->key_cap) {
+    char *g = realloc(t->key_buf, len + 1);
+    if (g == NULL) return PD_ENOMEM;
+    t->key_buf = g;
+    t->key_cap = len + 1;
+  }
+  memcpy(t->key_buf, s, len);
+  t->key_buf[len] = '\0';
+  return (*out = pd_trace_intern(t->pool, t->key_buf)) != NULL ? 0 : PD_ENOMEM;
 }
 
 /* ---- correlation id -> launching call ---------------------------------------------------- */
@@ -224,7 +264,7 @@ static int add_kernel_view(pd_op_table_t *t, const pd_trace_t *trace) {
   char buf[128];
   for (size_t i = 0; i < n; i++) {
     if (!is_gpu_activity(ev[i].kind)) continue;
-    pd_op_stat_t *r = table_row(t, pd_event_display_name(&ev[i], buf, sizeof buf), NULL);
+    pd_op_stat_t *r = table_row(t, pd_event_display_name(&ev[i], buf, sizeof buf), NULL, NULL);
     if (r == NULL) return PD_ENOMEM;
     int64_t d = dur_of(&ev[i]);
     r->calls++;
@@ -315,7 +355,8 @@ int pd_op_table_add_trace(pd_op_table_t *table, const pd_trace_t *trace) {
   for (size_t i = 0; i < nops; i++) {
     const pd_event_t *e = &ev[ops[i].ev];
     const char *shape = (by_shape && ops[i].is_range) ? e->u.range.shape : NULL;
-    pd_op_stat_t *r = table_row(table, row_name(e->name), shape);
+    const char *skey = NULL;
+    pd_op_stat_t *r = stack_key(table, e, &skey) == 0 ? table_row(table, row_name(e->name), shape, skey) : NULL;
     if (r == NULL) goto out;
     int64_t d = ops[i].end - ops[i].start;
     r->calls++;
@@ -365,7 +406,8 @@ static int row_cmp(const void *pa, const void *pb, void *ctx) {
   int64_t va = sort_value(a, key), vb = sort_value(b, key);
   if (va != vb) return va > vb ? -1 : 1; /* descending, like torch */
   int c = strcmp(a->name, b->name);      /* then by name, so the order is reproducible */
-  return c != 0 ? c : null_cmp(a->shape, b->shape);
+  if (c == 0) c = null_cmp(a->shape, b->shape);
+  return c != 0 ? c : null_cmp(a->stack, b->stack);
 }
 
 void pd_op_table_sort(pd_op_table_t *table, pd_sort_key_t key) {
@@ -396,9 +438,13 @@ static void format_share(char *buf, size_t len, int64_t part, int64_t total) {
 #define COLUMN_WIDTH 13 /* torch uses 12, which "CUDA time avg" overflows */
 #define MAX_NAME_WIDTH 55
 #define MAX_SHAPE_WIDTH 80
+#define MAX_SOURCE_WIDTH 100
 #define SPACING 2
 
-static void print_sep(FILE *out, int name_w, int ncols, int shape_w) {
+/* Returns the length of the frame that starts at s (up to the next ';'). */
+static size_t frame_len(const char *s) { return strcspn(s, ";"); }
+
+static void print_sep(FILE *out, int name_w, int ncols, int shape_w, int src_w) {
   for (int i = 0; i < name_w; i++) fputc('-', out);
   for (int c = 0; c < ncols; c++) {
     fprintf(out, "%*s", SPACING, "");
@@ -408,7 +454,29 @@ static void print_sep(FILE *out, int name_w, int ncols, int shape_w) {
     fprintf(out, "%*s", SPACING, "");
     for (int i = 0; i < shape_w; i++) fputc('-', out);
   }
+  if (src_w > 0) {
+    fprintf(out, "%*s", SPACING, "");
+    for (int i = 0; i < src_w; i++) fputc('-', out);
+  }
   fprintf(out, "%*s\n", SPACING, "");
+}
+
+/* Source Location cells: the row's first frame on the row's own line; each further frame
+ * on a line of its own under it. A frame too wide loses the start of its path ("...")
+ * and keeps file, line and function. */
+static void print_frame(FILE *out, const char *f, int src_w) {
+  int n = (int)frame_len(f);
+  if (n > src_w) fprintf(out, "%*s...%.*s", SPACING, "", src_w - 3, f + (n - (src_w - 3)));
+  else fprintf(out, "%*s%-*.*s", SPACING, "", src_w, n, f);
+}
+
+static void print_more_frames(FILE *out, const char *stack, int lead_w, int src_w) {
+  for (const char *f = stack + frame_len(stack); *f == ';'; f += frame_len(f)) {
+    f++;
+    fprintf(out, "%*s", lead_w, "");
+    print_frame(out, f, src_w);
+    fprintf(out, "%*s\n", SPACING, "");
+  }
 }
 
 void pd_op_table_print(FILE *out, const pd_op_table_t *table, int row_limit) {
@@ -419,6 +487,8 @@ void pd_op_table_print(FILE *out, const pd_op_table_t *table, int row_limit) {
                                         "# of Calls"};
   const int ncols = (int)(sizeof headers / sizeof headers[0]);
   bool shapes = table->group_by == PD_GROUP_BY_RANGE_AND_SHAPE;
+  bool stacks = table->stack_frames > 0;
+  int src_w = stacks ? (int)strlen("Source Location") + 4 : 0;
 
   int64_t sum_self_cpu = 0, sum_self_cuda = 0;
   int name_w = 4 + 4; /* "Name" + padding */
@@ -430,16 +500,23 @@ void pd_op_table_print(FILE *out, const pd_op_table_t *table, int row_limit) {
     int w = (int)strlen(r->name) + 4;
     if (w > name_w) name_w = w;
     if (shapes && r->shape != NULL && (int)strlen(r->shape) + 4 > shape_w) shape_w = (int)strlen(r->shape) + 4;
+    for (const char *f = r->stack; stacks && f != NULL && *f; f += *f == ';') {
+      int fl = (int)frame_len(f);
+      if (fl + 4 > src_w) src_w = fl + 4;
+      f += fl;
+    }
   }
+  if (src_w > MAX_SOURCE_WIDTH) src_w = MAX_SOURCE_WIDTH;
   if (name_w > MAX_NAME_WIDTH) name_w = MAX_NAME_WIDTH;
   if (shape_w > MAX_SHAPE_WIDTH) shape_w = MAX_SHAPE_WIDTH;
 
-  print_sep(out, name_w, ncols, shape_w);
+  print_sep(out, name_w, ncols, shape_w, src_w);
   fprintf(out, "%*s", name_w, "Name");
   for (int c = 0; c < ncols; c++) fprintf(out, "%*s%*s", SPACING, "", COLUMN_WIDTH, headers[c]);
   if (shapes) fprintf(out, "%*s%*s", SPACING, "", shape_w, "Input Shapes");
+  if (stacks) fprintf(out, "%*s%-*s", SPACING, "", src_w, "Source Location");
   fprintf(out, "%*s\n", SPACING, "");
-  print_sep(out, name_w, ncols, shape_w);
+  print_sep(out, name_w, ncols, shape_w, src_w);
 
   size_t limit = row_limit > 0 && (size_t)row_limit < table->nrows ? (size_t)row_limit : table->nrows;
   for (size_t i = 0; i < limit; i++) {
@@ -464,9 +541,13 @@ void pd_op_table_print(FILE *out, const pd_op_table_t *table, int row_limit) {
     fprintf(out, "%*s", name_w, name);
     for (int c = 0; c < ncols; c++) fprintf(out, "%*s%*s", SPACING, "", COLUMN_WIDTH, cells[c]);
     if (shapes) fprintf(out, "%*s%*.*s", SPACING, "", shape_w, shape_w, r->shape ? r->shape : "[]");
+    if (stacks) print_frame(out, r->stack ? r->stack : "", src_w);
     fprintf(out, "%*s\n", SPACING, "");
+    if (stacks && r->stack != NULL)
+      print_more_frames(out, r->stack, name_w + ncols * (SPACING + COLUMN_WIDTH) + (shapes ? SPACING + shape_w : 0),
+                        src_w);
   }
-  print_sep(out, name_w, ncols, shape_w);
+  print_sep(out, name_w, ncols, shape_w, src_w);
   char total[32];
   format_time(total, sizeof total, sum_self_cpu);
   fprintf(out, "Self CPU time total: %s\n", total);

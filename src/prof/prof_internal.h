@@ -23,6 +23,9 @@ void pd_ranges_session_end(void);
 int64_t pd_ranges_collect(pd_trace_t *out);
 /* Keeps shapes given to pd_range_push_shape() (record_shapes). */
 void pd_ranges_set_record_shapes(bool on);
+/* Captures each recorded range's call stack when it opens (with_stack); the collector
+ * symbolizes it into the event's stack text. */
+void pd_ranges_set_with_stack(bool on);
 
 /* The ProfilerStep#N range lives outside the thread's push/pop stack (it closes at the
  * next pd_prof_step() even when user ranges are still open), but ranges the thread

@@ -154,6 +154,7 @@ int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out) {
     snprintf(p->last_error, sizeof(p->last_error), "%s", g_create_error);
   }
   pd_ranges_set_record_shapes(cfg->record_shapes);
+  pd_ranges_set_with_stack(cfg->with_stack);
   p->state = ST_CREATED;
   p->action = PD_SCHED_NONE;
   *out = p;

@@ -8,6 +8,13 @@
  * no malloc. While no profiler is tracing (g_session == 0) a push is a frame store and
  * an NVTX push: no clock read, no copy, no lock.
  *
+ * With stacks on (with_stack), a recorded push also captures the call stack's return
+ * addresses onto a per-thread LIFO array (stacks.c: no lookup, no lock, no malloc in
+ * steady state); the pop files them in the completed-range buffer's table of distinct
+ * stacks (a training loop repeats a few hundred stacks, so a range costs a hash of its
+ * addresses, not 100+ bytes of copy), and the collector symbolizes each distinct stack
+ * once (stacks.c, cached per address) into the events' stack text.
+ *
  * A completed range is kept only if it was pushed and popped in the same recording
  * session (see prof_internal.h). Buffers of exited threads stay on the global list until
  * drained, then are freed.
@@ -22,6 +29,7 @@
 
 #include "pd/pd_prof.h"
 #include "prof_internal.h"
+#include "stacks.h"
 
 #define NO_SHAPE UINT32_MAX
 
@@ -30,6 +38,8 @@ typedef struct {
   uint32_t depth;
   uint32_t name_off;  /* into the thread's name stack */
   uint32_t shape_off; /* idem, NO_SHAPE when none */
+  uint32_t pcs_off;   /* into the thread's return-address stack */
+  uint32_t npcs;      /* 0: no stack captured */
   int64_t start_ns;
 } frame_t;
 
@@ -38,9 +48,16 @@ typedef struct {
   uint32_t depth;
   uint32_t name_off; /* into thread_buf_t.chars */
   uint32_t shape_off;
+  uint32_t stack; /* distinct stack index + 1 in thread_buf_t; 0 none */
   int64_t start_ns;
   int64_t end_ns;
 } done_t;
+
+/* One distinct stack of a thread's buffer: its return addresses in thread_buf_t.pcs. */
+typedef struct {
+  uint32_t off, n;
+  uint64_t hash;
+} stack_ref_t;
 
 /* Completed ranges of one thread. `lock` guards everything below it; `next` and `exited`
  * are guarded by g_list_lock. */
@@ -53,6 +70,12 @@ typedef struct thread_buf {
   size_t ndone, cap_done;
   char *chars;
   size_t nchars, cap_chars;
+  void **pcs; /* the distinct stacks' return addresses */
+  size_t npcs, cap_pcs;
+  stack_ref_t *stacks;
+  size_t nstacks, cap_stacks;
+  uint32_t *slots; /* open addressing over stacks: index + 1, 0 empty; at most half full */
+  size_t nslots;
 } thread_buf_t;
 
 /* Per-thread state, heap-allocated so the pthread key destructor can reach it. */
@@ -61,6 +84,8 @@ typedef struct {
   size_t nframes, cap_frames;
   char *names; /* name stack: recorded frames' names and shapes, LIFO */
   size_t nnames, cap_names;
+  void **pcs; /* return-address stack of recorded frames, LIFO */
+  size_t npcs, cap_pcs;
   long step_level; /* stack size when this thread's ProfilerStep range opened, -1 none */
   thread_buf_t *buf;
 } thread_state_t;
@@ -76,6 +101,8 @@ static thread_buf_t *g_bufs; /* every thread that ever recorded a range */
 static atomic_uint g_session;      /* current session id, 0 = not recording */
 static uint32_t g_session_counter; /* profiler thread only */
 static atomic_bool g_record_shapes;
+static atomic_bool g_with_stack;
+static pd_symbolizer_t *g_symbolizer; /* made at the first collect with stacks; g_list_lock */
 static atomic_uint_fast64_t g_lost;
 
 /* ---- helpers ------------------------------------------------------------------------ */
@@ -92,6 +119,21 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first)
   return 0;
 }
 
+static void buf_free_arrays(thread_buf_t *b) {
+  free(b->done);
+  free(b->chars);
+  free(b->pcs);
+  free(b->stacks);
+  free(b->slots);
+  b->done = NULL;
+  b->chars = NULL;
+  b->pcs = NULL;
+  b->stacks = NULL;
+  b->slots = NULL;
+  b->ndone = b->cap_done = b->nchars = b->cap_chars = b->npcs = b->cap_pcs = 0;
+  b->nstacks = b->cap_stacks = b->nslots = 0;
+}
+
 /* Runs at thread exit: frees the stack, hands the buffer to the collector (or frees it
  * when it holds nothing). */
 static void thread_state_destroy(void *arg) {
@@ -100,6 +142,7 @@ static void thread_state_destroy(void *arg) {
   thread_buf_t *b = t->buf;
   free(t->frames);
   free(t->names);
+  free(t->pcs);
   free(t);
   t_state = NULL;
   if (b == NULL) return;
@@ -120,8 +163,7 @@ static void thread_state_destroy(void *arg) {
   pthread_mutex_unlock(&g_list_lock);
   if (empty) {
     pthread_mutex_destroy(&b->lock);
-    free(b->done);
-    free(b->chars);
+    buf_free_arrays(b);
     free(b);
   }
 }
@@ -168,6 +210,60 @@ static uint32_t names_push(thread_state_t *t, const char *s) {
   return off;
 }
 
+/* Captures the caller's stack onto the thread's return-address stack for frame f. On out
+ * of memory the range goes without a stack (f->npcs = 0). */
+static void pd_range_push_stack(thread_state_t *t, frame_t *f) {
+  f->pcs_off = (uint32_t)t->npcs;
+  f->npcs = 0;
+  if (t->npcs + PD_STACK_MAX_PCS >= UINT32_MAX ||
+      grow((void **)&t->pcs, &t->cap_pcs, t->npcs + PD_STACK_MAX_PCS, sizeof(void *), 256) != 0)
+    return;
+  f->npcs = (uint32_t)pd_stack_capture(t->pcs + t->npcs, PD_STACK_MAX_PCS);
+  t->npcs += f->npcs;
+}
+
+static uint64_t pcs_hash(void *const *pcs, uint32_t n) {
+  uint64_t h = n;
+  for (uint32_t i = 0; i < n; i++) h = pd_hash_u64(h ^ (uint64_t)(uintptr_t)pcs[i]);
+  return h;
+}
+
+static int stack_slots_grow(thread_buf_t *b) {
+  size_t n = b->nslots ? b->nslots * 2 : 256;
+  uint32_t *slots = calloc(n, sizeof(*slots));
+  if (slots == NULL) return -1;
+  for (size_t i = 0; i < b->nstacks; i++) {
+    size_t j = b->stacks[i].hash & (n - 1);
+    while (slots[j] != 0) j = (j + 1) & (n - 1);
+    slots[j] = (uint32_t)(i + 1);
+  }
+  free(b->slots);
+  b->slots = slots;
+  b->nslots = n;
+  return 0;
+}
+
+/* Returns the index + 1 of the stack pcs[0..n) in b's table of distinct stacks, adding
+ * it when new; 0 when out of memory. Called with b->lock held. */
+static uint32_t stack_file(thread_buf_t *b, void *const *pcs, uint32_t n) {
+  uint64_t h = pcs_hash(pcs, n);
+  if ((b->nstacks + 1) * 2 > b->nslots && stack_slots_grow(b) != 0) return 0;
+  size_t mask = b->nslots - 1, j = h & mask;
+  for (; b->slots[j] != 0; j = (j + 1) & mask) {
+    const stack_ref_t *s = &b->stacks[b->slots[j] - 1];
+    if (s->hash == h && s->n == n && memcmp(b->pcs + s->off, pcs, n * sizeof(void *)) == 0) return b->slots[j];
+  }
+  if (b->npcs + n >= UINT32_MAX || b->nstacks + 1 >= UINT32_MAX ||
+      grow((void **)&b->pcs, &b->cap_pcs, b->npcs + n, sizeof(void *), 1024) != 0 ||
+      grow((void **)&b->stacks, &b->cap_stacks, b->nstacks + 1, sizeof(stack_ref_t), 64) != 0)
+    return 0;
+  memcpy(b->pcs + b->npcs, pcs, n * sizeof(void *));
+  b->stacks[b->nstacks] = (stack_ref_t){.off = (uint32_t)b->npcs, .n = n, .hash = h};
+  b->npcs += n;
+  b->slots[j] = (uint32_t)(++b->nstacks);
+  return b->slots[j];
+}
+
 /* ---- public API ------------------------------------------------------------------------- */
 
 int pd_range_push_shape(const char *name, const char *shape) {
@@ -190,6 +286,9 @@ int pd_range_push_shape(const char *name, const char *shape) {
     } else if (shape != NULL && atomic_load_explicit(&g_record_shapes, memory_order_relaxed)) {
       f->shape_off = names_push(t, shape);
     }
+    f->pcs_off = (uint32_t)t->npcs;
+    f->npcs = 0;
+    if (f->session != 0 && atomic_load_explicit(&g_with_stack, memory_order_relaxed)) pd_range_push_stack(t, f);
     f->start_ns = pd_clock_now_ns();
   }
   t->nframes++;
@@ -207,6 +306,7 @@ int pd_range_pop(void) {
   if (f->session == 0) return 0;
   int64_t end = pd_clock_now_ns();
   t->nnames = f->name_off; /* LIFO: drop this frame's name (and shape) from the stack */
+  t->npcs = f->pcs_off;    /* and its return addresses (still intact below) */
   if (atomic_load_explicit(&g_session, memory_order_acquire) != f->session) return 0;
 
   thread_buf_t *b = buf_get(t);
@@ -241,6 +341,8 @@ int pd_range_pop(void) {
     memcpy(b->chars + b->nchars, shape, slen);
     b->nchars += slen;
   }
+  /* out of memory for the stack: the range is kept without one */
+  d->stack = f->npcs > 0 ? stack_file(b, t->pcs + f->pcs_off, f->npcs) : 0;
   pthread_mutex_unlock(&b->lock);
   return 0;
 }
@@ -248,6 +350,11 @@ int pd_range_pop(void) {
 /* ---- profiler side ------------------------------------------------------------------------ */
 
 void pd_ranges_set_record_shapes(bool on) { atomic_store(&g_record_shapes, on); }
+
+void pd_ranges_set_with_stack(bool on) {
+  if (on) pd_stack_capture_init();
+  atomic_store(&g_with_stack, on);
+}
 
 void pd_ranges_session_begin(void) {
   if (++g_session_counter == 0) g_session_counter = 1; /* 0 means "not recording" */
@@ -258,17 +365,40 @@ void pd_ranges_session_end(void) { atomic_store_explicit(&g_session, 0, memory_o
 
 uint64_t pd_ranges_lost(void) { return (uint64_t)atomic_load(&g_lost); }
 
+/* Sets *text to the stack text of b's distinct stack `id` (index + 1), interned in out,
+ * symbolizing it on first use in this collect (texts[] caches it; "" for a stack with no
+ * frame left, NULL when libdw cannot read this process). Called with g_list_lock held,
+ * which also guards g_symbolizer. Returns 0 or PD_ENOMEM. */
+static int range_stack(pd_trace_t *out, const thread_buf_t *b, uint32_t id, const char **texts, char **buf,
+                       size_t *cap, const char **text) {
+  *text = NULL;
+  if (texts[id - 1] == NULL) {
+    if (g_symbolizer == NULL && (g_symbolizer = pd_symbolizer_create()) == NULL) return 0;
+    const stack_ref_t *s = &b->stacks[id - 1];
+    int len = pd_symbolizer_stack_text(g_symbolizer, b->pcs + s->off, (int)s->n, buf, cap);
+    if (len < 0) return len;
+    texts[id - 1] = len > 0 ? pd_trace_intern(out, *buf) : "";
+    if (texts[id - 1] == NULL) return PD_ENOMEM;
+  }
+  if (texts[id - 1][0] != '\0') *text = texts[id - 1];
+  return 0;
+}
+
 int64_t pd_ranges_collect(pd_trace_t *out) {
   uint32_t session = atomic_load(&g_session);
   uint32_t pid = (uint32_t)getpid();
   int64_t added = 0;
   int rc = 0;
+  char *stack = NULL; /* one stack's text, reused */
+  size_t stack_cap = 0;
   pthread_mutex_lock(&g_list_lock);
   thread_buf_t **pp = &g_bufs;
   while (*pp != NULL) {
     thread_buf_t *b = *pp;
     /* Lock order: g_list_lock, then a buffer's lock (as in thread_state_destroy). */
     pthread_mutex_lock(&b->lock);
+    const char **texts = b->nstacks > 0 ? calloc(b->nstacks, sizeof(*texts)) : NULL;
+    if (b->nstacks > 0 && texts == NULL) rc = PD_ENOMEM;
     for (size_t i = 0; i < b->ndone && rc == 0 && out != NULL; i++) {
       const done_t *d = &b->done[i];
       if (session == 0 || d->session != session) continue; /* stale: another session */
@@ -283,23 +413,28 @@ int64_t pd_ranges_collect(pd_trace_t *out) {
       ev.u.range.step = -1;
       ev.u.range.depth = d->depth;
       ev.u.range.shape = d->shape_off != NO_SHAPE ? b->chars + d->shape_off : NULL;
-      rc = pd_trace_add(out, &ev);
+      if (d->stack > 0) rc = range_stack(out, b, d->stack, texts, &stack, &stack_cap, &ev.u.range.stack);
+      if (rc == 0) rc = pd_trace_add(out, &ev);
       if (rc == 0) added++;
     }
+    free(texts);
     b->ndone = 0;
     b->nchars = 0;
+    b->npcs = 0;
+    b->nstacks = 0;
+    if (b->slots != NULL) memset(b->slots, 0, b->nslots * sizeof(*b->slots));
     pthread_mutex_unlock(&b->lock);
     if (b->exited) {
       *pp = b->next;
       pthread_mutex_destroy(&b->lock);
-      free(b->done);
-      free(b->chars);
+      buf_free_arrays(b);
       free(b);
     } else {
       pp = &b->next;
     }
   }
   pthread_mutex_unlock(&g_list_lock);
+  free(stack);
   return rc < 0 ? rc : added;
 }
 
@@ -310,11 +445,7 @@ void pd_ranges_release(void) {
   while (*pp != NULL) {
     thread_buf_t *b = *pp;
     pthread_mutex_lock(&b->lock);
-    free(b->done);
-    free(b->chars);
-    b->done = NULL;
-    b->chars = NULL;
-    b->ndone = b->cap_done = b->nchars = b->cap_chars = 0;
+    buf_free_arrays(b);
     pthread_mutex_unlock(&b->lock);
     if (b->exited) {
       *pp = b->next;
@@ -324,6 +455,8 @@ void pd_ranges_release(void) {
       pp = &b->next;
     }
   }
+  pd_symbolizer_destroy(g_symbolizer);
+  g_symbolizer = NULL;
   pthread_mutex_unlock(&g_list_lock);
 }
 

@@ -195,6 +195,9 @@ int pd_trace_add(pd_trace_t *trace, const pd_event_t *ev) {
   if (kind_has_shape(copy.kind) && copy.u.range.shape != NULL &&
       (copy.u.range.shape = pd_trace_intern(trace, copy.u.range.shape)) == NULL)
     return PD_ENOMEM;
+  if (kind_has_shape(copy.kind) && copy.u.range.stack != NULL &&
+      (copy.u.range.stack = pd_trace_intern(trace, copy.u.range.stack)) == NULL)
+    return PD_ENOMEM;
   trace->events[trace->count++] = copy;
   return 0;
 }

@@ -802,7 +802,9 @@ static char *put_memory_args(char *p, const pd_event_t *ev, const event_links_t 
   return PUT_LIT(p, "}}");
 }
 
-/* Range args: External id, Ev Idx, Input Dims (an array when the shape text is one). */
+/* Range args: External id, Ev Idx, Input Dims (an array when the shape text is one),
+ * Call stack (torch's text for with_stack: frames innermost first, joined by ';', which
+ * torch-tb-profiler's call-stack view splits and links to "file(line)"). */
 static char *put_range_args(pd_trace_writer_t *w, char *buf, char *p, const pd_event_t *ev, uint64_t ext_id,
                             const uint64_t *ev_idx) {
   const char *sep = "";
@@ -821,6 +823,13 @@ static char *put_range_args(pd_trace_writer_t *w, char *buf, char *p, const pd_e
     put_raw(w, buf, (size_t)(p - buf));
     if (shape_is_int_array(ev->u.range.shape)) put_raw(w, ev->u.range.shape, strlen(ev->u.range.shape));
     else put_name(w, ev->u.range.shape);
+    p = buf;
+    sep = ",";
+  }
+  if (ev->kind != PD_EVENT_GPU_RANGE && ev->u.range.stack != NULL) {
+    p = *sep ? PUT_LIT(p, ",\"Call stack\":") : PUT_LIT(p, "\"Call stack\":");
+    put_raw(w, buf, (size_t)(p - buf));
+    put_name(w, ev->u.range.stack);
     p = buf;
   }
   return PUT_LIT(p, "}}");

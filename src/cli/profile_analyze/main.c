@@ -3,7 +3,8 @@
  *
  *   profile_analyze TRACE [-t N] [--aggregate-by name|type] [--order-by time|memory|calls]
  *                   [--min-time S] [--type NAME] [--breakdown] [--html OUT.html]
- *                   [--diff OTHER_TRACE] [--json OUT]
+ *                   [--diff OTHER_TRACE] [--json OUT] [--group_by_stack_n N]
+ *                   [--export_stacks FILE [--stacks_metric self_cuda_time_total|self_cpu_time_total]]
  *
  * Exit status: 0 ok; 2 bad input (a bad flag or value, a missing or unreadable trace, not
  * JSON, not a Chrome trace): one line naming the fault and a synopsis line on stderr,
@@ -31,7 +32,7 @@
 static const char k_synopsis[] =
     "usage: profile_analyze TRACE [-t N] [--aggregate-by name|type] [--order-by time|memory|calls] "
     "[--min-time S] [--type NAME] [--breakdown] [--html OUT.html] [--diff OTHER_TRACE] [--json OUT] "
-    "(--help explains)\n";
+    "[--group_by_stack_n N] [--export_stacks FILE] [--stacks_metric METRIC] (--help explains)\n";
 
 static const char k_help[] =
     "usage: profile_analyze TRACE [options]\n"
@@ -52,6 +53,13 @@ static const char k_help[] =
     "  --html OUT.html          write a self-contained HTML report (inline SVG charts)\n"
     "  --diff OTHER_TRACE       compare device self time per step with a second trace\n"
     "  --json OUT               write the analysis as JSON\n"
+    "  --group_by_stack_n N     also print key averages grouped by the N innermost frames of\n"
+    "                           each op's \"Call stack\" (torch's key_averages(group_by_stack_n=N));\n"
+    "                           1 <= N <= 100; the trace must carry stacks (with_stack)\n"
+    "  --export_stacks FILE     write collapsed stacks (frame;frame;op value_us) for\n"
+    "                           flamegraph.pl, inferno and speedscope (torch's export_stacks)\n"
+    "  --stacks_metric METRIC   self_cuda_time_total or self_cpu_time_total, the value\n"
+    "                           --export_stacks writes (default self_cuda_time_total)\n"
     "  -h, --help               this text\n"
     "  --version                the version\n"
     "\n"
@@ -65,6 +73,10 @@ typedef struct {
   const char *html;
   const char *diff;
   const char *json;
+  int group_by_stack_n;  /* 0: off */
+  const char *export_stacks;
+  pd_sort_key_t stacks_metric;
+  bool stacks_metric_set;
 } options_t;
 
 /* Prints one line naming the fault and the synopsis; returns the bad-input status. */
@@ -138,8 +150,9 @@ static int parse_options(int argc, char **argv, options_t *o) {
     } else {
       snprintf(flag, sizeof flag, "%s", arg);
     }
-    static const char *const valued[] = {"-t",     "--top",  "--aggregate-by", "--order-by", "--min-time",
-                                         "--type", "--html", "--diff",         "--json"};
+    static const char *const valued[] = {"-t",     "--top",  "--aggregate-by", "--order-by",         "--min-time",
+                                         "--type", "--html", "--diff",         "--json",             "--group_by_stack_n",
+                                         "--export_stacks", "--stacks_metric"};
     bool known = false;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= strcmp(flag, valued[k]) == 0;
     if (!known) return bad_input("unknown option '%s'", arg);
@@ -164,6 +177,14 @@ static int parse_options(int argc, char **argv, options_t *o) {
       if (!parse_seconds(value, &s))
         return bad_input("bad --min-time value '%s' (allowed: seconds, 0 <= S <= 1e6)", value);
       o->opts.min_time_ns = (int64_t)llround(s * 1e9);
+    } else if (strcmp(flag, "--group_by_stack_n") == 0) {
+      if (!parse_int(value, 1, 100, &o->group_by_stack_n))
+        return bad_input("bad --group_by_stack_n value '%s' (allowed: an integer from 1 to 100)", value);
+    } else if (strcmp(flag, "--stacks_metric") == 0) {
+      if (strcmp(value, "self_cuda_time_total") == 0) o->stacks_metric = PD_SORT_SELF_CUDA_TIME_TOTAL;
+      else if (strcmp(value, "self_cpu_time_total") == 0) o->stacks_metric = PD_SORT_SELF_CPU_TIME_TOTAL;
+      else return bad_input("bad --stacks_metric value '%s' (allowed: self_cuda_time_total, self_cpu_time_total)", value);
+      o->stacks_metric_set = true;
     } else if (strcmp(flag, "--type") == 0) {
       if (*value == 0) return bad_input("--type needs a non-empty NAME");
       o->opts.type = value;
@@ -171,20 +192,25 @@ static int parse_options(int argc, char **argv, options_t *o) {
       if (*value == 0) return bad_input("%s needs a file name", flag);
       if (strcmp(flag, "--html") == 0) o->html = value;
       else if (strcmp(flag, "--diff") == 0) o->diff = value;
+      else if (strcmp(flag, "--export_stacks") == 0) o->export_stacks = value;
       else o->json = value;
     }
   }
   if (o->trace == NULL) return bad_input("no TRACE given");
+  if (o->stacks_metric_set && o->export_stacks == NULL) return bad_input("--stacks_metric needs --export_stacks");
+  if (!o->stacks_metric_set) o->stacks_metric = PD_SORT_SELF_CUDA_TIME_TOTAL;
   const char *inputs[] = {o->trace, o->diff};
-  const char *outputs[] = {o->html, o->json};
+  const char *outputs[] = {o->html, o->json, o->export_stacks};
   for (size_t i = 0; i < 2; i++) {
-    for (size_t j = 0; j < 2; j++) {
+    for (size_t j = 0; j < 3; j++) {
       if (inputs[i] != NULL && outputs[j] != NULL && same_file(inputs[i], outputs[j]))
         return bad_input("output '%s' would overwrite the input trace", outputs[j]);
     }
   }
-  if (o->html != NULL && o->json != NULL && same_file(o->html, o->json))
-    return bad_input("--html and --json name the same file '%s'", o->html);
+  for (size_t i = 0; i < 3; i++)
+    for (size_t j = i + 1; j < 3; j++)
+      if (outputs[i] != NULL && outputs[j] != NULL && same_file(outputs[i], outputs[j]))
+        return bad_input("two outputs name the same file '%s'", outputs[i]);
   return -1;
 }
 
@@ -238,13 +264,39 @@ static int load(const char *path, pd_trace_t **trace, pd_trace_info_t *info) {
   return 0;
 }
 
+/* The key averages grouped by n stack frames (PD_STACK_ALL_FRAMES: whole stacks) of the
+ * trace's ops, sorted by key. Returns 0, or the exit status: bad input when no op of the
+ * trace carries a call stack. */
+static int stack_table(const pd_trace_t *trace, const char *path, const char *flag, int n, pd_sort_key_t key,
+                       pd_op_table_t **out) {
+  *out = pd_op_table_create(PD_GROUP_BY_RANGE);
+  int rc = *out == NULL ? PD_ENOMEM : pd_op_table_set_group_by_stack(*out, n);
+  if (rc == 0) rc = pd_op_table_add_trace(*out, trace);
+  if (rc != 0) {
+    fprintf(stderr, "profile_analyze: %s: %s\n", flag, pd_strerror(rc));
+    return EXIT_FAILURE_;
+  }
+  if (pd_op_table_stack_rows(*out) == 0)
+    return bad_input("%s: no op in '%s' carries a \"Call stack\" (record with profiler_demo --with_stack or "
+                     "torch.profiler's with_stack=True)",
+                     flag, path);
+  pd_op_table_sort(*out, key);
+  return 0;
+}
+
 static int run(const options_t *o) {
   pd_trace_t *ta = NULL, *tb = NULL;
   pd_trace_info_t ia, ib;
   pd_analysis_t *a = NULL, *b = NULL;
   pd_diff_t *diff = NULL;
+  pd_op_table_t *by_stack = NULL, *stacks = NULL;
   int status = load(o->trace, &ta, &ia);
   if (status == 0 && o->diff != NULL) status = load(o->diff, &tb, &ib);
+  if (status == 0 && o->group_by_stack_n > 0)
+    status = stack_table(ta, o->trace, "--group_by_stack_n", o->group_by_stack_n, PD_SORT_SELF_CUDA_TIME_TOTAL,
+                         &by_stack);
+  if (status == 0 && o->export_stacks != NULL)
+    status = stack_table(ta, o->trace, "--export_stacks", PD_STACK_ALL_FRAMES, o->stacks_metric, &stacks);
   if (status == 0) {
     int rc = pd_analysis_run(ta, &ia, &o->opts, &a);
     if (rc == 0 && tb != NULL) rc = pd_analysis_run(tb, &ib, &o->opts, &b);
@@ -267,6 +319,11 @@ static int run(const options_t *o) {
       pd_memtl_print(stdout, &a->memory, &a->breakdown);
       fprintf(stdout, "\nKey averages (host ranges and ops; sorted by self CUDA time)\n");
       pd_op_table_print(stdout, a->ops, o->top);
+    }
+    if (by_stack != NULL) {
+      fprintf(stdout, "\nKey averages by call site (group_by_stack_n=%d; sorted by self CUDA time)\n",
+              o->group_by_stack_n);
+      pd_op_table_print(stdout, by_stack, o->top);
     }
     if (diff != NULL) {
       fprintf(stdout, "\nA = %s\nB = %s", o->trace, o->diff);
@@ -304,7 +361,21 @@ static int run(const options_t *o) {
         if (o->html != NULL) remove(o->html); /* all outputs or none */
       }
     }
+    if (status == 0 && stacks != NULL) {
+      int64_t lines = pd_op_table_export_stacks_file(stacks, o->export_stacks, o->stacks_metric);
+      if (lines < 0) {
+        fprintf(stderr, "profile_analyze: cannot write %s: %s\n", o->export_stacks, pd_strerror((int)lines));
+        status = EXIT_FAILURE_;
+        if (o->html != NULL) remove(o->html);
+        if (o->json != NULL) remove(o->json);
+      } else {
+        fprintf(stdout, "Stacks: %s (%lld stacks by %s)\n", o->export_stacks, (long long)lines,
+                o->stacks_metric == PD_SORT_SELF_CPU_TIME_TOTAL ? "self_cpu_time_total" : "self_cuda_time_total");
+      }
+    }
   }
+  pd_op_table_destroy(by_stack);
+  pd_op_table_destroy(stacks);
   pd_diff_destroy(diff);
   pd_analysis_destroy(a);
   pd_analysis_destroy(b);

@@ -61,6 +61,9 @@ typedef struct {
   char trace_dir[PD_DEMO_PATH_MAX];
   char output_json[PD_DEMO_PATH_MAX];
   bool with_stack;
+  char export_stacks[PD_DEMO_PATH_MAX]; /* collapsed stacks file; "" none */
+  int stacks_metric;  /* pd_sort_key_t: SELF_CUDA or SELF_CPU_TIME_TOTAL */
+  int group_by_stack_n; /* 0: off; N: an ops table grouped by N frames */
   int top_n;          /* rows of the ops table; 0: all */
   int sort_by;        /* pd_sort_key_t */
   bool quiet;

@@ -62,6 +62,10 @@ static const int sort_values[] = {
 #undef PD_DEMO_SORT_VALUE
 };
 
+/* export_stacks metrics: torch's prof.export_stacks(path, metric) takes these two */
+static const char *const stacks_metric_choices[] = {"self_cuda_time_total", "self_cpu_time_total", NULL};
+static const int stacks_metric_values[] = {PD_SORT_SELF_CUDA_TIME_TOTAL, PD_SORT_SELF_CPU_TIME_TOTAL};
+
 static const char *const tiny_choices[] = {"off", "chain", "fused", "graph", NULL};
 static const int tiny_values[] = {PD_TINY_OFF, PD_TINY_CHAIN, PD_TINY_FUSED, PD_TINY_GRAPH};
 
@@ -106,7 +110,16 @@ static const opt_t opts[] = {
     {"output_json", OPT_PATH, OFF(output_json), 0, 0, 0, 0, NULL, NULL, 0, "FILE", G_OUT,
      "results/metrics_demo.json", "the metrics JSON (schema v1)"},
     {"with_stack", OPT_SWITCH, OFF(with_stack), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
-     "accepted for torch compatibility; host stacks are not recorded"},
+     "record each host range's call stack (function, file, line); the trace carries it as "
+     "\"Call stack\" (TensorBoard's call-stack view)"},
+    {"export_stacks", OPT_PATH, OFF(export_stacks), 0, 0, 0, 0, NULL, NULL, 0, "FILE", G_OUT, NULL,
+     "write collapsed stacks (frame;frame;op value_us) for flamegraph.pl, inferno, speedscope, "
+     "as torch's prof.export_stacks (needs --with_stack)"},
+    {"stacks_metric", OPT_CHOICE, OFF(stacks_metric), 0, 0, 0, 0, stacks_metric_choices, stacks_metric_values, 0,
+     "METRIC", G_OUT, "self_cuda_time_total", "the value --export_stacks writes per stack"},
+    {"group_by_stack_n", OPT_INT, OFF(group_by_stack_n), 0, 100, 0, 0, NULL, NULL, 0, "N", G_OUT, "0",
+     "also print the ops table grouped by the N innermost frames of each op's call stack, as "
+     "torch's key_averages(group_by_stack_n=N); 0 off (needs --with_stack)"},
     {"top_n", OPT_INT, OFF(top_n), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_OUT, "15",
      "rows of the top CUDA ops table; 0 prints all"},
     {"sort_by", OPT_CHOICE, OFF(sort_by), 0, 0, 0, 0, sort_choices, sort_values, 0, "KEY", G_OUT,
@@ -183,6 +196,9 @@ void pd_demo_config_init(pd_demo_config_t *cfg) {
   snprintf(cfg->trace_dir, sizeof(cfg->trace_dir), "%s", "results/traces/profiler_demo");
   snprintf(cfg->output_json, sizeof(cfg->output_json), "%s", "results/metrics_demo.json");
   cfg->with_stack = false;
+  cfg->export_stacks[0] = '\0';
+  cfg->stacks_metric = PD_SORT_SELF_CUDA_TIME_TOTAL;
+  cfg->group_by_stack_n = 0;
   cfg->top_n = 15;
   cfg->sort_by = PD_SORT_SELF_CUDA_TIME_TOTAL;
   cfg->quiet = false;
@@ -318,6 +334,22 @@ int pd_demo_config_validate(const pd_demo_config_t *cfg, char *err, size_t errle
              "--inject_gpu_slowdown needs --warmup_steps of at least 1 (the step's GPU time is "
              "measured after the warmup), got --warmup_steps %d",
              cfg->warmup_steps);
+    return PD_DEMO_EXIT_USAGE;
+  }
+  const char *stack_flag = cfg->export_stacks[0] ? "--export_stacks" : cfg->group_by_stack_n > 0 ? "--group_by_stack_n" : NULL;
+  if (stack_flag != NULL && (!cfg->with_stack || cfg->no_profile)) {
+    snprintf(err, errlen, "%s needs --with_stack%s (ranges record no call stack otherwise)", stack_flag,
+             cfg->no_profile ? " and the profiler, not --no_profile" : "");
+    return PD_DEMO_EXIT_USAGE;
+  }
+  size_t es = strlen(cfg->export_stacks);
+  if (es > 0 && cfg->export_stacks[es - 1] == '/') {
+    snprintf(err, errlen, "--export_stacks must name a file, got the directory '%s'", cfg->export_stacks);
+    return PD_DEMO_EXIT_USAGE;
+  }
+  if (es > 0 && (strcmp(cfg->export_stacks, cfg->output_json) == 0 || strcmp(cfg->export_stacks, cfg->trace_dir) == 0)) {
+    snprintf(err, errlen, "--export_stacks must differ from --output_json and --trace_dir, got '%s'",
+             cfg->export_stacks);
     return PD_DEMO_EXIT_USAGE;
   }
   size_t n = strlen(cfg->output_json);

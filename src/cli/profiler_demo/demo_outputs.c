@@ -70,28 +70,40 @@ static int outputs_probe(const char *flag, const char *dir, char *err, size_t er
   return 0;
 }
 
-int pd_demo_outputs_prepare(const pd_demo_config_t *cfg, pd_demo_outputs_t *outs, char *err, size_t errlen) {
-  memset(outs, 0, sizeof(*outs));
-  char parent[PD_DEMO_PATH_MAX];
-  snprintf(parent, sizeof(parent), "%s", cfg->output_json);
+/* Writes the directory a file path lives in ("." for a bare name, "/" for "/file"). */
+static void outputs_parent(const char *path, char parent[PD_DEMO_PATH_MAX]) {
+  snprintf(parent, PD_DEMO_PATH_MAX, "%s", path);
   char *slash = strrchr(parent, '/');
   if (slash == NULL)
-    snprintf(parent, sizeof(parent), ".");
+    snprintf(parent, PD_DEMO_PATH_MAX, ".");
   else if (slash == parent)
     parent[1] = '\0'; /* "/file.json" */
   else
     *slash = '\0';
+}
+
+int pd_demo_outputs_prepare(const pd_demo_config_t *cfg, pd_demo_outputs_t *outs, char *err, size_t errlen) {
+  memset(outs, 0, sizeof(*outs));
+  char parent[PD_DEMO_PATH_MAX], stacks_parent[PD_DEMO_PATH_MAX];
+  outputs_parent(cfg->output_json, parent);
+  outputs_parent(cfg->export_stacks, stacks_parent);
 
   struct stat st;
   if (stat(cfg->output_json, &st) == 0 && S_ISDIR(st.st_mode)) {
     snprintf(err, errlen, "--output_json '%s' is a directory; it must name a file", cfg->output_json);
     return PD_DEMO_EXIT_USAGE;
   }
+  if (cfg->export_stacks[0] && stat(cfg->export_stacks, &st) == 0 && S_ISDIR(st.st_mode)) {
+    snprintf(err, errlen, "--export_stacks '%s' is a directory; it must name a file", cfg->export_stacks);
+    return PD_DEMO_EXIT_USAGE;
+  }
   /* --no_profile writes no trace, so it makes no trace directory either. */
   if ((!cfg->no_profile && (outputs_mkdirs(outs, "--trace_dir", cfg->trace_dir, err, errlen) != 0 ||
                             outputs_probe("--trace_dir", cfg->trace_dir, err, errlen) != 0)) ||
       outputs_mkdirs(outs, "--output_json", parent, err, errlen) != 0 ||
-      outputs_probe("--output_json", parent, err, errlen) != 0) {
+      outputs_probe("--output_json", parent, err, errlen) != 0 ||
+      (cfg->export_stacks[0] && (outputs_mkdirs(outs, "--export_stacks", stacks_parent, err, errlen) != 0 ||
+                                 outputs_probe("--export_stacks", stacks_parent, err, errlen) != 0))) {
     pd_demo_outputs_rollback(outs);
     return PD_DEMO_EXIT_USAGE;
   }

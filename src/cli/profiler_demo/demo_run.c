@@ -45,6 +45,8 @@ typedef struct {
   /* filled by the trace-ready callback */
   pd_op_table_t *ops;     /* host ranges as ops (key_averages) */
   pd_op_table_t *kernels; /* kernel-level view */
+  pd_op_table_t *by_stack; /* --group_by_stack_n: ops grouped by call site; else NULL */
+  pd_op_table_t *stacks;   /* --export_stacks: ops by whole stack; else NULL */
   pd_metrics_t metrics;
   int cycles;
   char traces[PD_DEMO_MAX_TRACES][PD_DEMO_PATH_MAX];
@@ -120,6 +122,8 @@ static int demo_trace_ready_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *u
   pd_demo_outputs_track_file(&r->outs, path);
   rc = pd_op_table_add_trace(r->ops, cycle);
   if (rc == 0) rc = pd_op_table_add_trace(r->kernels, cycle);
+  if (rc == 0 && r->by_stack != NULL) rc = pd_op_table_add_trace(r->by_stack, cycle);
+  if (rc == 0 && r->stacks != NULL) rc = pd_op_table_add_trace(r->stacks, cycle);
   if (rc != 0) {
     snprintf(r->cb_error, sizeof(r->cb_error), "aggregating the cycle: %s", pd_strerror(rc));
     return rc;
@@ -361,6 +365,11 @@ static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, 
     pd_op_table_print(stdout, r->ops, c->top_n);
     printf("\nTop kernels (sorted by %s):\n", demo_sort_text(c->sort_by));
     pd_op_table_print(stdout, r->kernels, c->top_n < 10 && c->top_n > 0 ? c->top_n : 10);
+    if (r->by_stack != NULL) {
+      printf("\nTop CUDA ops by call site (group_by_stack_n=%d, sorted by %s):\n", c->group_by_stack_n,
+             demo_sort_text(c->sort_by));
+      pd_op_table_print(stdout, r->by_stack, c->top_n);
+    }
   }
   printf("\n");
   pd_verdict_print(stdout, v);
@@ -496,9 +505,15 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   r->unix_offset_ns = pd_clock_unix_offset_ns();
   r->ops = pd_op_table_create(PD_GROUP_BY_RANGE);
   r->kernels = pd_op_table_create(PD_GROUP_BY_KERNEL);
+  bool stacks_ok = true;
+  if (cfg->group_by_stack_n > 0 && (r->by_stack = pd_op_table_create(PD_GROUP_BY_RANGE)) != NULL)
+    stacks_ok = pd_op_table_set_group_by_stack(r->by_stack, cfg->group_by_stack_n) == 0;
+  if (cfg->export_stacks[0] && (r->stacks = pd_op_table_create(PD_GROUP_BY_RANGE)) != NULL)
+    stacks_ok = stacks_ok && pd_op_table_set_group_by_stack(r->stacks, PD_STACK_ALL_FRAMES) == 0;
+  stacks_ok = stacks_ok && (cfg->group_by_stack_n == 0 || r->by_stack != NULL) && (!cfg->export_stacks[0] || r->stacks != NULL);
   step_s = calloc((size_t)cfg->profile_steps, sizeof(double));
   wait_s = calloc((size_t)cfg->profile_steps, sizeof(double));
-  if (r->ops == NULL || r->kernels == NULL || step_s == NULL || wait_s == NULL) {
+  if (r->ops == NULL || r->kernels == NULL || !stacks_ok || step_s == NULL || wait_s == NULL) {
     demo_err("out of host memory");
     exit_code = PD_DEMO_EXIT_RUNTIME;
     goto done;
@@ -710,10 +725,30 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
     pd_sort_key_t sort_key = (pd_sort_key_t)cfg->sort_by;
     pd_op_table_sort(r->ops, sort_key);
     pd_op_table_sort(r->kernels, sort_key);
+    if (r->by_stack != NULL) pd_op_table_sort(r->by_stack, sort_key);
+    if (r->stacks != NULL) pd_op_table_sort(r->stacks, (pd_sort_key_t)cfg->stacks_metric);
   }
   demo_print_report(r, &dev, &verdict);
 
-  /* 9. metrics JSON, written last and atomically */
+  /* 9. collapsed stacks (--export_stacks), then the metrics JSON, written last; both atomically */
+  if (r->stacks != NULL) {
+    if (pd_op_table_stack_rows(r->stacks) == 0) {
+      demo_err("--export_stacks: no recorded range carries a call stack (the stacks could not be symbolized)");
+      exit_code = PD_DEMO_EXIT_RUNTIME;
+      goto done;
+    }
+    int64_t lines = pd_op_table_export_stacks_file(r->stacks, cfg->export_stacks, (pd_sort_key_t)cfg->stacks_metric);
+    if (lines < 0) {
+      demo_err("writing --export_stacks '%s': %s", cfg->export_stacks, pd_strerror((int)lines));
+      exit_code = PD_DEMO_EXIT_RUNTIME;
+      goto done;
+    }
+    pd_demo_outputs_track_file(&r->outs, cfg->export_stacks);
+    printf("Stacks:  %s (%" PRId64 " stacks by %s)\n", cfg->export_stacks, lines,
+           cfg->stacks_metric == PD_SORT_SELF_CPU_TIME_TOTAL ? "self_cpu_time_total" : "self_cuda_time_total");
+  }
+
+  /* 10. metrics JSON, written last and atomically */
   {
     pd_host_info_t host;
     pd_host_info_read(&host);
@@ -763,6 +798,8 @@ done:
   }
   if (r->ops != NULL) pd_op_table_destroy(r->ops);
   if (r->kernels != NULL) pd_op_table_destroy(r->kernels);
+  pd_op_table_destroy(r->by_stack);
+  pd_op_table_destroy(r->stacks);
   free(step_s);
   free(wait_s);
   free(r);

@@ -512,7 +512,75 @@ static void check_baseline(const char *scenario) {
                scenario, rc, report);
 }
 
+/* --with_stack: every op in the trace carries torch's "Call stack" and the ops that
+ * launched kernels name this project's scenario code (src/scen/, file(line): function);
+ * the exported collapsed stacks hold those ops' self CUDA time; the JSON records it. */
+static bool frame_in_scen(const char *stack) {
+  for (const char *f = stack; f != NULL && *f; f = strchr(f, ';') ? strchr(f, ';') + 1 : NULL) {
+    const char *at = strstr(f, "/src/scen/");
+    const char *end = strchr(f, ';');
+    if (at != NULL && (end == NULL || at < end) && strstr(at, "): ") != NULL) return true;
+  }
+  return false;
+}
+
+static void check_with_stack(const char *scenario) {
+  char key[64], stacks[700];
+  snprintf(key, sizeof key, "%s_stack", scenario);
+  snprintf(stacks, sizeof stacks, "%s/%s/stacks.txt", env_or_fail("PD_SCEN_CACHE"), key);
+  const char *extra[] = {"--with_stack", "--export_stacks", stacks, "--group_by_stack_n", "3", NULL};
+  run_t *r = scen_run(key, scenario, extra);
+  const cJSON *ws = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r->metrics, "config"),
+                                                     "with_stack");
+  cr_expect(cJSON_IsTrue(ws), "%s: config.with_stack is not true", scenario);
+
+  char *text = read_text(r->trace, NULL);
+  cr_assert_not_null(text);
+  cJSON *doc = cJSON_Parse(text);
+  free(text);
+  cr_assert_not_null(doc);
+  size_t ops = 0, with_stack = 0, in_scen = 0;
+  const cJSON *ev = NULL;
+  cJSON_ArrayForEach(ev, cJSON_GetObjectItemCaseSensitive(doc, "traceEvents")) {
+    const cJSON *cat = cJSON_GetObjectItemCaseSensitive(ev, "cat");
+    if (!cJSON_IsString(cat) || strcmp(cat->valuestring, "cpu_op") != 0) continue;
+    ops++;
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ev, "args"), "Call stack");
+    if (!cJSON_IsString(st)) continue;
+    with_stack++;
+    in_scen += frame_in_scen(st->valuestring);
+  }
+  cJSON_Delete(doc);
+  cr_assert_gt(ops, 0, "%s: no cpu_op in the trace", scenario);
+  cr_expect_eq(with_stack, ops, "%s: %zu of %zu ops carry a \"Call stack\"", scenario, with_stack, ops);
+  cr_expect_gt(in_scen, 0, "%s: no op's stack names src/scen/ code", scenario);
+
+  /* the collapsed stacks: ops with self CUDA time, each stack through scenario code */
+  char *lines = read_text(stacks, NULL);
+  cr_assert_not_null(lines, "%s: no --export_stacks file %s", scenario, stacks);
+  size_t n = 0, scen = 0;
+  double total = 0;
+  for (char *line = strtok(lines, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+    char *sp = strrchr(line, ' ');
+    cr_assert_not_null(sp, "%s: collapsed line without a value: %s", scenario, line);
+    total += atof(sp + 1);
+    n++;
+    scen += strstr(line, "/src/scen/") != NULL;
+  }
+  free(lines);
+  cr_expect_gt(n, 0, "%s: empty collapsed stacks", scenario);
+  cr_expect_eq(scen, n, "%s: %zu of %zu kernel-launching stacks pass through src/scen/", scenario, scen, n);
+  cr_expect_gt(total, 0.0);
+  char log[600];
+  snprintf(log, sizeof log, "%s/log", r->dir);
+  char *out = read_text(log, NULL);
+  cr_expect(out != NULL && strstr(out, "by call site (group_by_stack_n=3") != NULL, "%s: no grouped table printed",
+            scenario);
+  free(out);
+}
+
 #define SCENARIO_TESTS(name, index)                                                       \
+  Test(scenarios, name##_with_stack_names_scenario_code) { check_with_stack(#name); }     \
   Test(scenarios, name##_outputs_exist_and_parse) { check_outputs(#name); }               \
   Test(scenarios, name##_trace_has_kernels_runtime_steps_flows) { check_trace_events(#name); } \
   Test(scenarios, name##_verdict_names_its_scenario) { check_verdict(index); }            \

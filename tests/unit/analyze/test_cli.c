@@ -253,3 +253,78 @@ Test(cli, unwritable_output_fails_cleanly) {
   cr_expect(!exists(html), "all outputs or none");
   cr_expect_eq(dir_entries(), 0);
 }
+
+/* ---- call stacks: group_by_stack_n, export_stacks ----------------------------------------- */
+
+/* A torch-style trace whose ops carry "Call stack" (frames innermost first), each launching
+ * one kernel. A dot file, so dir_entries() does not count it. */
+static const char *stacked_trace(void) {
+  static char path[300];
+  snprintf(path, sizeof path, "%s/.stacked.pt.trace.json", g_dir);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs("{\"schemaVersion\":1,\"traceEvents\":[\n"
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::conv2d\",\"pid\":1,\"tid\":1,\"ts\":100,\"dur\":50,"
+        "\"args\":{\"External id\":1,\"Call stack\":\"model.py(12): forward;train.py(40): step\"}},\n"
+        "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":110,\"dur\":5,"
+        "\"args\":{\"External id\":1,\"correlation\":7}},\n"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"conv_kernel\",\"pid\":0,\"tid\":7,\"ts\":130,\"dur\":20,"
+        "\"args\":{\"correlation\":7,\"device\":0,\"stream\":7}},\n"
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::relu\",\"pid\":1,\"tid\":1,\"ts\":200,\"dur\":30,"
+        "\"args\":{\"External id\":2,\"Call stack\":\"model.py(13): forward;train.py(40): step\"}},\n"
+        "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":205,\"dur\":5,"
+        "\"args\":{\"External id\":2,\"correlation\":8}},\n"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"relu_kernel\",\"pid\":0,\"tid\":7,\"ts\":240,\"dur\":3,"
+        "\"args\":{\"correlation\":8,\"device\":0,\"stream\":7}}\n"
+        "]}\n",
+        f);
+  fclose(f);
+  return path;
+}
+
+Test(cli, group_by_stack_and_export_stacks) {
+  const char *t = stacked_trace();
+  const char *out = in_dir("stacks.txt");
+  int rc = pa_run(t, "--group_by_stack_n", "1", "--export_stacks", out, NULL);
+  cr_assert_eq(rc, 0, "stderr: %s", g_err);
+  cr_expect(strstr(g_out, "Key averages by call site (group_by_stack_n=1") != NULL, "%s", g_out);
+  cr_expect(strstr(g_out, "Source Location") != NULL);
+  cr_expect(strstr(g_out, "model.py(12): forward") != NULL);
+  cr_expect(strstr(g_out, "Stacks: ") != NULL);
+  char buf[4096];
+  slurp_into(out, buf, sizeof buf);
+  cr_expect_str_eq(buf,
+                   "train.py(40):_step;model.py(12):_forward;aten::conv2d 20\n"
+                   "train.py(40):_step;model.py(13):_forward;aten::relu 3\n");
+  rc = pa_run(t, "--export_stacks", out, "--stacks_metric", "self_cpu_time_total", NULL);
+  cr_assert_eq(rc, 0, "stderr: %s", g_err);
+  slurp_into(out, buf, sizeof buf);
+  cr_expect_str_eq(buf,
+                   "train.py(40):_step;model.py(12):_forward;aten::conv2d 45\n"
+                   "train.py(40):_step;model.py(13):_forward;aten::relu 25\n");
+}
+
+Test(cli, bad_input_stack_flags) {
+  const char *t = fixture("torch_sync.pt.trace.json.gz");
+  expect_bad_input(pa_run(t, "--group_by_stack_n", "0", NULL), "bad --group_by_stack_n value '0'");
+  expect_bad_input(pa_run(t, "--group_by_stack_n", "101", NULL), "bad --group_by_stack_n value '101'");
+  expect_bad_input(pa_run(t, "--export_stacks", in_dir("s.txt"), "--stacks_metric", "count", NULL),
+                   "bad --stacks_metric value 'count'");
+  expect_bad_input(pa_run(t, "--stacks_metric", "self_cpu_time_total", NULL), "--stacks_metric needs --export_stacks");
+  expect_bad_input(pa_run(t, "--export_stacks=", NULL), "--export_stacks needs a file name");
+  expect_bad_input(pa_run(t, "--export_stacks", t, NULL), "would overwrite the input trace");
+  expect_bad_input(pa_run(t, "--export_stacks", in_dir("a"), "--json", in_dir("a"), NULL), "name the same file");
+  /* a trace without stacks: refused before anything is written */
+  expect_bad_input(pa_run(t, "--export_stacks", in_dir("s.txt"), "--json", in_dir("r.json"), NULL),
+                   "carries a \"Call stack\"");
+  expect_bad_input(pa_run(t, "--group_by_stack_n", "3", NULL), "carries a \"Call stack\"");
+}
+
+Test(cli, unwritable_stacks_file_leaves_no_output) {
+  const char *json = in_dir("r.json");
+  int rc = pa_run(stacked_trace(), "--json", json, "--export_stacks", in_dir("no/dir/s.txt"), NULL);
+  cr_expect_eq(rc, 1, "stderr: %s", g_err);
+  cr_expect(strstr(g_err, "cannot write") != NULL, "%s", g_err);
+  cr_expect(!exists(json), "all outputs or none");
+  cr_expect_eq(dir_entries(), 0);
+}

@@ -215,6 +215,7 @@ static pd_trace_t *synthetic(void) {
   cr_assert_eq(pd_trace_add(t, &e), 0);
   e = host_ev(PD_EVENT_RANGE, "conv1.forward", 1100002, 1700003);
   e.u.range.shape = "[[64, 3, 32, 32], []]";
+  e.u.range.stack = "/src/cnn.c(120): cnn_forward;/src/cnn.c(300): cnn_step;/src/main.c(5): main";
   e.u.range.depth = 1;
   cr_assert_eq(pd_trace_add(t, &e), 0);
   e = host_ev(PD_EVENT_RUNTIME, "cudaLaunchKernel", 1200003, 1205004);
@@ -223,6 +224,7 @@ static pd_trace_t *synthetic(void) {
   cr_assert_eq(pd_trace_add(t, &e), 0);
   e = host_ev(PD_EVENT_CPU_OP, "aten::add \"quoted\" \\ \xc3\xa9", 1300004, 1400005);
   e.u.range.shape = "not a list";
+  e.u.range.stack = "/src/\"odd\" dir/a b.c(7): f \xc3\xa9";
   e.u.range.depth = 2;
   cr_assert_eq(pd_trace_add(t, &e), 0);
   e = host_ev(PD_EVENT_DRIVER, "cuLaunchKernel", 1500006, 1500999);
@@ -347,6 +349,7 @@ static void round_trip(int64_t unix_offset_ns) {
       cr_expect_eq(b[i].u.range.step, a[i].u.range.step, "event %zu step", i);
       cr_expect_eq(b[i].u.range.depth, a[i].u.range.depth, "event %zu depth", i);
       same_str(b[i].u.range.shape, a[i].u.range.shape, i);
+      same_str(b[i].u.range.stack, a[i].u.range.stack, i); /* "Call stack" */
       cr_expect_eq(b[i].pid, a[i].pid);
       cr_expect_eq(b[i].tid, a[i].tid);
       break;

@@ -36,6 +36,9 @@ Test(cli_options, no_flags_give_the_prd_defaults) {
   cr_expect_str_eq(c.output_json, "results/metrics_demo.json");
   cr_expect_eq(c.seed, 0);
   cr_expect_not(c.with_stack);
+  cr_expect_str_eq(c.export_stacks, "");
+  cr_expect_eq(c.stacks_metric, PD_SORT_SELF_CUDA_TIME_TOTAL);
+  cr_expect_eq(c.group_by_stack_n, 0);
   cr_expect_eq(c.prefetch_factor, 2);
   cr_expect_not(c.persistent_workers);
   cr_expect_eq(c.device, 0);
@@ -58,8 +61,12 @@ Test(cli_options, every_flag_takes_a_good_value_in_both_syntaxes) {
                  "--seed", "9223372036854775807", "--with_stack", "--prefetch_factor=4", "--persistent_workers",
                  "--device", "1", "--no_sync", "--tiny_ops_mode=graph", "--tiny_ops_depth", "17", "--allocator",
                  "cudamalloc", "--churn_buffers=5", "--top_n", "0", "--sort_by=count", "--quiet",
-                 "--inject_slowdown", "0.25");
+                 "--inject_slowdown", "0.25", "--export_stacks", "s/st.txt", "--stacks_metric=self_cpu_time_total",
+                 "--group_by_stack_n", "5");
   cr_assert_eq(rc, 0, "%s", err);
+  cr_expect_str_eq(c.export_stacks, "s/st.txt");
+  cr_expect_eq(c.stacks_metric, PD_SORT_SELF_CPU_TIME_TOTAL);
+  cr_expect_eq(c.group_by_stack_n, 5);
   cr_expect_eq(c.scenario, PD_SCEN_TINY_OPS);
   cr_expect_eq(c.batch_size, 128);
   cr_expect_eq(c.num_workers, 0);
@@ -196,6 +203,19 @@ static const bad_case_t bad_cases[] = {
      "step time), got --warmup_steps 0"},
     {{"--output_json", "res/"}, "--output_json must name a file, got the directory 'res/'"},
     {{"--output_json", "same", "--trace_dir", "same"}, "--output_json must differ from --trace_dir, got 'same' for both"},
+    {{"--export_stacks", "st.txt"}, "--export_stacks needs --with_stack (ranges record no call stack otherwise)"},
+    {{"--group_by_stack_n", "3"}, "--group_by_stack_n needs --with_stack (ranges record no call stack otherwise)"},
+    {{"--with_stack", "--group_by_stack_n", "2", "--no_profile"},
+     "--group_by_stack_n needs --with_stack and the profiler, not --no_profile (ranges record no call stack "
+     "otherwise)"},
+    {{"--group_by_stack_n", "101"}, "--group_by_stack_n must be an integer from 0 to 100, got '101'"},
+    {{"--group_by_stack_n", "-1"}, "--group_by_stack_n must be an integer from 0 to 100, got '-1'"},
+    {{"--stacks_metric", "count"},
+     "--stacks_metric must be one of self_cuda_time_total, self_cpu_time_total, got 'count'"},
+    {{"--with_stack", "--export_stacks", "out/"}, "--export_stacks must name a file, got the directory 'out/'"},
+    {{"--with_stack", "--export_stacks", "m.json", "--output_json=m.json"},
+     "--export_stacks must differ from --output_json and --trace_dir, got 'm.json'"},
+    {{"--export_stacks="}, "--export_stacks must be a non-empty path of at most 1023 bytes, got ''"},
 };
 
 Test(cli_options, bad_values_name_the_flag_and_what_is_allowed) {
@@ -230,7 +250,9 @@ Test(cli_options, help_lists_every_flag_with_its_default) {
       {"--scenario NAME", "dataloader"}, {"--batch_size N", "64"}, {"--num_workers N", "2"},
       {"--pin_memory", "off"}, {"--amp", "off"}, {"--warmup_steps N", "10"}, {"--profile_steps N", "8"},
       {"--trace_dir DIR", "results/traces/profiler_demo"}, {"--output_json FILE", "results/metrics_demo.json"},
-      {"--seed N", "0"}, {"--with_stack", "off"}, {"--prefetch_factor N", "2"}, {"--persistent_workers", "off"},
+      {"--seed N", "0"}, {"--with_stack", "off"}, {"--export_stacks FILE", NULL},
+      {"--stacks_metric METRIC", "self_cuda_time_total"}, {"--group_by_stack_n N", "0"},
+      {"--prefetch_factor N", "2"}, {"--persistent_workers", "off"},
       {"--device N", "0"}, {"--no_sync", "off"}, {"--tiny_ops_mode MODE", "the scenario's"},
       {"--tiny_ops_depth N", "the model's (256)"}, {"--allocator KIND", "the scenario's"},
       {"--churn_buffers N", "the model's (64"}, {"--top_n N", "15"}, {"--sort_by KEY", "self_cuda_time_total"},
@@ -373,6 +395,19 @@ Test(cli_outputs, unwritable_paths_fail_with_exit_2_and_leave_nothing) {
   snprintf(c.trace_dir, sizeof(c.trace_dir), "%s/t3", root);
   snprintf(c.output_json, sizeof(c.output_json), "%s", root);
   cr_expect_eq(pd_demo_outputs_prepare(&c, &outs, err, sizeof(err)), PD_DEMO_EXIT_USAGE);
+  cr_expect_not_null(strstr(err, "is a directory"), "message: %s", err);
+
+  /* export_stacks below a regular file; the other outputs fine but new: removed again */
+  pd_demo_config_init(&c);
+  snprintf(c.trace_dir, sizeof(c.trace_dir), "%s/t4", root);
+  snprintf(c.output_json, sizeof(c.output_json), "%s/t5/m.json", root);
+  snprintf(c.export_stacks, sizeof(c.export_stacks), "%s/plainfile/stacks.txt", root);
+  cr_expect_eq(pd_demo_outputs_prepare(&c, &outs, err, sizeof(err)), PD_DEMO_EXIT_USAGE);
+  cr_expect_not_null(strstr(err, "--export_stacks"), "message: %s", err);
+  /* export_stacks naming an existing directory */
+  snprintf(c.export_stacks, sizeof(c.export_stacks), "%s", root);
+  cr_expect_eq(pd_demo_outputs_prepare(&c, &outs, err, sizeof(err)), PD_DEMO_EXIT_USAGE);
+  cr_expect_not_null(strstr(err, "--export_stacks"), "message: %s", err);
   cr_expect_not_null(strstr(err, "is a directory"), "message: %s", err);
 
   cr_expect_eq(count_entries(root), 1, "only plainfile may remain in %s", root);

@@ -350,6 +350,7 @@ Test(synthetic_step, profiler_pipeline_writes_a_linked_trace) {
   pd_prof_config_init(&cfg);
   cfg.activities = PD_ACTIVITY_CPU;
   cfg.record_shapes = true;
+  cfg.with_stack = true;
   cfg.schedule = (pd_schedule_t){.wait = 1, .warmup = 1, .active = 4, .repeat = 1};
   cfg.on_trace_ready = synth_ready_cb;
   cfg.user = &s;
@@ -379,6 +380,10 @@ Test(synthetic_step, profiler_pipeline_writes_a_linked_trace) {
   cr_expect_eq(count_named(ev, "cuda_runtime", "cuLaunchKernelEx"), 4 * 3);
   cr_expect_eq(count_cat(ev, "cuda_driver", NULL), 0);
   cr_expect_gt(count_cat(ev, "cpu_op", NULL), 0);
+  /* with_stack: every op carries torch's "Call stack", naming this file's functions */
+  cr_expect_eq(count_cat(ev, "cpu_op", "Call stack"), count_cat(ev, "cpu_op", NULL));
+  cr_expect_not_null(strstr(text, "test_synthetic_step.c("), "frames name this file and its lines");
+  cr_expect_not_null(strstr(text, "): train_step"), "and the function that opened the range");
   cr_expect_gt(count_cat(ev, "gpu_user_annotation", NULL), 0);
   cr_expect_eq(count_cat(ev, "cuda_sync", "External id"), 4);
   cr_expect_eq(count_cat(ev, "cpu_instant_event", "Total Reserved"), 4 * 2);
