@@ -91,6 +91,7 @@ int64_t pd_op_table_export_stacks_file(const pd_op_table_t *table, const char *p
 size_t pd_op_table_stack_rows(const pd_op_table_t *table);
 /* Sorts rows by key, largest first (ties by name), like torch's sort_by. */
 void pd_op_table_sort(pd_op_table_t *table, pd_sort_key_t key);
+
 /* Returns the number of rows. */
 size_t pd_op_table_count(const pd_op_table_t *table);
 /* Returns the rows, owned by the table, valid until the next add/sort/destroy. */
@@ -142,6 +143,9 @@ int pd_trace_index_build(const pd_trace_t *trace, pd_trace_index_t *ix);
 void pd_trace_index_free(pd_trace_index_t *ix);
 /* Index into ix->steps of the step whose [start, end) holds t, or -1. */
 long pd_trace_index_step_at(const pd_trace_index_t *ix, int64_t t);
+/* pd_op_table_add_trace() from an index of that trace already built (one index serves
+ * the whole analysis). Returns 0, PD_EINVAL (an index of another trace) or PD_ENOMEM. */
+int pd_op_table_add_index(pd_op_table_t *table, const pd_trace_t *trace, const pd_trace_index_t *ix);
 /* Kernel, memcpy or memset. */
 bool pd_event_is_gpu_activity(pd_event_kind_t k);
 /* RANGE, CPU_OP, RUNTIME or DRIVER. */

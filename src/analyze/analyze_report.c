@@ -96,7 +96,7 @@ int pd_analysis_run(const pd_trace_t *trace, const pd_trace_info_t *info, const 
   if (rc == 0) {
     a->ops = pd_op_table_create(PD_GROUP_BY_RANGE);
     if (a->ops == NULL) rc = PD_ENOMEM;
-    else if ((rc = pd_op_table_add_trace(a->ops, trace)) == 0) sort_ops_by_self_cuda(a->ops);
+    else if ((rc = pd_op_table_add_index(a->ops, trace, &ix)) == 0) sort_ops_by_self_cuda(a->ops);
   }
   if (rc == 0) rc = pd_memtl_build(trace, &a->memory);
   pd_trace_index_free(&ix);

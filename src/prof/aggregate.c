@@ -2,16 +2,14 @@
  *
  * The "ops" are host ranges (RANGE, plus CPU_OP records read back from torch traces)
  * and the CUDA runtime/driver API calls themselves (torch shows cudaLaunchKernel rows).
- * Per thread, ops nest by time: a stack sweep over the thread's ops sorted by start
- * (longer first on ties) finds each op's parent. A GPU activity (kernel, memcpy,
- * memset) is linked through its correlation id to the API call that launched it, and
- * its GPU time counts as self CUDA time of the innermost range open on that call's
- * thread when the call began. CUDA total = self CUDA + CUDA total of nested ops.
+ * Nesting and launch attribution come from the core's one trace index (trace_index.c):
+ * each op's parent, and for each GPU activity (kernel, memcpy, memset) the innermost
+ * range open on its launching call's thread when the call began; its GPU time counts as
+ * self CUDA time of that range. CUDA total = self CUDA + CUDA total of nested ops.
  * Self CPU = duration - durations of direct children (nested ranges and API calls,
  * each clipped to the parent), as torch subtracts its child events; CPU total = duration.
  *
- * Cost: one sort of the host ops, one linear sweep, one hash map from correlation id
- * to launching call, so O(n log n) for a cycle of n events.
+ * Cost: the index (O(n log n)) and linear passes over it.
  */
 #define _GNU_SOURCE /* qsort_r */
 #include "pd/pd_stats.h"
@@ -183,72 +181,7 @@ static int stack_key(pd_op_table_t *t, const pd_event_t *e, const char **out) {
   return (*out = pd_trace_intern(t->pool, t->key_buf)) != NULL ? 0 : PD_ENOMEM;
 }
 
-/* ---- correlation id -> launching call ---------------------------------------------------- */
-
-typedef struct {
-  uint64_t *keys; /* 0 = empty (correlation id 0 means "none" in the model) */
-  int32_t *vals;
-  size_t n; /* power of two */
-} corr_map_t;
-
-static int corr_map_init(corr_map_t *m, size_t expected) {
-  size_t n = 16;
-  while (n < expected * 2) n *= 2;
-  m->keys = calloc(n, sizeof(*m->keys));
-  m->vals = malloc(n * sizeof(*m->vals));
-  m->n = n;
-  if (m->keys == NULL || m->vals == NULL) {
-    free(m->keys);
-    free(m->vals);
-    return PD_ENOMEM;
-  }
-  return 0;
-}
-
-static void corr_map_free(corr_map_t *m) {
-  free(m->keys);
-  free(m->vals);
-}
-
-/* First insert wins: a correlation id belongs to one launching call. */
-static void corr_map_put(corr_map_t *m, uint64_t key, int32_t val) {
-  size_t j = pd_hash_u64(key) & (m->n - 1);
-  while (m->keys[j] != 0) {
-    if (m->keys[j] == key) return;
-    j = (j + 1) & (m->n - 1);
-  }
-  m->keys[j] = key;
-  m->vals[j] = val;
-}
-
-static int32_t corr_map_get(const corr_map_t *m, uint64_t key) {
-  size_t j = pd_hash_u64(key) & (m->n - 1);
-  while (m->keys[j] != 0) {
-    if (m->keys[j] == key) return m->vals[j];
-    j = (j + 1) & (m->n - 1);
-  }
-  return -1;
-}
-
 /* ---- attribution ----------------------------------------------------------------------------- */
-
-typedef struct {
-  int64_t start, end;
-  uint32_t pid, tid;
-  uint32_t ev;     /* index in the trace */
-  uint8_t is_range; /* RANGE or CPU_OP; otherwise a RUNTIME/DRIVER call */
-} host_op_t;
-
-static int host_op_cmp(const void *pa, const void *pb) {
-  const host_op_t *a = pa, *b = pb;
-  if (a->pid != b->pid) return a->pid < b->pid ? -1 : 1;
-  if (a->tid != b->tid) return a->tid < b->tid ? -1 : 1;
-  if (a->start != b->start) return a->start < b->start ? -1 : 1;
-  /* same start: ranges open before API calls, and the longer (outer) op first */
-  if (a->is_range != b->is_range) return a->is_range ? -1 : 1;
-  if (a->end != b->end) return a->end > b->end ? -1 : 1;
-  return a->ev < b->ev ? -1 : (a->ev > b->ev);
-}
 
 static bool is_gpu_activity(pd_event_kind_t k) {
   return k == PD_EVENT_KERNEL || k == PD_EVENT_MEMCPY || k == PD_EVENT_MEMSET;
@@ -278,105 +211,77 @@ static int add_kernel_view(pd_op_table_t *t, const pd_trace_t *trace) {
 int pd_op_table_add_trace(pd_op_table_t *table, const pd_trace_t *trace) {
   if (table == NULL || trace == NULL) return PD_EINVAL;
   if (table->group_by == PD_GROUP_BY_KERNEL) return add_kernel_view(table, trace);
+  pd_trace_index_t ix;
+  int rc = pd_trace_index_build(trace, &ix);
+  if (rc != 0) return rc;
+  rc = pd_op_table_add_index(table, trace, &ix);
+  pd_trace_index_free(&ix);
+  return rc;
+}
 
+int pd_op_table_add_index(pd_op_table_t *table, const pd_trace_t *trace, const pd_trace_index_t *ix) {
+  if (table == NULL || trace == NULL || ix == NULL || ix->n != pd_trace_count(trace)) return PD_EINVAL;
+  if (table->group_by == PD_GROUP_BY_KERNEL) return add_kernel_view(table, trace);
   const pd_event_t *ev = pd_trace_events(trace);
-  size_t n = pd_trace_count(trace);
-  size_t nops = 0;
-  for (size_t i = 0; i < n; i++) {
-    pd_event_kind_t k = ev[i].kind;
-    if (k == PD_EVENT_RANGE || k == PD_EVENT_CPU_OP || k == PD_EVENT_RUNTIME || k == PD_EVENT_DRIVER)
-      nops++;
-  }
-  if (nops == 0) return 0;
+  size_t n = ix->n;
+  if (ix->nhost == 0) return 0;
 
   int rc = PD_ENOMEM;
-  host_op_t *ops = malloc(nops * sizeof(*ops));
-  int32_t *parent = malloc(nops * sizeof(*parent));
-  int32_t *range_of = malloc(nops * sizeof(*range_of)); /* innermost range open, -1 none */
-  int64_t *child_cpu = calloc(nops, sizeof(*child_cpu));
-  int64_t *self_cuda = calloc(nops, sizeof(*self_cuda));
-  int64_t *cuda_total = calloc(nops, sizeof(*cuda_total));
-  int64_t *kcount = calloc(nops, sizeof(*kcount));
-  int32_t *stack = malloc(nops * sizeof(*stack));
-  corr_map_t corr = {0};
-  if (!ops || !parent || !range_of || !child_cpu || !self_cuda || !cuda_total || !kcount || !stack ||
-      corr_map_init(&corr, nops) != 0)
-    goto out;
+  /* Per event: time of direct children (nested ranges and calls, clipped to the parent),
+   * GPU time launched directly inside, and the CUDA total including nested ops. */
+  int64_t *child_cpu = calloc(n, sizeof(*child_cpu));
+  int64_t *self_cuda = calloc(n, sizeof(*self_cuda));
+  int64_t *cuda_total = calloc(n, sizeof(*cuda_total));
+  int64_t *kcount = calloc(n, sizeof(*kcount));
+  if (!child_cpu || !self_cuda || !cuda_total || !kcount) goto out;
 
-  size_t j = 0;
+  for (size_t k = 0; k < ix->nhost; k++) {
+    int32_t e = ix->host_order[k], p = ix->parent[e];
+    if (p < 0) continue;
+    int64_t end = ev[e].end_ns < ev[p].end_ns ? ev[e].end_ns : ev[p].end_ns;
+    int64_t start = ev[e].start_ns;
+    if (end > start) child_cpu[p] += end - start;
+  }
+
+  /* GPU activities: self CUDA time of the range their launching call ran in (the index's
+   * op of the activity). Launched outside every range: not counted. */
   for (size_t i = 0; i < n; i++) {
-    pd_event_kind_t k = ev[i].kind;
-    if (k != PD_EVENT_RANGE && k != PD_EVENT_CPU_OP && k != PD_EVENT_RUNTIME && k != PD_EVENT_DRIVER)
-      continue;
-    ops[j].start = ev[i].start_ns;
-    ops[j].end = ev[i].end_ns > ev[i].start_ns ? ev[i].end_ns : ev[i].start_ns;
-    ops[j].pid = ev[i].pid;
-    ops[j].tid = ev[i].tid;
-    ops[j].ev = (uint32_t)i;
-    ops[j].is_range = (k == PD_EVENT_RANGE || k == PD_EVENT_CPU_OP);
-    j++;
-  }
-  qsort(ops, nops, sizeof(*ops), host_op_cmp);
-
-  /* Stack sweep per thread: pop ops that ended at or before this one starts; what is
-   * left on top is the parent. */
-  size_t depth = 0;
-  for (size_t i = 0; i < nops; i++) {
-    if (i > 0 && (ops[i].pid != ops[i - 1].pid || ops[i].tid != ops[i - 1].tid)) depth = 0;
-    while (depth > 0 && ops[stack[depth - 1]].end <= ops[i].start) depth--;
-    int32_t p = depth > 0 ? stack[depth - 1] : -1;
-    parent[i] = p;
-    range_of[i] = ops[i].is_range ? (int32_t)i : (p >= 0 ? range_of[p] : -1);
-    if (p >= 0) {
-      int64_t end = ops[i].end < ops[p].end ? ops[i].end : ops[p].end;
-      child_cpu[p] += end - ops[i].start;
-    }
-    stack[depth++] = (int32_t)i;
-    const pd_event_t *e = &ev[ops[i].ev];
-    if (!ops[i].is_range && e->correlation_id != 0) corr_map_put(&corr, e->correlation_id, (int32_t)i);
+    if (!is_gpu_activity(ev[i].kind) || ix->op[i] < 0) continue;
+    self_cuda[ix->op[i]] += dur_of(&ev[i]);
+    kcount[ix->op[i]]++;
   }
 
-  /* GPU activities: self CUDA time of the range their launching call ran in. */
-  for (size_t i = 0; i < n; i++) {
-    if (!is_gpu_activity(ev[i].kind) || ev[i].correlation_id == 0) continue;
-    int32_t call = corr_map_get(&corr, ev[i].correlation_id);
-    if (call < 0 || range_of[call] < 0) continue; /* launched outside every range */
-    self_cuda[range_of[call]] += dur_of(&ev[i]);
-    kcount[range_of[call]]++;
-  }
-
-  /* Children sort after their parent, so a reverse pass sees every child first. */
-  for (size_t i = nops; i-- > 0;) {
-    cuda_total[i] += self_cuda[i];
-    if (parent[i] >= 0) cuda_total[parent[i]] += cuda_total[i];
+  /* Children come after their parent in sweep order, so a reverse pass sees every child
+   * first. */
+  for (size_t k = ix->nhost; k-- > 0;) {
+    int32_t e = ix->host_order[k];
+    cuda_total[e] += self_cuda[e];
+    if (ix->parent[e] >= 0) cuda_total[ix->parent[e]] += cuda_total[e];
   }
 
   bool by_shape = table->group_by == PD_GROUP_BY_RANGE_AND_SHAPE;
-  for (size_t i = 0; i < nops; i++) {
-    const pd_event_t *e = &ev[ops[i].ev];
-    const char *shape = (by_shape && ops[i].is_range) ? e->u.range.shape : NULL;
+  for (size_t k = 0; k < ix->nhost; k++) {
+    const pd_event_t *e = &ev[ix->host_order[k]];
+    bool is_range = e->kind == PD_EVENT_RANGE || e->kind == PD_EVENT_CPU_OP;
+    const char *shape = (by_shape && is_range) ? e->u.range.shape : NULL;
     const char *skey = NULL;
     pd_op_stat_t *r = stack_key(table, e, &skey) == 0 ? table_row(table, row_name(e->name), shape, skey) : NULL;
     if (r == NULL) goto out;
-    int64_t d = ops[i].end - ops[i].start;
+    int64_t d = dur_of(e);
+    size_t ei = (size_t)ix->host_order[k];
     r->calls++;
     r->cpu_total_ns += d;
-    r->self_cpu_ns += d - child_cpu[i];
-    r->self_cuda_ns += self_cuda[i];
-    r->cuda_total_ns += cuda_total[i];
-    r->kernel_count += kcount[i];
+    r->self_cpu_ns += d - child_cpu[ei];
+    r->self_cuda_ns += self_cuda[ei];
+    r->cuda_total_ns += cuda_total[ei];
+    r->kernel_count += kcount[ei];
   }
   rc = 0;
 out:
-  free(ops);
-  free(parent);
-  free(range_of);
   free(child_cpu);
   free(self_cuda);
   free(cuda_total);
   free(kcount);
-  free(stack);
-  if (corr.keys != NULL) corr_map_free(&corr);
   return rc;
 }
 
