@@ -120,15 +120,20 @@ static int demo_trace_ready_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *u
   }
   r->ntraces++;
   pd_demo_outputs_track_file(&r->outs, path);
-  rc = pd_op_table_add_trace(r->ops, cycle);
+  /* One linked index of the cycle for the key averages and the step metrics. */
+  pd_trace_index_t ix;
+  rc = pd_trace_index_build(cycle, &ix);
+  if (rc == 0) rc = pd_op_table_add_index(r->ops, cycle, &ix);
   if (rc == 0) rc = pd_op_table_add_trace(r->kernels, cycle);
-  if (rc == 0 && r->by_stack != NULL) rc = pd_op_table_add_trace(r->by_stack, cycle);
-  if (rc == 0 && r->stacks != NULL) rc = pd_op_table_add_trace(r->stacks, cycle);
+  if (rc == 0 && r->by_stack != NULL) rc = pd_op_table_add_index(r->by_stack, cycle, &ix);
+  if (rc == 0 && r->stacks != NULL) rc = pd_op_table_add_index(r->stacks, cycle, &ix);
   if (rc != 0) {
+    pd_trace_index_free(&ix);
     snprintf(r->cb_error, sizeof(r->cb_error), "aggregating the cycle: %s", pd_strerror(rc));
     return rc;
   }
-  rc = pd_metrics_from_trace(cycle, &r->metrics);
+  rc = pd_metrics_from_index(cycle, &ix, &r->metrics);
+  pd_trace_index_free(&ix);
   if (rc != 0) {
     snprintf(r->cb_error, sizeof(r->cb_error), "step metrics from the cycle: %s", pd_strerror(rc));
     return rc;
