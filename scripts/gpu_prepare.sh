@@ -16,4 +16,11 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=$a
   -DENABLE_COVERAGE=OFF -DENABLE_SANITIZERS=OFF -DPD_STACK_INFO=ON >/dev/null
 cmake --build "$build" -j"$(nproc)"
 scripts/gpu_bundle.sh "$build" .gpu_bundle
+# What runs on the GPU host needs the programs, the test binaries and CTest's files, not
+# the object files, static libraries or CMake's compiler probes (debug info for stacks
+# makes them large). PD_PRUNE=0 keeps them (then the next build here is incremental).
+if [ "${PD_PRUNE:-1}" = 1 ]; then
+  find "$build" \( -name '*.o' -o -name '*.a' \) -type f -delete
+  rm -rf "$build"/CMakeFiles/[0-9]*/CompilerId*
+fi
 echo "gpu_prepare: $build is $(du -sh "$build" | cut -f1); on the GPU host run: scripts/gpu_acceptance.sh $build"
