@@ -133,7 +133,7 @@ for ((i = 1; i <= runs; i++)); do
   done
 done
 
-slug=$("$compare" --slug "$tmp/runs/clean/1.json") || die 1 "cannot read the device of the runs"
+slug=$("$compare" --slug "$tmp/runs/${scenarios[0]}/1.json") || die 1 "cannot read the device of the runs"
 dest=baselines/$slug
 compare_abs=$(cd "$(dirname "$compare")" && pwd)/$(basename "$compare")
 for s in "${scenarios[@]}"; do
