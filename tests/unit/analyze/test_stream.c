@@ -124,18 +124,19 @@ static const char *fixture_path(const char *rel) { return pd_test_fixtures(rel);
 
 /* Digests of each fixture as read. The torch fixtures' are the former whole-tree (cJSON)
  * reader's, taken while both readers lived and a test compared them event by event
- * (commit 428b47b). The runs/ fixtures were re-recorded with the linked trace writer
- * afterwards (fresh H100, 2026-11-23): theirs are this reader's on the new files, so a
- * change in what the reader keeps shows here. */
+ * (commit 428b47b). The runs/ fixtures were re-recorded afterwards (fresh H100,
+ * 2026-11-23, commit 1813cba: mangledNames, queued, fwdbwd, aten::mm ranges, the per-layer
+ * sync plant): theirs are this reader's on the new files, so a change in what the reader
+ * keeps shows here. */
 static const struct {
   const char *file;
   uint64_t digest;
 } k_fixtures[] = {
-    {"runs/clean.pt.trace.json.gz", 0x0b89f164caeced36ULL},
-    {"runs/dataloader.pt.trace.json.gz", 0x8f4eea2bfdc85d99ULL},
-    {"runs/sync.pt.trace.json.gz", 0xa73615274d9714c4ULL},
-    {"runs/tiny_ops.pt.trace.json.gz", 0x8d167358b3daa7b5ULL},
-    {"runs/memory_churn.pt.trace.json.gz", 0x72cb2fda96e6ac41ULL},
+    {"runs/clean.pt.trace.json.gz", 0xac377e1760c63969ULL},
+    {"runs/dataloader.pt.trace.json.gz", 0xd50b1cb846bc6921ULL},
+    {"runs/sync.pt.trace.json.gz", 0x5fe9a8bbd64c8f7bULL},
+    {"runs/tiny_ops.pt.trace.json.gz", 0x79b015f324762845ULL},
+    {"runs/memory_churn.pt.trace.json.gz", 0x01eca48075f1771fULL},
     {"torch/torch_sync.pt.trace.json.gz", 0xb47da1fbf7f399a6ULL},
     {"torch/torch_memory_churn.pt.trace.json.gz", 0x47ef7a5c2e775c71ULL},
 };
