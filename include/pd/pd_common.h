@@ -43,7 +43,14 @@ static inline uint64_t pd_hash_u64(uint64_t x) {
   X(SCHEMA, -10, "input has an unsupported schema version")                          \
   X(DEVOOM, -11, "out of GPU memory")                                                \
   X(CUBLAS, -12, "a cuBLAS call failed")                                             \
-  X(MISMATCH, -13, "inputs are not comparable")
+  X(MISMATCH, -13, "inputs are not comparable")                                     \
+  X(NOSPC, -14, "no space left on device (or the file size limit)")                  \
+  X(ROFS, -15, "read-only file system")                                              \
+  X(ACCES, -16, "permission denied")                                                 \
+  X(NOTREG, -17, "not a regular file (a directory, device node, FIFO or socket)")    \
+  X(ISINPUT, -18, "the output would replace one of the program's inputs")            \
+  X(NOENT, -19, "no such file or directory")                                         \
+  X(TOOBIG, -20, "larger than the size limit for this input")
 
 typedef enum {
 #define PD_ERRNO_GEN(name, value, msg) PD_E##name = (value),

@@ -22,6 +22,7 @@
  * Range depth is rebuilt from time nesting per thread after sorting.
  */
 #define _GNU_SOURCE
+#include "pd/pd_out.h"
 #include "pd/pd_analyze.h"
 
 #include <errno.h>
@@ -1054,6 +1055,7 @@ int pd_trace_read_file_progress(const char *path, pd_trace_t *out, pd_trace_info
     close(fd);
     return PD_EIO;
   }
+  (void)pd_out_protect_fd(fd); /* no output of this process may replace an input */
   file_src_t src = {.path = path, .file_bytes = (uint64_t)st.st_size, .out = out, .progress = progress,
                     .user = user, .t0 = pd_clock_now_ns()};
   src.gz = gzdopen(fd, "rb");

@@ -248,13 +248,13 @@ Test(metrics_json, failures_leave_nothing) {
   pd_run_report_t r = {.metrics = &m};
   char path[512];
   snprintf(path, sizeof path, "%s/no_such_dir/m.json", tmpdir);
-  cr_expect_eq(pd_metrics_json_write(path, &r), PD_EIO);
+  cr_expect_eq(pd_metrics_json_write(path, &r), PD_ENOENT);
   bool has_tmp;
   cr_expect_eq(pd_test_count_files(tmpdir, &has_tmp), 0);
-  /* the target is a directory: the rename fails, the temp file must go */
+  /* the target is a directory: refused before anything is written */
   snprintf(path, sizeof path, "%s/adir", tmpdir);
   cr_assert_eq(mkdir(path, 0700), 0);
-  cr_expect_eq(pd_metrics_json_write(path, &r), PD_EIO);
+  cr_expect_eq(pd_metrics_json_write(path, &r), PD_ENOTREG);
   cr_expect_eq(pd_test_count_files(tmpdir, &has_tmp), 1, "only the directory is left");
   cr_expect(!has_tmp);
   rmdir(path);
