@@ -96,8 +96,8 @@ char *pd_term_escape(char *buf, size_t len, const char *s);
 
 /* A stream that writes to under what pd_term_write() would: programs put their stdout and
  * stderr behind one (stdout = pd_term_stream(stdout)) so no name in any table or message
- * reaches the terminal raw. Line-buffered when under is a terminal. Returns NULL when out
- * of memory (then keep under). Closing it flushes under and leaves under open. */
+ * reaches the terminal raw. Returns NULL when out
+ * of memory (then keep under). Line-buffered; closing it flushes under and leaves under open. */
 FILE *pd_term_stream(FILE *under);
 
 #ifdef __cplusplus

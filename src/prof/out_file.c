@@ -605,7 +605,7 @@ FILE *pd_term_stream(FILE *under) {
     free(t);
     return NULL;
   }
-  /* line-buffered on a terminal, as stdout itself would be */
-  setvbuf(f, NULL, isatty(fileno(under)) ? _IOLBF : _IOFBF, BUFSIZ);
+  /* line-buffered: lines of stdout and stderr keep their order in a shared log */
+  setvbuf(f, NULL, _IOLBF, BUFSIZ);
   return f;
 }
