@@ -105,6 +105,8 @@ static const opt_t opts[] = {
      "results/traces/profiler_demo", "where the Chrome trace (.pt.trace.json) goes"},
     {"output_json", OPT_PATH, OFF(output_json), 0, 0, 0, 0, NULL, NULL, 0, "FILE", G_OUT,
      "results/metrics_demo.json", "the metrics JSON (schema v1)"},
+    {"trace_gzip", OPT_SWITCH, OFF(trace_gzip), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
+     "write the trace gzipped as it is written (.pt.trace.json.gz, torch.profiler's use_gzip)"},
     {"with_stack", OPT_SWITCH, OFF(with_stack), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
      "accepted for torch compatibility; host stacks are not recorded"},
     {"top_n", OPT_INT, OFF(top_n), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_OUT, "15",

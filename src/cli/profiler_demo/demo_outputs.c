@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "demo.h"
+#include "pd/pd_common.h"
+#include "pd/pd_out.h"
 
 static void outputs_track_dir(pd_demo_outputs_t *outs, const char *path) {
   if (outs->ndirs >= PD_DEMO_MAX_TRACKED) return;
@@ -70,6 +72,15 @@ static int outputs_probe(const char *flag, const char *dir, char *err, size_t er
   return 0;
 }
 
+/* The one writer's own check of the metrics JSON's path (pd_out_probe): what the
+ * final write would refuse is refused now. */
+static int output_check(const char *path, char *err, size_t errlen) {
+  int rc = pd_out_probe(path);
+  if (rc == 0) return 0;
+  snprintf(err, errlen, "--output_json '%s': cannot write there: %s", path, pd_strerror(rc));
+  return -1;
+}
+
 int pd_demo_outputs_prepare(const pd_demo_config_t *cfg, pd_demo_outputs_t *outs, char *err, size_t errlen) {
   memset(outs, 0, sizeof(*outs));
   char parent[PD_DEMO_PATH_MAX];
@@ -87,11 +98,16 @@ int pd_demo_outputs_prepare(const pd_demo_config_t *cfg, pd_demo_outputs_t *outs
     snprintf(err, errlen, "--output_json '%s' is a directory; it must name a file", cfg->output_json);
     return PD_DEMO_EXIT_USAGE;
   }
+  if (stat(cfg->output_json, &st) == 0 && !S_ISREG(st.st_mode)) {
+    snprintf(err, errlen, "--output_json '%s' is not a regular file (a device, FIFO or socket); it must name a file",
+             cfg->output_json);
+    return PD_DEMO_EXIT_USAGE;
+  }
   /* --no_profile writes no trace, so it makes no trace directory either. */
   if ((!cfg->no_profile && (outputs_mkdirs(outs, "--trace_dir", cfg->trace_dir, err, errlen) != 0 ||
                             outputs_probe("--trace_dir", cfg->trace_dir, err, errlen) != 0)) ||
       outputs_mkdirs(outs, "--output_json", parent, err, errlen) != 0 ||
-      outputs_probe("--output_json", parent, err, errlen) != 0) {
+      outputs_probe("--output_json", parent, err, errlen) != 0 || output_check(cfg->output_json, err, errlen) != 0) {
     pd_demo_outputs_rollback(outs);
     return PD_DEMO_EXIT_USAGE;
   }

@@ -96,7 +96,8 @@ static int demo_trace_ready_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *u
     return PD_ESTATE;
   }
   char *path = r->traces[r->ntraces];
-  int rc = pd_prof_trace_file_path(prof, path, PD_DEMO_PATH_MAX);
+  int rc = pd_prof_trace_file_path(prof, path, PD_DEMO_PATH_MAX - 3);
+  if (rc == 0 && r->cfg->trace_gzip) strcat(path, ".gz"); /* gzipped on the way (pd_out) */
   if (rc != 0) {
     snprintf(r->cb_error, sizeof(r->cb_error), "trace file name under '%s': %s", r->cfg->trace_dir,
              pd_strerror(rc));
@@ -456,19 +457,21 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   bool json_written = false;
   const char *config_note = NULL;
 
-  /* 1. device check (before anything is written) */
-  exit_code = demo_device_check(cfg);
-  if (exit_code != 0) {
-    free(r);
-    return exit_code;
-  }
-
-  /* 2. output directories, proven writable before any GPU work */
+  /* 1. output directories and paths, proven writable before the GPU is even looked for:
+   * a bad path is the user's to fix whatever machine this is (exit 2, one line) */
   char err[PD_DEMO_PATH_MAX + 256];
   if (pd_demo_outputs_prepare(cfg, &r->outs, err, sizeof(err)) != 0) {
     demo_err("%s", err);
     free(r);
     return PD_DEMO_EXIT_USAGE;
+  }
+
+  /* 2. device check; on failure the directories step 1 made are taken back */
+  exit_code = demo_device_check(cfg);
+  if (exit_code != 0) {
+    pd_demo_outputs_rollback(&r->outs);
+    free(r);
+    return exit_code;
   }
 
   /* 3. scenario -> configs (validated options cannot fail here, but check anyway) */
