@@ -121,6 +121,9 @@ int pd_cmp_doc_load(const char *path, cJSON **out, char *why, size_t whylen) {
     fault = "\"metrics\" is missing or not an object";
   } else if (!cJSON_IsString(name) || name->valuestring[0] == '\0') {
     fault = "\"device.name\" is missing; cannot tell which GPU the numbers are from";
+  } else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "incomplete"))) {
+    fault = "\"incomplete\": true: the run was stopped early (a signal); its numbers cover only part of "
+            "the steps, so it is neither compared nor promoted";
   } else {
     rc = 0;
   }

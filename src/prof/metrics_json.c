@@ -155,6 +155,11 @@ static cJSON *build_report(const pd_run_report_t *r) {
   for (size_t i = 0; i < nd; i++)
     add_number(&b, metrics, descs[i].name, *(const double *)((const char *)r->metrics + descs[i].offset));
   add_number(&b, root, "steps", r->metrics->steps);
+  if (r->stopped_by != NULL) {
+    check(&b, cJSON_AddBoolToObject(root, "incomplete", 1));
+    add_string(&b, root, "stopped_by", r->stopped_by);
+    add_number(&b, root, "steps_done", (double)r->steps_done);
+  }
   add_samples(&b, root, "step_times_s", r->step_times_s, r->nsteps);
   add_samples(&b, root, "dataloader_wait_s", r->dataloader_wait_s, r->nsteps);
 

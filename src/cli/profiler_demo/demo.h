@@ -37,6 +37,8 @@ enum {
   PD_DEMO_EXIT_USAGE = 2,   /* bad flag or value, or an output path that is not writable */
   PD_DEMO_EXIT_NODEV = 3,   /* no CUDA device */
   PD_DEMO_EXIT_OOM = 4      /* out of GPU memory */
+  /* 130 / 143: stopped by SIGINT / SIGTERM; the trace of the steps recorded and a
+   * metrics JSON marked "incomplete" are written */
 };
 
 typedef enum { PD_DEMO_RUN = 0, PD_DEMO_HELP, PD_DEMO_VERSION, PD_DEMO_LIST } pd_demo_action_t;
@@ -137,6 +139,8 @@ typedef struct {
   const pd_host_info_t *host;       /* the machine; NULL: written as null */
   const char *const *traces;        /* trace files written */
   size_t ntraces;
+  const char *stopped_by;           /* "SIGINT"/"SIGTERM" for a run stopped early, else NULL */
+  int64_t steps_done;               /* training steps that ran */
 } pd_demo_results_t;
 
 /* Writes cfg->output_json atomically from a run's results (schema v1): config (plus

@@ -472,6 +472,8 @@ void pd_demo_print_help(FILE *out) {
           "  2  bad flag or value, or an output directory that cannot be written (nothing written)\n"
           "  3  no CUDA device available (nothing written)\n"
           "  4  out of GPU memory (nothing written; try a smaller --batch_size)\n"
+          "  130, 143  stopped by SIGINT, SIGTERM: the steps stop, the trace of what was recorded\n"
+          "     and a metrics JSON marked \"incomplete\" are written; a second signal quits at once\n"
           "\nExamples:\n"
           "  %s --scenario dataloader --pin_memory --amp\n"
           "  %s --scenario dataloader --pin_memory --amp --num_workers 8     # the fix\n"
