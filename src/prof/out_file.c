@@ -243,6 +243,7 @@ static int put_utf8(pd_out_t *o, const unsigned char *s, size_t n, bool final) {
     if (rest > 0 && put_utf8(o, tail, rest, final) != 0) return -1;
     break;
   }
+  if (n == 0) return 0; /* also s == NULL: the final call at close */
   const unsigned char *run = s, *p = s, *end = s + n;
   while (p < end) {
     if (*p < 0x80) {

@@ -382,3 +382,21 @@ Test(out_file, terminal_stream_escapes_and_keeps_split_characters) {
   cr_expect_str_eq(mem, "k\xe2\x9c\x93 \\x1b[31mred\\x0d\ncut\\xe2\\x9c");
   free(mem);
 }
+
+/* Fuzz finding (trace_analyze, clang UBSan): the final UTF-8 flush at commit computed
+ * NULL + 0 when nothing was pending. An empty output and one whose last write is empty
+ * go through that path. */
+Test(out_file, empty_output_and_empty_final_write) {
+  const char *p = in_dir("empty.json");
+  cr_assert_eq(pd_out_write_all(p, 0, "", 0), 0);
+  char *t = pd_test_slurp(p);
+  cr_expect_str_eq(t, "");
+  free(t);
+  pd_out_t *o = NULL;
+  cr_assert_eq(pd_out_open(p, PD_OUT_GZIP, &o), 0);
+  fwrite("", 1, 0, pd_out_stream(o));
+  cr_assert_eq(pd_out_commit(o), 0);
+  bool has_tmp;
+  cr_expect_eq(pd_test_count_files(tmpdir, &has_tmp), 1);
+  cr_expect(!has_tmp);
+}
