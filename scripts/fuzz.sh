@@ -48,10 +48,12 @@ mkdir -p "$out/obj" "$out/work"
 
 # The libraries' sources into one archive: the linker takes only what a target needs (no
 # CUDA or CUPTI code is reached from these entry points; the headers are still needed).
-san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+san=("-fsanitize=address,undefined" "-fno-sanitize-recover=undefined" -fno-omit-frame-pointer)
+read -r -a cjson_cflags <<<"$(pkg-config --cflags libcjson)"
+read -r -a cjson_libs <<<"$(pkg-config --libs libcjson)"
 cflags=(-std=gnu11 -g -O1 -fsanitize=fuzzer-no-link "${san[@]}" -Iinclude -Isrc/prof -Isrc/analyze -Isrc/gate
   -Isrc/cli/profiler_demo -Itests/fuzz "-I$cuda/include" "-I$cuda/extras/CUPTI/include"
-  "-DPD_FUZZ_SOURCE_DIR=\"$root\"" $(pkg-config --cflags libcjson))
+  "-DPD_FUZZ_SOURCE_DIR=\"$root\"" "${cjson_cflags[@]}")
 objs=()
 for src in src/prof/*.c src/analyze/*.c src/gate/*.c src/scen/scenarios.c src/cli/profiler_demo/demo_options.c; do
   case "$src" in src/prof/cupti_source.c | src/prof/profiler.c) continue ;; esac
@@ -65,7 +67,7 @@ rm -f "$out/libpd_fuzz.a"
 ar rcs "$out/libpd_fuzz.a" "${objs[@]}"
 for t in "${targets[@]}"; do
   "$cc" "${cflags[@]}" -fsanitize=fuzzer "tests/fuzz/$t/fuzz_$t.c" "$out/libpd_fuzz.a" \
-    $(pkg-config --libs libcjson) -lz -lm -lpthread -o "$out/fuzz_$t"
+    "${cjson_libs[@]}" -lz -lm -lpthread -o "$out/fuzz_$t"
 done
 echo "fuzz.sh: built ${targets[*]} in $out"
 [ "$build_only" -eq 0 ] || exit 0
