@@ -27,6 +27,22 @@ static inline uint64_t pd_hash_u64(uint64_t x) {
   return x;
 }
 
+/* a + b, clamped to INT64_MIN..INT64_MAX instead of overflowing (undefined behaviour):
+ * for sums of durations read from files, which are range-checked one by one but can
+ * still add up past the limit. */
+static inline int64_t pd_add_sat_i64(int64_t a, int64_t b) {
+  int64_t r;
+  if (!__builtin_add_overflow(a, b, &r)) return r;
+  return b > 0 ? INT64_MAX : INT64_MIN;
+}
+
+/* a - b, clamped likewise. */
+static inline int64_t pd_sub_sat_i64(int64_t a, int64_t b) {
+  int64_t r;
+  if (!__builtin_sub_overflow(a, b, &r)) return r;
+  return b < 0 ? INT64_MAX : INT64_MIN;
+}
+
 /* One table for error codes: X(name, value, message). */
 #define PD_ERRNO_MAP(X)                                                              \
   X(OK, 0, "success")                                                                \
