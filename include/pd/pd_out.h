@@ -14,9 +14,11 @@
  *    (pd_out_protect_input());
  *  - between pd_out_batch_begin() and pd_out_batch_commit() the outputs of the calling
  *    thread are only staged (complete and fsync'ed under their temporary names); the batch
- *    renames them all at the end, or removes them all (pd_out_batch_abort()), so one
- *    invocation's outputs are written all or none. Only a rename itself failing half way
- *    through a batch could leave some renamed: staging is where the disk fills up.
+ *    renames them all at the end (with SIGINT, SIGTERM and SIGHUP held back until the
+ *    last rename), or removes them all (pd_out_batch_abort()), so one invocation's
+ *    outputs are written all or none. Only a rename itself failing half way through a
+ *    batch, or SIGKILL between two renames, could leave some renamed: staging is where
+ *    the disk fills up.
  * Text goes through a UTF-8 filter: each maximal invalid subsequence becomes U+FFFD, so a
  * JSON output is valid UTF-8 whatever bytes the names carried. PD_OUT_GZIP compresses on
  * the fly (zlib's gzip format, as torch.profiler's use_gzip), in the same single pass.

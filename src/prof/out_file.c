@@ -474,12 +474,22 @@ int pd_out_batch_commit(void) {
   t_staged_head = t_staged_tail = NULL;
   /* Check every target first, so a refusal renames nothing. */
   for (pd_out_t *p = o; p != NULL && rc == 0; p = p->next_staged) rc = check_target(p->path);
+  /* SIGINT, SIGTERM and SIGHUP wait until every rename is done: a signal between two
+   * renames would leave a new file beside an old one (seen in the kill test). Only
+   * SIGKILL can still split a batch. */
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
   while (o != NULL) {
     pd_out_t *next = o->next_staged;
     if (rc == 0) rc = finish(o);
     else discard(o);
     o = next;
   }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
   return rc;
 }
 
