@@ -80,6 +80,31 @@ static int cmp_read_file(const char *path, char **text, size_t *len, char *why, 
   return 0;
 }
 
+/* True (with why) when a per-step sample array is not an array of finite numbers >= 0:
+ * checked at load, so --promote never writes a baseline that a comparison refuses. */
+static bool cmp_doc_samples_bad(const cJSON *doc, const char *path, char *why, size_t whylen) {
+  static const char *const keys[] = {"step_times_s", "dataloader_wait_s"};
+  for (size_t k = 0; k < 2; k++) {
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, keys[k]);
+    if (arr == NULL) continue;
+    if (!cJSON_IsArray(arr)) {
+      cmp_why(why, whylen, "%s: \"%s\" is not an array", path, keys[k]);
+      return true;
+    }
+    size_t i = 0;
+    const cJSON *it = NULL;
+    cJSON_ArrayForEach(it, arr) {
+      if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < 0) {
+        cmp_why(why, whylen, "%s: \"%s\"[%zu] is %s, expected a finite number of seconds >= 0", path, keys[k], i,
+                cJSON_IsNull(it) ? "null (NaN)" : cJSON_IsNumber(it) ? "negative" : "not a number");
+        return true;
+      }
+      i++;
+    }
+  }
+  return false;
+}
+
 int pd_cmp_doc_load(const char *path, cJSON **out, char *why, size_t whylen) {
   *out = NULL;
   char *text = NULL;
@@ -121,6 +146,9 @@ int pd_cmp_doc_load(const char *path, cJSON **out, char *why, size_t whylen) {
     fault = "\"metrics\" is missing or not an object";
   } else if (!cJSON_IsString(name) || name->valuestring[0] == '\0') {
     fault = "\"device.name\" is missing; cannot tell which GPU the numbers are from";
+  } else if (cmp_doc_samples_bad(doc, path, why, whylen)) {
+    cJSON_Delete(doc);
+    return PD_EPARSE; /* why names the array and the index */
   } else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "incomplete"))) {
     fault = "\"incomplete\": true: the run was stopped early (a signal); its numbers cover only part of "
             "the steps, so it is neither compared nor promoted";

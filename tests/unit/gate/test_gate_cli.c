@@ -881,3 +881,19 @@ Test(cli, outputs_are_safe_and_all_or_none) {
   cr_assert_not_null(strstr(out, "junk\\u001b[2J\\r\xef\xbf\xbd\xef\xbf\xbd=1"), "U+FFFD for each bad byte:\n%s", out);
   free(out);
 }
+
+/* --promote used to accept null samples and write a baseline that compare then refused:
+ * the loader now refuses them, naming the path, the array and the index. */
+Test(cli, promote_refuses_null_and_negative_samples) {
+  cJSON *r = fx_run(1.0, NSTEPS);
+  cJSON_ReplaceItemInArray(cJSON_GetObjectItem(r, "step_times_s"), 2, cJSON_CreateNull());
+  const char *bad = fx_write(r, "null_sample.json");
+  const char *out = path_in("never_base.json");
+  cr_assert_eq(pc_run("--promote", bad, "-o", out, NULL), 2, "%s", g_out);
+  cr_assert(strstr(g_out, "null_sample.json: \"step_times_s\"[2] is null (NaN)") != NULL, "%s", g_out);
+  cr_assert_neq(access(out, F_OK), 0, "a baseline was written");
+  cJSON *w = fx_run(1.0, NSTEPS);
+  cJSON_ReplaceItemInArray(cJSON_GetObjectItem(w, "dataloader_wait_s"), 0, cJSON_CreateNumber(-1));
+  cr_assert_eq(pc_run("--promote", fx_write(w, "neg.json"), "-o", out, NULL), 2, "%s", g_out);
+  cr_assert(strstr(g_out, "\"dataloader_wait_s\"[0] is negative") != NULL, "%s", g_out);
+}
