@@ -64,6 +64,7 @@ typedef struct {
   char output_json[PD_DEMO_PATH_MAX];
   bool with_stack;
   bool trace_gzip;    /* NAME.pt.trace.json.gz, gzipped while written (torch's use_gzip) */
+  int cupti_buffer_budget_mib; /* most MiB of CUPTI buffers at once; 0 = no limit */
   int top_n;          /* rows of the ops table; 0: all */
   int sort_by;        /* pd_sort_key_t */
   bool quiet;

@@ -105,6 +105,10 @@ static const opt_t opts[] = {
      "results/traces/profiler_demo", "where the Chrome trace (.pt.trace.json) goes"},
     {"output_json", OPT_PATH, OFF(output_json), 0, 0, 0, 0, NULL, NULL, 0, "FILE", G_OUT,
      "results/metrics_demo.json", "the metrics JSON (schema v1)"},
+    {"cupti_buffer_budget_mib", OPT_INT, OFF(cupti_buffer_budget_mib), 0, 65536, 0, 0, NULL, NULL, 0, "MIB", G_OUT,
+     "0 (no limit)",
+     "most MiB of CUPTI activity buffers out at once; past it CUPTI drops records, which are "
+     "counted, warned about and written as dropped_records"},
     {"trace_gzip", OPT_SWITCH, OFF(trace_gzip), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
      "write the trace gzipped as it is written (.pt.trace.json.gz, torch.profiler's use_gzip)"},
     {"with_stack", OPT_SWITCH, OFF(with_stack), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",

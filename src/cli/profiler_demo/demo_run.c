@@ -672,6 +672,7 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   pc.user = r;
   pc.trace_dir = cfg->trace_dir;
   pc.device = cfg->device;
+  pc.cupti_buffer_budget_bytes = (size_t)cfg->cupti_buffer_budget_mib << 20;
   if (!cfg->no_profile) {
     rc = pd_prof_create(&pc, &r->prof);
     if (rc != 0) {
@@ -771,6 +772,10 @@ stopped:
   } else {
     const double dropped = (double)pd_prof_dropped_records(r->prof);
     if (dropped > r->metrics.dropped_records) r->metrics.dropped_records = dropped;
+    if (r->metrics.dropped_records > 0)
+      demo_err("warning: CUPTI dropped %.0f activity records (buffers full%s); the trace and the GPU metrics miss "
+               "them",
+               r->metrics.dropped_records, cfg->cupti_buffer_budget_mib > 0 ? " or over --cupti_buffer_budget_mib" : "");
     pd_diagnose(&r->metrics, &verdict);
     pd_sort_key_t sort_key = (pd_sort_key_t)cfg->sort_by;
     pd_op_table_sort(r->ops, sort_key);

@@ -1,4 +1,5 @@
-/* test_signals.c: profiler_demo stopped by a signal on a GPU (exit 77 without one).
+/* test_signals.c: profiler_demo stopped by a signal, and with a tiny CUPTI buffer budget,
+ * on a GPU (exit 77 without one).
  *
  *  - SIGINT during the profiled steps: exit 130, the trace of the steps recorded so far
  *    (complete, readable) and a metrics JSON with "incomplete": true, "stopped_by":
@@ -182,4 +183,34 @@ Test(signals, a_second_signal_quits_at_once_leaving_nothing_partial) {
   if (access(json, F_OK) == 0) cJSON_Delete(load_json(json));
   count_in(g_dir, &has_tmp, NULL, 0);
   cr_expect(!has_tmp, "a temporary was left in %s", g_dir);
+}
+
+/* A deliberately tiny CUPTI buffer budget: records are dropped, counted in the metrics
+ * JSON's dropped_records and warned about, and what was kept still makes a readable trace. */
+Test(signals, tiny_cupti_buffer_budget_reports_dropped_records) {
+  pid_t pid = start_demo((const char *const[]){"--scenario", "tiny_ops", "--warmup_steps", "2", "--profile_steps",
+                                               "30", "--cupti_buffer_budget_mib", "1", NULL});
+  int rc = wait_exit(pid, 600);
+  cr_assert_eq(rc, 0, "exit %d", rc);
+  char json[256], traces[256], trace[512], log[256];
+  snprintf(json, sizeof json, "%s/m.json", g_dir);
+  snprintf(traces, sizeof traces, "%s/traces", g_dir);
+  cJSON *m = load_json(json);
+  double dropped = cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "metrics"), "dropped_records"));
+  cr_expect_gt(dropped, 0, "a 1 MiB budget for 30 tiny_ops steps must drop records");
+  cJSON_Delete(m);
+  snprintf(log, sizeof log, "%s/../pd_accept_sig_%d.log", g_dir, (int)getpid());
+  FILE *f = fopen(log, "r");
+  cr_assert_not_null(f);
+  char text[8192];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  cr_expect_not_null(strstr(text, "warning: CUPTI dropped"), "no warning in:\n%s", text);
+  bool has_tmp;
+  cr_assert_eq(count_in(traces, &has_tmp, trace, sizeof trace), 1);
+  pd_trace_t *t = pd_trace_create();
+  char err[512];
+  cr_expect_eq(pd_trace_read_file(trace, t, err, sizeof err), 0, "%s", err);
+  pd_trace_destroy(t);
 }
