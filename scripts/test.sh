@@ -11,10 +11,13 @@
 #   browser    traces in speedscope and the HTML report in headless Chromium
 #              (scripts/browser_check.cjs; no browser is a failure)
 #   asan       ASan+UBSan build of the unit tests, then ctest -L unit     -> $PD_TEST_ASAN_DIR
+#   fuzz       scripts/fuzz.sh: each libFuzzer target (clang, ASan+UBSan) for $PD_TEST_FUZZ_S
+#              seconds (default 20) on its committed corpus; a finding fails the stage
+#   tsan       scripts/tsan.sh: the thread-shared host code under ThreadSanitizer
 #   coverage   gcovr over src/**/*.c (gcovr.cfg), HTML + Cobertura + text, fails under 80 %
 #   lint       shellcheck on the scripts, actionlint on .github/workflows
 #
-# usage: scripts/test.sh [--no-setup] [--no-asan] [--no-lint]
+# usage: scripts/test.sh [--no-setup] [--no-asan] [--no-fuzz] [--no-tsan] [--no-lint]
 # environment: PD_TEST_BUILD_DIR (default build-test), PD_TEST_ASAN_DIR (build-test-asan),
 #              PD_JOBS (default: nproc), PD_TEST_CUDA_ARCHS (default: native with a GPU,
 #              else 90-real: device code is compiled but never run without a GPU).
@@ -22,18 +25,20 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 root=$PWD
 
-do_setup=1 do_asan=1 do_lint=1
+do_setup=1 do_asan=1 do_fuzz=1 do_tsan=1 do_lint=1
 for arg in "$@"; do
   case "$arg" in
     --no-setup) do_setup=0 ;;
     --no-asan) do_asan=0 ;;
+    --no-fuzz) do_fuzz=0 ;;
+    --no-tsan) do_tsan=0 ;;
     --no-lint) do_lint=0 ;;
     -h | --help)
-      sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
-      echo "test.sh: unknown argument '$arg' (allowed: --no-setup, --no-asan, --no-lint, --help)" >&2
+      echo "test.sh: unknown argument '$arg' (allowed: --no-setup, --no-asan, --no-fuzz, --no-tsan, --no-lint, --help)" >&2
       exit 2
       ;;
   esac
@@ -270,6 +275,36 @@ if [ "$do_asan" -eq 1 ]; then
   endgroup
 else
   record asan skipped "--no-asan"
+fi
+
+# ---- fuzzing: a short fixed time per target on the committed corpus ------------------------
+if [ "$do_fuzz" -eq 1 ]; then
+  fuzz_s=${PD_TEST_FUZZ_S:-20}
+  group "fuzz: scripts/fuzz.sh --time $fuzz_s (libFuzzer, ASan+UBSan)"
+  t0=$SECONDS
+  fuzz_log=$(mktemp)
+  PD_FUZZ_BUILD_DIR=${PD_TEST_FUZZ_DIR:-build-test-fuzz} scripts/fuzz.sh --time "$fuzz_s" 2>&1 | tee "$fuzz_log"
+  rc=${PIPESTATUS[0]}
+  detail=$(grep -E '^fuzz.sh: [a-z_]+ ok:' "$fuzz_log" | sed 's/^fuzz.sh: //; s/ ok:/:/' | paste -sd';' -)
+  rm -f "$fuzz_log"
+  if [ "$rc" -eq 0 ]; then record fuzz ok "${detail:-?}; $((SECONDS - t0)) s"; else record fuzz FAILED "findings or build error (see above)"; fi
+  endgroup
+else
+  record fuzz skipped "--no-fuzz"
+fi
+
+# ---- ThreadSanitizer: the thread-shared host code ---------------------------------------
+if [ "$do_tsan" -eq 1 ]; then
+  group "tsan: scripts/tsan.sh (ThreadSanitizer)"
+  t0=$SECONDS
+  if PD_TSAN_DIR=${PD_TEST_TSAN_DIR:-build-test-tsan} PD_JOBS=$jobs PD_TEST_CUDA_ARCHS=$archs scripts/tsan.sh; then
+    record tsan ok "ranges, data queue, output writer; $((SECONDS - t0)) s"
+  else
+    record tsan FAILED "see above"
+  fi
+  endgroup
+else
+  record tsan skipped "--no-tsan"
 fi
 
 # ---- coverage gate ---------------------------------------------------------------------

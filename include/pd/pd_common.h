@@ -40,6 +40,22 @@ static inline uint64_t pd_hash_bytes(const void *p, size_t len, uint64_t seed) {
   return h;
 }
 
+/* a + b, clamped to INT64_MIN..INT64_MAX instead of overflowing (undefined behaviour):
+ * for sums of durations read from files, which are range-checked one by one but can
+ * still add up past the limit. */
+static inline int64_t pd_add_sat_i64(int64_t a, int64_t b) {
+  int64_t r;
+  if (!__builtin_add_overflow(a, b, &r)) return r;
+  return b > 0 ? INT64_MAX : INT64_MIN;
+}
+
+/* a - b, clamped likewise. */
+static inline int64_t pd_sub_sat_i64(int64_t a, int64_t b) {
+  int64_t r;
+  if (!__builtin_sub_overflow(a, b, &r)) return r;
+  return b < 0 ? INT64_MAX : INT64_MIN;
+}
+
 /* One table for error codes: X(name, value, message). */
 #define PD_ERRNO_MAP(X)                                                              \
   X(OK, 0, "success")                                                                \
@@ -56,7 +72,14 @@ static inline uint64_t pd_hash_bytes(const void *p, size_t len, uint64_t seed) {
   X(SCHEMA, -10, "input has an unsupported schema version")                          \
   X(DEVOOM, -11, "out of GPU memory")                                                \
   X(CUBLAS, -12, "a cuBLAS call failed")                                             \
-  X(MISMATCH, -13, "inputs are not comparable")
+  X(MISMATCH, -13, "inputs are not comparable")                                     \
+  X(NOSPC, -14, "no space left on device (or the file size limit)")                  \
+  X(ROFS, -15, "read-only file system")                                              \
+  X(ACCES, -16, "permission denied")                                                 \
+  X(NOTREG, -17, "not a regular file (a directory, device node, FIFO or socket)")    \
+  X(ISINPUT, -18, "the output would replace one of the program's inputs")            \
+  X(NOENT, -19, "no such file or directory")                                         \
+  X(TOOBIG, -20, "larger than the size limit for this input")
 
 typedef enum {
 #define PD_ERRNO_GEN(name, value, msg) PD_E##name = (value),

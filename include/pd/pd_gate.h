@@ -162,6 +162,9 @@ size_t pd_cmp_run_quantiles(const cJSON *doc, const char *samples, double q, dou
 
 /* ---- documents ------------------------------------------------------------------------- */
 
+/* The largest metrics JSON or baseline pd_cmp_doc_load() reads (checked before it allocates). */
+#define PD_CMP_MAX_FILE_BYTES (256 << 20)
+
 /* Reads and validates a metrics JSON or baseline (an object, schema_version 1, metrics an
  * object, device.name a string). Returns 0 and *out (free with cJSON_Delete), or
  * PD_EIO / PD_EPARSE / PD_ESCHEMA with one line in why naming the file and the fault. */
@@ -176,6 +179,10 @@ int pd_gpu_slug(const char *device_name, char *out, size_t outlen);
 
 typedef struct {
   double alpha; /* significance level of the one-sided tests; 0.01 by default */
+  /* How messages name the two files of pd_cmp_compare() (their paths); NULL: "current",
+   * "baseline". */
+  const char *current_name;
+  const char *baseline_name;
 } pd_cmp_options_t;
 
 typedef struct {

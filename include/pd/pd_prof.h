@@ -86,6 +86,12 @@ typedef struct {
   const char *trace_dir;   /* used by pd_trace_file_path(); may be NULL */
   const char *worker_name; /* defaults to "<hostname>_<pid>" */
   int device;              /* CUDA device ordinal to describe in deviceProperties */
+  /* CUPTI activity buffers: each cupti_buffer_bytes (0: 8 MiB), and at most
+   * cupti_buffer_budget_bytes of them handed to CUPTI and not yet parsed (0: no limit;
+   * a budget under one buffer shrinks the buffers to it). Past the budget CUPTI drops
+   * records instead of the process growing: pd_prof_dropped_records() counts them. */
+  size_t cupti_buffer_bytes;
+  size_t cupti_buffer_budget_bytes;
 } pd_prof_config_t;
 
 /* Fills cfg with defaults: CPU|CUDA, schedule(wait=1, warmup=1, active=1, repeat=1). */

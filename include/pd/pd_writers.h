@@ -167,10 +167,15 @@ typedef struct {
   const pd_host_info_t *host; /* may be NULL (written as null) */
   const char *const *trace_files;
   size_t ntrace_files;
+  /* A run stopped early (SIGINT/SIGTERM): written as "incomplete": true, "stopped_by"
+   * (this text) and "steps_done"; the gate refuses such a file. NULL: a complete run (no
+   * such keys). */
+  const char *stopped_by;
+  int64_t steps_done; /* training steps that ran (warmup and schedule steps) */
 } pd_run_report_t;
 
-/* Writes the metrics JSON (schema v1, docs/formats.md) to "<path>.tmp.<pid>", fsyncs it
- * and renames it to path. NaN/Inf metrics (not measured) are written as null. Returns
+/* Writes the metrics JSON (schema v1, docs/formats.md) through the one output writer
+ * (pd_out.h: temporary, fsync, rename). NaN/Inf metrics (not measured) are written as null. Returns
  * 0; PD_EINVAL (NULL path/report, or no metrics); PD_ENOMEM; or PD_EIO with nothing
  * left at path (an existing file at path is then untouched). */
 /* Adds the verdict as key of parent: {bottleneck, rule, share_of_step, cost_us_per_step,

@@ -103,7 +103,7 @@ static void add_segments(const seg_t *segs, size_t n, int64_t s, int64_t e, int6
   for (size_t i = lo; i < n && segs[i].start < e; i++) {
     int64_t a = segs[i].start > s ? segs[i].start : s;
     int64_t b = segs[i].end < e ? segs[i].end : e;
-    if (b > a) acc[segs[i].part] += b - a;
+    if (b > a) acc[segs[i].part] = pd_add_sat_i64(acc[segs[i].part], pd_sub_sat_i64(b, a));
   }
 }
 
@@ -248,7 +248,7 @@ static void count_event(pd_step_breakdown_t *s, const pd_event_t *e) {
     if (e->u.memory.mem_kind == PD_MEM_PAGEABLE || e->u.memory.mem_kind == PD_MEM_PINNED) break;
     if (e->u.memory.bytes > 0) {
       s->mem_allocs++;
-      s->mem_alloc_bytes += e->u.memory.bytes;
+      s->mem_alloc_bytes = pd_add_sat_i64(s->mem_alloc_bytes, e->u.memory.bytes);
     } else if (e->u.memory.bytes < 0) {
       s->mem_frees++;
     }
@@ -264,11 +264,12 @@ void pd_breakdown_free(pd_breakdown_t *b) {
 }
 
 static void add_into(pd_step_breakdown_t *t, const pd_step_breakdown_t *s) {
-  for (int p = 0; p < PD_PART_COUNT; p++) t->part_ns[p] += s->part_ns[p];
-  for (int k = 0; k < PD_IDLE_COUNT; k++) t->idle_ns[k] += s->idle_ns[k];
-  t->end_ns += s->end_ns - s->start_ns;
-  t->gpu_busy_ns += s->gpu_busy_ns;
-  t->data_wait_ns += s->data_wait_ns;
+  /* Saturating: steps read from a file may overlap and add up past int64. */
+  for (int p = 0; p < PD_PART_COUNT; p++) t->part_ns[p] = pd_add_sat_i64(t->part_ns[p], s->part_ns[p]);
+  for (int k = 0; k < PD_IDLE_COUNT; k++) t->idle_ns[k] = pd_add_sat_i64(t->idle_ns[k], s->idle_ns[k]);
+  t->end_ns = pd_add_sat_i64(t->end_ns, pd_sub_sat_i64(s->end_ns, s->start_ns));
+  t->gpu_busy_ns = pd_add_sat_i64(t->gpu_busy_ns, s->gpu_busy_ns);
+  t->data_wait_ns = pd_add_sat_i64(t->data_wait_ns, s->data_wait_ns);
   t->kernels += s->kernels;
   t->memcpys += s->memcpys;
   t->memsets += s->memsets;
@@ -277,7 +278,7 @@ static void add_into(pd_step_breakdown_t *t, const pd_step_breakdown_t *s) {
   t->alloc_calls += s->alloc_calls;
   t->mem_allocs += s->mem_allocs;
   t->mem_frees += s->mem_frees;
-  t->mem_alloc_bytes += s->mem_alloc_bytes;
+  t->mem_alloc_bytes = pd_add_sat_i64(t->mem_alloc_bytes, s->mem_alloc_bytes);
 }
 
 /* Union of the dataloader ranges, clipped to each step. */
@@ -372,10 +373,11 @@ int an_breakdown_compute(const pd_trace_t *trace, const pd_trace_index_t *ix, in
   for (size_t s = 0; s < out->nsteps; s++) {
     pd_step_breakdown_t *st = &out->steps[s];
     add_segments(segs, nsegs, st->start_ns, st->end_ns, st->part_ns);
-    int64_t len = st->end_ns - st->start_ns, used = 0;
-    for (int p = 0; p < PD_PART_COUNT; p++) used += st->part_ns[p];
-    st->part_ns[PD_PART_OTHER] += len - used;
-    st->gpu_busy_ns = st->part_ns[PD_PART_KERNEL] + st->part_ns[PD_PART_MEMCPY] + st->part_ns[PD_PART_MEMSET];
+    int64_t len = pd_sub_sat_i64(st->end_ns, st->start_ns), used = 0;
+    for (int p = 0; p < PD_PART_COUNT; p++) used = pd_add_sat_i64(used, st->part_ns[p]);
+    st->part_ns[PD_PART_OTHER] = pd_add_sat_i64(st->part_ns[PD_PART_OTHER], pd_sub_sat_i64(len, used));
+    st->gpu_busy_ns = pd_add_sat_i64(pd_add_sat_i64(st->part_ns[PD_PART_KERNEL], st->part_ns[PD_PART_MEMCPY]),
+                                     st->part_ns[PD_PART_MEMSET]);
     add_segments(gaps, ngaps, st->start_ns, st->end_ns, st->idle_ns);
   }
   free(segs);

@@ -9,6 +9,7 @@
  * Every text from the trace goes through html_text(). Written atomically.
  */
 #include "analyze_internal.h"
+#include "pd/pd_out.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -442,9 +443,9 @@ static void write_report(FILE *f, const pd_report_t *r) {
 
 int pd_report_html_write(const char *path, const pd_report_t *r) {
   if (path == NULL || r == NULL || r->a == NULL) return PD_EINVAL;
-  char *tmp = NULL;
-  FILE *f = an_atomic_open(path, &tmp);
-  if (f == NULL) return PD_EIO;
-  write_report(f, r);
-  return an_atomic_close(f, tmp, path, !ferror(f));
+  pd_out_t *o = NULL;
+  int rc = pd_out_open(path, 0, &o);
+  if (rc != 0) return rc;
+  write_report(pd_out_stream(o), r);
+  return pd_out_commit(o); /* fails if any write did */
 }

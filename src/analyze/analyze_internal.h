@@ -48,11 +48,4 @@ const pd_top_opts_t *an_top_opts(const pd_top_t *top);
 /* Device total per step of each side of a diff. */
 void an_diff_totals(const pd_diff_t *diff, double *a_ns, double *b_ns);
 
-/* Atomic output: opens "<path>.tmp.<pid>" for writing (*tmp receives the malloc'ed name).
- * Returns NULL on failure (errno set). */
-FILE *an_atomic_open(const char *path, char **tmp);
-/* Flushes, fsyncs and closes f, renames tmp to path, frees tmp. ok = false (or any error)
- * removes tmp instead. Returns 0 or PD_EIO. */
-int an_atomic_close(FILE *f, char *tmp, const char *path, bool ok);
-
 #endif /* PD_ANALYZE_INTERNAL_H */

@@ -1,12 +1,13 @@
 /* analyze_json.c: the analysis as JSON (profile_analyze --json), for scripts and CI.
  *
- * Built as a cJSON tree and written atomically ("<path>.tmp.<pid>", fsync, rename).
+ * Built as a cJSON tree and written through the one writer (pd_out.h).
  * Times are integer nanoseconds ("_ns") unless a key says otherwise ("_s" for the
  * metrics, as in the metrics JSON); values that were not measured are null. The layout
  * is documented in docs/analyzer.md.
  */
 #include "analyze_internal.h"
 #include "pd/pd_writers.h"
+#include "pd/pd_out.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -245,13 +246,9 @@ int pd_report_json_write(const char *path, const pd_report_t *r) {
   char *text = c.oom ? NULL : cJSON_Print(root);
   cJSON_Delete(root);
   if (text == NULL) return PD_ENOMEM;
-  char *tmp = NULL;
-  FILE *f = an_atomic_open(path, &tmp);
-  if (f == NULL) {
-    free(text);
-    return PD_EIO;
-  }
-  bool ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+  size_t len = strlen(text);
+  text[len] = '\n'; /* in place of the NUL: the file ends with a newline */
+  int rc = pd_out_write_all(path, 0, text, len + 1);
   free(text);
-  return an_atomic_close(f, tmp, path, ok);
+  return rc;
 }

@@ -63,33 +63,3 @@ void an_fit(char *buf, size_t len, const char *s, int width) {
   }
   snprintf(buf, len, "%.*s...", width - 3, s);
 }
-
-/* ---- atomic output ------------------------------------------------------------------------------ */
-
-FILE *an_atomic_open(const char *path, char **tmp) {
-  *tmp = NULL;
-  size_t n = strlen(path) + 32;
-  char *t = malloc(n);
-  if (t == NULL) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  snprintf(t, n, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(t, "w");
-  if (f == NULL) {
-    free(t);
-    return NULL;
-  }
-  *tmp = t;
-  return f;
-}
-
-int an_atomic_close(FILE *f, char *tmp, const char *path, bool ok) {
-  int rc = ok ? 0 : PD_EIO;
-  if (rc == 0 && (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0)) rc = PD_EIO;
-  if (fclose(f) != 0 && rc == 0) rc = PD_EIO;
-  if (rc == 0 && rename(tmp, path) != 0) rc = PD_EIO;
-  if (rc != 0) unlink(tmp);
-  free(tmp);
-  return rc;
-}

@@ -23,6 +23,7 @@
  * Range depth is rebuilt from time nesting per thread after sorting.
  */
 #define _GNU_SOURCE
+#include "pd/pd_out.h"
 #include "pd/pd_analyze.h"
 
 #include <errno.h>
@@ -206,6 +207,12 @@ static void sb_put(sbuf_t *b, const char *s, size_t n) {
 
 /* ts and dur must stay below 2^62 ns (146 years): then start + dur cannot overflow. */
 #define TIME_LIMIT_US 4.6e15
+/* The analysis adds durations up (per step, per kernel name, per op, in totals); each
+ * such sum is a part of the sum of all events' durations. Bounding that sum to 2^62 ns
+ * (146 years, one event at the ts/dur limit) keeps every sum and its differences within int64 (fuzzing found traces of
+ * overlapping events near the ts/dur limit that overflowed the breakdown's and the top
+ * table's sums). */
+#define DUR_SUM_LIMIT_NS (INT64_C(1) << 62)
 
 /* A number field as read; it is checked and converted only when its entry becomes an
  * event, so a skipped entry with odd numbers costs nothing. */
@@ -294,6 +301,7 @@ typedef struct {
   entry_t e;
   sbuf_t name, shape;  /* the entry's name and shape text, reused */
   sbuf_t stack;        /* the entry's "Call stack" text, reused */
+  int64_t dur_sum_ns;  /* the events' durations so far (bounded: DUR_SUM_LIMIT_NS) */
 } conv_t;
 
 static int conv_fail(conv_t *cv, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -578,6 +586,13 @@ static int convert_x(conv_t *cv, pd_event_kind_t kind, const int64_t *arg) {
     return cv->rc;
   ev.start_ns = pd_trace_us_to_ns(ts);
   ev.end_ns = ev.start_ns + (dur > 0 ? pd_trace_us_to_ns(dur) : 0);
+  const int64_t d = ev.end_ns - ev.start_ns;
+  if (d > DUR_SUM_LIMIT_NS - cv->dur_sum_ns)
+    return conv_fail(cv, PD_EPARSE,
+                     "'%s': traceEvents[%zu] dur: the events' durations add up to more than 2^62 ns (146 years); "
+                     "such a trace cannot be analyzed",
+                     cv->label, cv->index);
+  cv->dur_sum_ns += d;
   int64_t pid, tid;
   if (get_i64(cv, &e->pid, "pid", 0, &pid) != 0 || get_i64(cv, &e->tid, "tid", 0, &tid) != 0) return cv->rc;
   bool device_row = is_device_kind(kind);
@@ -1075,6 +1090,7 @@ int pd_trace_read_file_progress(const char *path, pd_trace_t *out, pd_trace_info
     close(fd);
     return PD_EIO;
   }
+  (void)pd_out_protect_fd(fd); /* no output of this process may replace an input */
   file_src_t src = {.path = path, .file_bytes = (uint64_t)st.st_size, .out = out, .progress = progress,
                     .user = user, .t0 = pd_clock_now_ns()};
   src.gz = gzdopen(fd, "rb");

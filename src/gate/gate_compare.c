@@ -8,8 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "pd/pd_common.h"
+#include "pd/pd_out.h"
 #include "pd/pd_gate.h"
 #include "pd/pd_stats.h"
 
@@ -25,45 +29,80 @@ void cmp_why(char *why, size_t whylen, const char *fmt, ...) {
 
 /* ---- documents ------------------------------------------------------------------------ */
 
-/* Reads a whole file. Returns 0 and *text (caller frees), or PD_EIO / PD_ENOMEM. */
+/* Reads a whole metrics or baseline file. Only a regular file is read (a FIFO, a device
+ * such as /dev/zero or a directory is refused at once, before any read), and only up to
+ * PD_CMP_MAX_FILE_BYTES, checked before the buffer is allocated. The file is recorded as
+ * an input, so no output of this process can replace it. Returns 0 and *text (caller
+ * frees), or PD_EIO, PD_ENOTREG, PD_ETOOBIG, PD_ENOMEM with why naming the path. */
 static int cmp_read_file(const char *path, char **text, size_t *len, char *why, size_t whylen) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
     cmp_why(why, whylen, "%s: cannot open: %s", path, strerror(errno));
     return PD_EIO;
   }
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  while (buf != NULL) {
-    size_t got = fread(buf + n, 1, cap - n - 1, f);
-    n += got;
-    if (got == 0) break;
-    if (n + 1 == cap) {
-      char *bigger = realloc(buf, cap * 2);
-      if (bigger == NULL) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = bigger;
-      cap *= 2;
-    }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    cmp_why(why, whylen, "%s: not a regular file (a metrics JSON must be one)", path);
+    return PD_ENOTREG;
   }
-  int failed = ferror(f);
-  fclose(f);
+  if (st.st_size > PD_CMP_MAX_FILE_BYTES) {
+    close(fd);
+    cmp_why(why, whylen, "%s: %lld bytes is more than the %d MiB a metrics JSON may have", path,
+            (long long)st.st_size, PD_CMP_MAX_FILE_BYTES >> 20);
+    return PD_ETOOBIG;
+  }
+  (void)pd_out_protect_fd(fd);
+  size_t cap = (size_t)st.st_size + 1, n = 0;
+  char *buf = malloc(cap);
   if (buf == NULL) {
-    cmp_why(why, whylen, "%s: out of memory reading the file", path);
+    close(fd);
+    cmp_why(why, whylen, "%s: out of memory reading the file (%zu bytes)", path, cap);
     return PD_ENOMEM;
   }
+  int failed = 0;
+  while (n + 1 < cap) { /* a file that grows while read is cut at its size when opened */
+    ssize_t got = read(fd, buf + n, cap - 1 - n);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got < 0) failed = errno;
+    if (got <= 0) break;
+    n += (size_t)got;
+  }
+  close(fd);
   if (failed) {
     free(buf);
-    cmp_why(why, whylen, "%s: read error", path);
+    cmp_why(why, whylen, "%s: read error: %s", path, strerror(failed));
     return PD_EIO;
   }
   buf[n] = '\0';
   *text = buf;
   *len = n;
   return 0;
+}
+
+/* True (with why) when a per-step sample array is not an array of finite numbers >= 0:
+ * checked at load, so --promote never writes a baseline that a comparison refuses. */
+static bool cmp_doc_samples_bad(const cJSON *doc, const char *path, char *why, size_t whylen) {
+  static const char *const keys[] = {"step_times_s", "dataloader_wait_s"};
+  for (size_t k = 0; k < 2; k++) {
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, keys[k]);
+    if (arr == NULL) continue;
+    if (!cJSON_IsArray(arr)) {
+      cmp_why(why, whylen, "%s: \"%s\" is not an array", path, keys[k]);
+      return true;
+    }
+    size_t i = 0;
+    const cJSON *it = NULL;
+    cJSON_ArrayForEach(it, arr) {
+      if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < 0) {
+        cmp_why(why, whylen, "%s: \"%s\"[%zu] is %s, expected a finite number of seconds >= 0", path, keys[k], i,
+                cJSON_IsNull(it) ? "null (NaN)" : cJSON_IsNumber(it) ? "negative" : "not a number");
+        return true;
+      }
+      i++;
+    }
+  }
+  return false;
 }
 
 int pd_cmp_doc_load(const char *path, cJSON **out, char *why, size_t whylen) {
@@ -107,6 +146,12 @@ int pd_cmp_doc_load(const char *path, cJSON **out, char *why, size_t whylen) {
     fault = "\"metrics\" is missing or not an object";
   } else if (!cJSON_IsString(name) || name->valuestring[0] == '\0') {
     fault = "\"device.name\" is missing; cannot tell which GPU the numbers are from";
+  } else if (cmp_doc_samples_bad(doc, path, why, whylen)) {
+    cJSON_Delete(doc);
+    return PD_EPARSE; /* why names the array and the index */
+  } else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "incomplete"))) {
+    fault = "\"incomplete\": true: the run was stopped early (a signal); its numbers cover only part of "
+            "the steps, so it is neither compared nor promoted";
   } else {
     rc = 0;
   }
@@ -324,10 +369,10 @@ static const char *cmp_dir_name_i(int i) { return pd_cmp_direction_name((pd_cmp_
 static const char *cmp_mode_name_i(int i) { return pd_cmp_mode_name((pd_cmp_mode_t)i); }
 
 /* Reads one metric's stored policy over the defaults in *p. */
-static int cmp_policy_read(const cJSON *obj, const char *metric, pd_cmp_policy_t *p, char *why,
-                           size_t whylen) {
+static int cmp_policy_read(const cJSON *obj, const char *who, const char *metric, pd_cmp_policy_t *p,
+                           char *why, size_t whylen) {
   if (!cJSON_IsObject(obj)) {
-    cmp_why(why, whylen, "baseline: policy.%s is not an object", metric);
+    cmp_why(why, whylen, "%s: policy.%s is not an object", who, metric);
     return PD_EPARSE;
   }
   const cJSON *dir = cJSON_GetObjectItemCaseSensitive(obj, "direction");
@@ -336,7 +381,7 @@ static int cmp_policy_read(const cJSON *obj, const char *metric, pd_cmp_policy_t
   if (dir != NULL) {
     if (!cJSON_IsString(dir) || cmp_enum_parse(dir->valuestring, cmp_dir_name_i, CMP_NDIRECTIONS, &val) != 0) {
       cmp_why(why, whylen,
-              "baseline: policy.%s.direction must be lower_is_better, higher_is_better or none",
+              "%s: policy.%s.direction must be lower_is_better, higher_is_better or none", who,
               metric);
       return PD_EPARSE;
     }
@@ -344,7 +389,7 @@ static int cmp_policy_read(const cJSON *obj, const char *metric, pd_cmp_policy_t
   }
   if (mode != NULL) {
     if (!cJSON_IsString(mode) || cmp_enum_parse(mode->valuestring, cmp_mode_name_i, CMP_NMODES, &val) != 0) {
-      cmp_why(why, whylen, "baseline: policy.%s.mode must be significance, exact or band",
+      cmp_why(why, whylen, "%s: policy.%s.mode must be significance, exact or band", who,
               metric);
       return PD_EPARSE;
     }
@@ -356,7 +401,7 @@ static int cmp_policy_read(const cJSON *obj, const char *metric, pd_cmp_policy_t
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, nums[i]);
     if (it == NULL) continue;
     if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0.0)) {
-      cmp_why(why, whylen, "baseline: policy.%s.%s must be a number >= 0", metric, nums[i]);
+      cmp_why(why, whylen, "%s: policy.%s.%s must be a number >= 0", who, metric, nums[i]);
       return PD_EPARSE;
     }
     *dst[i] = it->valuedouble;
@@ -509,6 +554,9 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
                    pd_cmp_report_t *rep, char *why, size_t whylen) {
   memset(rep, 0, sizeof(*rep));
   rep->alpha = opt != NULL && opt->alpha > 0.0 ? opt->alpha : 0.01;
+  /* Messages name the files by path when the caller gave them. */
+  const char *cur_who = opt != NULL && opt->current_name != NULL ? opt->current_name : "current";
+  const char *base_who = opt != NULL && opt->baseline_name != NULL ? opt->baseline_name : "baseline";
   const char *cur_dev = cmp_string_at(current, "device", "name");
   const char *base_dev = cmp_string_at(baseline, "device", "name");
   if (cur_dev == NULL || base_dev == NULL) {
@@ -550,7 +598,7 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
   const cJSON *cm = cJSON_GetObjectItemCaseSensitive(current, "metrics");
   const cJSON *policy = cJSON_GetObjectItemCaseSensitive(baseline, "policy");
   if (policy != NULL && !cJSON_IsObject(policy)) {
-    cmp_why(why, whylen, "baseline: \"policy\" is not an object");
+    cmp_why(why, whylen, "%s: \"policy\" is not an object", base_who);
     return PD_EPARSE;
   }
 
@@ -561,12 +609,12 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
   memset(sn, 0, sizeof(sn));
   int rc = 0;
   for (size_t k = 0; k < 2 && rc == 0; k++) {
-    rc = cmp_samples_read(baseline, keys[k], "baseline", &sb[k], why, whylen);
-    if (rc == 0) rc = cmp_samples_read(current, keys[k], "current", &sn[k], why, whylen);
+    rc = cmp_samples_read(baseline, keys[k], base_who, &sb[k], why, whylen);
+    if (rc == 0) rc = cmp_samples_read(current, keys[k], cur_who, &sn[k], why, whylen);
   }
   double base_step = NAN;
   bool no_step = false;
-  if (rc == 0) rc = cmp_doc_value(baseline, "avg_step_time_s", "baseline", &base_step, &no_step, why, whylen);
+  if (rc == 0) rc = cmp_doc_value(baseline, "avg_step_time_s", base_who, &base_step, &no_step, why, whylen);
 
   size_t cap_rows = 0;
   const cJSON *it = NULL;
@@ -578,13 +626,13 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
       break;
     }
     bool absent = false;
-    if ((rc = cmp_metric_value(it, "baseline", &r->base, why, whylen)) != 0) break;
-    if ((rc = cmp_doc_value(baseline, it->string, "baseline", &r->base, &absent, why, whylen)) != 0) break;
+    if ((rc = cmp_metric_value(it, base_who, &r->base, why, whylen)) != 0) break;
+    if ((rc = cmp_doc_value(baseline, it->string, base_who, &r->base, &absent, why, whylen)) != 0) break;
     pd_cmp_policy_default(it->string, PD_CMP_STORED, base_step, &r->policy);
     const cJSON *pol = cJSON_GetObjectItemCaseSensitive(policy, it->string);
-    if (pol != NULL && (rc = cmp_policy_read(pol, it->string, &r->policy, why, whylen)) != 0)
+    if (pol != NULL && (rc = cmp_policy_read(pol, base_who, it->string, &r->policy, why, whylen)) != 0)
       break;
-    if ((rc = cmp_doc_value(current, it->string, "current", &r->now, &absent, why, whylen)) != 0) break;
+    if ((rc = cmp_doc_value(current, it->string, cur_who, &r->now, &absent, why, whylen)) != 0) break;
     if (absent) {
       r->verdict = PD_CMP_MISSING;
       snprintf(r->note, sizeof(r->note), "in the baseline but not in the current run");
@@ -615,7 +663,7 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
     r->base = nb > 0 ? pd_quantile(vals, nb, 0.5) : NAN;
     pd_cmp_policy_default(derived[d].name, PD_CMP_STORED, base_step, &r->policy);
     const cJSON *pol = cJSON_GetObjectItemCaseSensitive(policy, derived[d].name);
-    if (pol != NULL) rc = cmp_policy_read(pol, derived[d].name, &r->policy, why, whylen);
+    if (pol != NULL) rc = cmp_policy_read(pol, base_who, derived[d].name, &r->policy, why, whylen);
     /* The same statistic on both sides: the median of the runs' quantiles (one run for
      * a plain metrics JSON, every run when the current document is itself pooled). */
     size_t nn = pd_cmp_run_quantiles(current, derived[d].samples, derived[d].q, vals, cap);
@@ -641,7 +689,7 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
       rc = PD_ENOMEM;
       break;
     }
-    if ((rc = cmp_metric_value(it, "current", &r->now, why, whylen)) != 0) break;
+    if ((rc = cmp_metric_value(it, cur_who, &r->now, why, whylen)) != 0) break;
     pd_cmp_policy_default(it->string, PD_CMP_STORED, base_step, &r->policy);
     r->verdict = PD_CMP_NEW;
     snprintf(r->note, sizeof(r->note), "not in the baseline: reported, not compared");

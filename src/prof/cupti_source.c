@@ -56,6 +56,8 @@ static struct {
   pd_cupti_buf_t *free_list;
   int free_count;
   size_t buffer_bytes;
+  size_t budget_bytes;  /* 0: no limit; else the most bytes out with CUPTI or unparsed */
+  size_t outstanding;   /* bytes of buffers handed to CUPTI and not yet recycled */
   atomic_uint_fast64_t dropped;
   atomic_uint_fast64_t callback_errors; /* CUPTI calls that failed inside callbacks */
   atomic_bool attached;                 /* CUPTI initialized, our callbacks registered */
@@ -105,6 +107,16 @@ static void CUPTIAPI buf_requested_cb(uint8_t **buffer, size_t *size, size_t *ma
   pd_cupti_buf_t *b = NULL;
   pthread_mutex_lock(&g_cupti.lock);
   size_t want = g_cupti.buffer_bytes;
+  if (g_cupti.budget_bytes != 0 && g_cupti.outstanding + want > g_cupti.budget_bytes) {
+    /* Over the budget: no buffer. CUPTI drops the records and counts them (reported
+     * through pd_prof_dropped_records), instead of the process growing. */
+    pthread_mutex_unlock(&g_cupti.lock);
+    *buffer = NULL;
+    *size = 0;
+    *max_records = 0;
+    return;
+  }
+  g_cupti.outstanding += want;
   if (g_cupti.free_list != NULL && g_cupti.free_list->size == want) {
     b = g_cupti.free_list;
     g_cupti.free_list = b->next;
@@ -114,6 +126,9 @@ static void CUPTIAPI buf_requested_cb(uint8_t **buffer, size_t *size, size_t *ma
   if (b == NULL) {
     b = aligned_alloc(PD_CUPTI_HDR_BYTES, PD_CUPTI_HDR_BYTES + want);
     if (b == NULL) {
+      pthread_mutex_lock(&g_cupti.lock);
+      g_cupti.outstanding -= want;
+      pthread_mutex_unlock(&g_cupti.lock);
       /* CUPTI then drops records and counts them; we report the count. */
       *buffer = NULL;
       *size = 0;
@@ -152,6 +167,7 @@ static void CUPTIAPI buf_completed_cb(CUcontext ctx, uint32_t stream_id, uint8_t
 /* Returns a parsed buffer to the free list, or frees it when the list is full. */
 static void buf_recycle(pd_cupti_buf_t *b) {
   pthread_mutex_lock(&g_cupti.lock);
+  g_cupti.outstanding = g_cupti.outstanding > b->size ? g_cupti.outstanding - b->size : 0;
   if (g_cupti.free_count < PD_CUPTI_FREE_LIST_MAX && b->size == g_cupti.buffer_bytes) {
     b->next = g_cupti.free_list;
     g_cupti.free_list = b;
@@ -680,6 +696,11 @@ int pd_cupti_source_create(const pd_cupti_options_t *opt, pd_cupti_source_t **ou
   pthread_mutex_lock(&g_cupti.lock);
   g_cupti.buffer_bytes = opt->buffer_bytes ? (opt->buffer_bytes + 7) & ~(size_t)7
                                            : PD_CUPTI_DEFAULT_BUFFER_BYTES;
+  g_cupti.budget_bytes = opt->buffer_budget_bytes;
+  if (g_cupti.budget_bytes != 0 && g_cupti.budget_bytes < g_cupti.buffer_bytes)
+    g_cupti.buffer_bytes = g_cupti.budget_bytes & ~(size_t)7; /* one buffer fits the budget */
+  if (g_cupti.buffer_bytes < 1024) g_cupti.buffer_bytes = 1024;
+  g_cupti.outstanding = 0;
   pthread_mutex_unlock(&g_cupti.lock);
   atomic_store(&g_cupti.dropped, 0);
   atomic_store(&g_cupti.callback_errors, 0);

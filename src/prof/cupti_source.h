@@ -28,6 +28,7 @@ typedef struct {
                           attribution to the host range that launched them) */
   bool memory;         /* device memory alloc/free records (MEMORY2) */
   size_t buffer_bytes; /* CUPTI activity buffer size; 0 = default (8 MiB) */
+  size_t buffer_budget_bytes; /* most bytes of buffers out with CUPTI at once; 0 = no limit */
   bool detach;         /* detach CUPTI between cycles (pd_cupti_source_detach) */
 } pd_cupti_options_t;
 

@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE /* fwrite_unlocked, putc_unlocked: the trace writer calls these hot */
 #include "pd/pd_writers.h"
+#include "prof_internal.h"
 
 #include <locale.h>
 #include <math.h>
@@ -19,13 +20,12 @@
 
 /* ---- strings ------------------------------------------------------------------------ */
 
-/* Length of the valid UTF-8 sequence starting at s (2..4), or 0 when the bytes are not
- * a well-formed sequence. *valid_prefix receives how many bytes (>= 1) form the maximal
- * subpart to replace with one U+FFFD (Unicode's "substitution of maximal subparts"). */
-static size_t utf8_seq_len(const unsigned char *s, size_t *valid_prefix) {
+size_t pd_utf8_seq(const unsigned char *s, size_t avail, size_t *valid_prefix) {
   unsigned char c = s[0];
   size_t need;
   unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+  *valid_prefix = 1;
+  if (c < 0x80) return 1;
   if (c >= 0xC2 && c <= 0xDF) {
     need = 2;
   } else if (c >= 0xE0 && c <= 0xEF) {
@@ -37,15 +37,15 @@ static size_t utf8_seq_len(const unsigned char *s, size_t *valid_prefix) {
     if (c == 0xF0) lo = 0x90;      /* no overlong forms */
     else if (c == 0xF4) hi = 0x8F; /* nothing above U+10FFFF */
   } else {
-    *valid_prefix = 1; /* stray continuation byte, C0/C1 or F5..FF */
-    return 0;
+    return 0; /* stray continuation byte, C0/C1 or F5..FF */
   }
-  size_t i = 1;
-  if (s[1] < lo || s[1] > hi) {
-    *valid_prefix = 1;
-    return 0;
-  }
-  for (i = 2; i < need; i++) {
+  if (avail < 2) return SIZE_MAX;
+  if (s[1] < lo || s[1] > hi) return 0;
+  for (size_t i = 2; i < need; i++) {
+    if (i >= avail) {
+      *valid_prefix = i;
+      return SIZE_MAX;
+    }
     if (s[i] < 0x80 || s[i] > 0xBF) {
       *valid_prefix = i;
       return 0;
@@ -77,7 +77,7 @@ void pd_json_write_string(FILE *out, const char *s) {
     }
     if (c >= 0x80) {
       size_t prefix = 0;
-      size_t len = utf8_seq_len(p, &prefix);
+      size_t len = pd_utf8_seq(p, 4, &prefix); /* NUL ends a sequence early */
       if (len != 0) {
         p += len; /* valid multi-byte character: part of the run */
         continue;

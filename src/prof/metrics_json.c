@@ -1,13 +1,14 @@
-/* metrics_json.c: the run's metrics JSON, schema v1 (docs/formats.md).
+/* metrics_json.c: the run's metrics JSON, schema v2 (docs/formats.md).
  *
- * Built with cJSON, printed with cJSON_Print, written to "<path>.tmp.<pid>", fsync'ed
- * and renamed over path, so a reader (the regression gate, a CI artifact upload) sees
+ * Built with cJSON, printed with cJSON_Print, written through the one writer (pd_out.h: a
+ * temporary beside path, fsync'ed and renamed over it), so a reader (the regression gate, a CI artifact upload) sees
  * either the previous file or the complete new one. Metrics that were not measured
  * (NaN) are written as null rather than as a number nobody measured; numbers are
  * printed by pd_json_format_double(), so each reads back as the same double. Every key of
  * PD_METRICS_MAP is written, in the table's order, so adding a metric is one line there.
  */
 #include "pd/pd_writers.h"
+#include "pd/pd_out.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -187,6 +188,11 @@ static cJSON *build_report(const pd_run_report_t *r) {
   for (size_t i = 0; i < nd; i++)
     add_number(&b, metrics, descs[i].name, *(const double *)((const char *)r->metrics + descs[i].offset));
   add_number(&b, root, "steps", r->metrics->steps);
+  if (r->stopped_by != NULL) {
+    check(&b, cJSON_AddBoolToObject(root, "incomplete", 1));
+    add_string(&b, root, "stopped_by", r->stopped_by);
+    add_number(&b, root, "steps_done", (double)r->steps_done);
+  }
   add_samples(&b, root, "step_times_s", r->step_times_s, r->nsteps);
   add_samples(&b, root, "dataloader_wait_s", r->dataloader_wait_s, r->nsteps);
 
@@ -213,37 +219,6 @@ static cJSON *build_report(const pd_run_report_t *r) {
   return root;
 }
 
-/* Writes text to "<path>.tmp.<pid>", fsyncs, renames. Returns 0 or PD_EIO, removing the
- * temp file on any failure. */
-static int write_atomically(const char *path, const char *text) {
-  size_t tlen = strlen(path) + 32;
-  char *tmp = malloc(tlen);
-  if (tmp == NULL) return PD_ENOMEM;
-  snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-  int rc = 0;
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) {
-    free(tmp);
-    return PD_EIO;
-  }
-  size_t len = strlen(text), off = 0;
-  while (off < len) {
-    ssize_t n = write(fd, text + off, len - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      rc = PD_EIO;
-      break;
-    }
-    off += (size_t)n;
-  }
-  if (rc == 0 && (write(fd, "\n", 1) != 1 || fsync(fd) != 0)) rc = PD_EIO;
-  if (close(fd) != 0 && rc == 0) rc = PD_EIO;
-  if (rc == 0 && rename(tmp, path) != 0) rc = PD_EIO;
-  if (rc != 0) unlink(tmp);
-  free(tmp);
-  return rc;
-}
-
 int pd_metrics_json_write(const char *path, const pd_run_report_t *report) {
   if (path == NULL || path[0] == 0 || report == NULL || report->metrics == NULL) return PD_EINVAL;
   cJSON *root = build_report(report);
@@ -251,7 +226,10 @@ int pd_metrics_json_write(const char *path, const pd_run_report_t *report) {
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
   if (text == NULL) return PD_ENOMEM;
-  int rc = write_atomically(path, text);
+  /* The one output writer: temporary, fsync, rename; "\n" ends the file. */
+  size_t len = strlen(text);
+  text[len] = '\n';
+  int rc = pd_out_write_all(path, 0, text, len + 1);
   cJSON_free(text);
   return rc;
 }

@@ -9,6 +9,7 @@
 #define PD_PROF_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pd/pd_event.h"
@@ -40,5 +41,12 @@ uint64_t pd_ranges_lost(void);
 /* Frees the buffers of threads that have exited and the calling thread's idle buffers.
  * Called when the profiler is destroyed. */
 void pd_ranges_release(void);
+
+/* UTF-8: the length (2..4, or 1 for ASCII) of the well-formed sequence starting at s, of
+ * which avail bytes may be read; 0 when the bytes are not well-formed, SIZE_MAX when the
+ * avail bytes are a valid but cut-short start. *valid_prefix receives how many bytes
+ * form the maximal subpart to replace with one U+FFFD (Unicode's "substitution of
+ * maximal subparts"). json_text.c. */
+size_t pd_utf8_seq(const unsigned char *s, size_t avail, size_t *valid_prefix);
 
 #endif /* PD_PROF_INTERNAL_H */

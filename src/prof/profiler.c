@@ -145,7 +145,8 @@ int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out) {
         .driver_api = (p->cfg.activities & PD_ACTIVITY_CUDA_DRIVER) != 0,
         .driver_launches = true,
         .memory = cfg->profile_memory,
-        .buffer_bytes = 0,
+        .buffer_bytes = cfg->cupti_buffer_bytes,
+        .buffer_budget_bytes = cfg->cupti_buffer_budget_bytes,
         .detach = cupti_detach_wanted(),
     };
     rc = pd_cupti_source_create(&opt, &p->cupti, g_create_error, sizeof(g_create_error));

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pd/pd_out.h"
 #include "pd/pd_stats.h"
 
 /* Writes s[0..n) with the characters that the collapsed format reserves (the ' ' before
@@ -50,22 +51,17 @@ int64_t pd_op_table_export_stacks_file(const pd_op_table_t *table, const char *p
   if (table == NULL || path == NULL || path[0] == '\0' ||
       (metric != PD_SORT_SELF_CUDA_TIME_TOTAL && metric != PD_SORT_SELF_CPU_TIME_TOTAL))
     return PD_EINVAL;
-  size_t n = strlen(path) + 32;
-  char *tmp = malloc(n);
-  if (tmp == NULL) return PD_ENOMEM;
-  snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
-  if (f == NULL) {
-    free(tmp);
-    return PD_EIO;
+  /* The one writer (pd_out.h): a temporary beside the target, renamed when complete. */
+  pd_out_t *o = NULL;
+  int rc = pd_out_open(path, 0, &o);
+  if (rc != 0) return rc;
+  int64_t lines = pd_op_table_export_stacks(table, pd_out_stream(o), metric);
+  if (lines < 0) {
+    pd_out_abort(o);
+    return lines;
   }
-  int64_t lines = pd_op_table_export_stacks(table, f, metric);
-  if (lines >= 0 && (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0)) lines = PD_EIO;
-  if (fclose(f) != 0 && lines >= 0) lines = PD_EIO;
-  if (lines >= 0 && rename(tmp, path) != 0) lines = PD_EIO;
-  if (lines < 0) unlink(tmp);
-  free(tmp);
-  return lines;
+  rc = pd_out_commit(o);
+  return rc != 0 ? rc : lines;
 }
 
 size_t pd_op_table_stack_rows(const pd_op_table_t *table) {

@@ -10,15 +10,17 @@
  * metadata so viewers label the rows; each mangled kernel symbol once, in mangledNames.
  *
  * Events are streamed: each is formatted with hand-rolled integer code into a small
- * buffer and handed to a FILE* with a large buffer, so a cycle of a million events
- * never sits in memory as JSON. The file is written as "<path>.tmp.<pid>", flushed,
- * fsync'ed and renamed, so a reader never sees half a trace.
+ * buffer and handed to the output stream, so a cycle of a million events never sits in
+ * memory as JSON. The file goes through the one output writer (pd_out.h): a temporary
+ * beside it, fsync'ed and renamed, so a reader never sees half a trace; a path ending in
+ * ".gz" is gzipped on the way (torch.profiler's use_gzip), in the same pass.
  *
  * Time: ts values are microseconds since baseTimeNanoseconds (Unix time), formatted by
  * us_text(), the one place that turns nanoseconds into trace microseconds.
  */
 #define _GNU_SOURCE /* fwrite_unlocked, program_invocation_short_name */
 #include "pd/pd_writers.h"
+#include "pd/pd_out.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -317,14 +319,11 @@ static void nameset_free(nameset_t *t) {
 
 /* ---- the writer ----------------------------------------------------------------------------------- */
 
-#define WRITE_BUFFER_BYTES (4u << 20)
 #define GPU_SORT_INDEX_BASE 5000000 /* Kineto sorts GPU rows below the host's */
 
 struct pd_trace_writer {
-  FILE *f;
-  char *iobuf;
-  char *path;
-  char *tmp_path;
+  FILE *f;        /* pd_out_stream(out) */
+  pd_out_t *out;  /* the output being written */
   char *trace_name;
   char *process_name;
   uint32_t pid;
@@ -543,10 +542,7 @@ static char *dup_str(const char *s) {
 
 static void writer_free(pd_trace_writer_t *w) {
   if (w == NULL) return;
-  if (w->f != NULL) fclose(w->f);
-  free(w->iobuf);
-  free(w->path);
-  free(w->tmp_path);
+  pd_out_abort(w->out); /* NULL once committed */
   free(w->trace_name);
   free(w->process_name);
   free(w->devices);
@@ -564,16 +560,11 @@ int pd_trace_writer_open(const char *path, const pd_trace_meta_t *meta,
   if (path == NULL || path[0] == 0 || out == NULL || (ndevices > 0 && devices == NULL)) return PD_EINVAL;
   pd_trace_writer_t *w = calloc(1, sizeof(*w));
   if (w == NULL) return PD_ENOMEM;
-  size_t tmplen = strlen(path) + 32;
-  w->path = dup_str(path);
-  w->tmp_path = malloc(tmplen);
   w->trace_name = dup_str(meta && meta->trace_name ? meta->trace_name : path);
   const char *pname = meta && meta->process_name ? meta->process_name : program_invocation_short_name;
   w->process_name = dup_str(pname ? pname : "process");
-  w->iobuf = malloc(WRITE_BUFFER_BYTES);
   if (ndevices > 0) w->devices = malloc(ndevices * sizeof(*devices));
-  if (w->path == NULL || w->tmp_path == NULL || w->trace_name == NULL || w->process_name == NULL ||
-      w->iobuf == NULL || (ndevices > 0 && w->devices == NULL)) {
+  if (w->trace_name == NULL || w->process_name == NULL || (ndevices > 0 && w->devices == NULL)) {
     writer_free(w);
     return PD_ENOMEM;
   }
@@ -592,17 +583,14 @@ int pd_trace_writer_open(const char *path, const pd_trace_meta_t *meta,
   if (w->unix_offset_ns < 0 && w->unix_offset_ns % 1000000000LL != 0) sec--;
   w->base_ns = sec * 1000000000LL;
 
-  snprintf(w->tmp_path, tmplen, "%s.tmp.%ld", path, (long)getpid());
-  w->f = fopen(w->tmp_path, "wbx");
-  if (w->f == NULL && errno == EEXIST) {
-    /* A stale temp file of an earlier run with the same pid: ours to replace. */
-    w->f = fopen(w->tmp_path, "wb");
-  }
-  if (w->f == NULL) {
+  size_t plen = strlen(path);
+  unsigned oflags = plen > 3 && strcmp(path + plen - 3, ".gz") == 0 ? PD_OUT_GZIP : 0;
+  int orc = pd_out_open(path, oflags, &w->out);
+  if (orc != 0) {
     writer_free(w);
-    return PD_EIO;
+    return orc;
   }
-  setvbuf(w->f, w->iobuf, _IOFBF, WRITE_BUFFER_BYTES);
+  w->f = pd_out_stream(w->out);
 
   char buf[128], *p;
   PUT_RAW_LIT(w, "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [");
@@ -1094,27 +1082,7 @@ static void write_mangled_names(pd_trace_writer_t *w) {
 }
 
 void pd_trace_writer_abort(pd_trace_writer_t *w) {
-  if (w == NULL) return;
-  if (w->f != NULL) {
-    fclose(w->f);
-    w->f = NULL;
-  }
-  if (w->tmp_path != NULL) unlink(w->tmp_path);
-  writer_free(w);
-}
-
-/* Makes a rename durable: fsync the directory that holds path (best effort). */
-static void sync_parent_dir(const char *path) {
-  const char *slash = strrchr(path, '/');
-  char dir[4096];
-  if (slash == NULL) snprintf(dir, sizeof dir, ".");
-  else if (slash == path) snprintf(dir, sizeof dir, "/");
-  else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-  int fd = open(dir, O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    (void)fsync(fd);
-    close(fd);
-  }
+  writer_free(w); /* removes the temporary */
 }
 
 int pd_trace_writer_close(pd_trace_writer_t *w) {
@@ -1128,17 +1096,18 @@ int pd_trace_writer_close(pd_trace_writer_t *w) {
     put_name(w, w->trace_name);
     PUT_RAW_LIT(w, "\n}\n");
   }
-  int rc = w->err;
-  if (rc == 0 && (fflush(w->f) != 0 || ferror(w->f) || fsync(fileno(w->f)) != 0)) rc = PD_EIO;
-  FILE *f = w->f;
-  w->f = NULL;
-  if (fclose(f) != 0 && rc == 0) rc = PD_EIO;
-  if (rc == 0 && rename(w->tmp_path, w->path) != 0) rc = PD_EIO;
-  if (rc != 0) {
-    unlink(w->tmp_path);
+  /* The output's own code says why (a full disk, a read-only file system) even when
+   * the write that failed set only w->err. */
+  pd_out_t *out = w->out;
+  int rc;
+  if (w->err != 0) { /* not the stream's (out of memory) */
+    rc = w->err;
+    pd_out_abort(out);
   } else {
-    sync_parent_dir(w->path);
+    rc = pd_out_commit(out); /* fails when any write to the file did */
   }
+  w->out = NULL;
+  w->f = NULL;
   writer_free(w);
   return rc;
 }

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "pd/pd_analyze.h"
+#include "pd/pd_out.h"
 #include "pd/pd_common.h"
 #include "pd/pd_stats.h"
 
@@ -227,6 +228,10 @@ typedef struct {
   bool shown;    /* a line is on the terminal */
 } progress_t;
 
+/* The process's own stderr, for the progress line's control sequences: stdout and
+ * stderr themselves escape control characters (pd_term_stream). */
+static FILE *g_raw_err;
+
 /* pd_trace_progress_cb: rewrites one line with bytes read, events and rate; on done,
  * leaves a final line when one was shown. */
 static void progress_print(const pd_trace_progress_t *pr, void *user) {
@@ -238,9 +243,12 @@ static void progress_print(const pd_trace_progress_t *pr, void *user) {
   double pct = pr->file_bytes > 0 ? 100.0 * (double)pr->file_read / (double)pr->file_bytes : 100.0;
   double rate = pr->elapsed_s > 0 ? mb / pr->elapsed_s : 0.0;
   /* \r and erase-to-end-of-line: the line is redrawn in place */
-  fprintf(stderr, "\r\033[Kprofile_analyze: %s %s: %.0f%% of the file, %.1f MB of JSON, %zu events, %.0f MB/s%s",
-          pr->done ? "read" : "reading", pg->path, pct, mb, pr->events, rate, pr->done ? "\n" : "");
+  char name[512];
   fflush(stderr);
+  fprintf(g_raw_err, "\r\033[Kprofile_analyze: %s %s: %.0f%% of the file, %.1f MB of JSON, %zu events, %.0f MB/s%s",
+          pr->done ? "read" : "reading", pd_term_escape(name, sizeof name, pg->path), pct, mb, pr->events, rate,
+          pr->done ? "\n" : "");
+  fflush(g_raw_err);
   pg->shown = !pr->done;
 }
 
@@ -255,7 +263,10 @@ static int load(const char *path, pd_trace_t **trace, pd_trace_info_t *info) {
   progress_t pg = {.path = path};
   bool tty = isatty(STDERR_FILENO) == 1;
   int rc = pd_trace_read_file_progress(path, *trace, info, tty ? progress_print : NULL, &pg, err, sizeof err);
-  if (pg.shown) fputs("\r\033[K", stderr); /* a failed read: clear the line before the message */
+  if (pg.shown) { /* a failed read: clear the line before the message */
+    fputs("\r\033[K", g_raw_err);
+    fflush(g_raw_err);
+  }
   if (rc == PD_ENOMEM) {
     fprintf(stderr, "profile_analyze: %s\n", err);
     return EXIT_FAILURE_;
@@ -346,6 +357,8 @@ static int run(const options_t *o) {
     }
     fflush(stdout);
     pd_report_t rep = {.path = o->trace, .a = a, .diff_path = o->diff, .b = b, .diff = diff, .limit = o->top};
+    /* All outputs or none: both are staged complete, then renamed together. */
+    pd_out_batch_begin();
     if (o->html != NULL) {
       int rc = pd_report_html_write(o->html, &rep);
       if (rc != 0) {
@@ -358,7 +371,15 @@ static int run(const options_t *o) {
       if (rc != 0) {
         fprintf(stderr, "profile_analyze: cannot write %s: %s\n", o->json, pd_strerror(rc));
         status = EXIT_FAILURE_;
-        if (o->html != NULL) remove(o->html); /* all outputs or none */
+      }
+    }
+    if (status != 0) {
+      pd_out_batch_abort();
+    } else {
+      int rc = pd_out_batch_commit();
+      if (rc != 0) {
+        fprintf(stderr, "profile_analyze: cannot write the reports: %s\n", pd_strerror(rc));
+        status = EXIT_FAILURE_;
       }
     }
     if (status == 0 && stacks != NULL) {
@@ -384,9 +405,30 @@ static int run(const options_t *o) {
   return status;
 }
 
+/* Checks that each output can be written before the (possibly long) read. */
+static int probe_outputs(const options_t *o) {
+  const char *outputs[] = {o->html, o->json};
+  const char *flags[] = {"--html", "--json"};
+  for (size_t i = 0; i < 2; i++) {
+    if (outputs[i] == NULL) continue;
+    int rc = pd_out_probe(outputs[i]);
+    if (rc != 0) return bad_input("%s '%s': cannot write there: %s", flags[i], outputs[i], pd_strerror(rc));
+  }
+  return -1;
+}
+
 int main(int argc, char **argv) {
+  /* Names from traces reach the terminal escaped; temporaries go on SIGINT/SIGTERM. */
+  g_raw_err = stderr;
+  FILE *out = pd_term_stream(stdout), *err = pd_term_stream(stderr);
+  if (out != NULL) stdout = out;
+  if (err != NULL) stderr = err;
+  pd_out_cleanup_on_signals();
   options_t o;
   int status = parse_options(argc, argv, &o);
-  if (status >= 0) return status;
-  return run(&o);
+  if (status < 0) status = probe_outputs(&o);
+  if (status < 0) status = run(&o);
+  fflush(stdout);
+  fflush(stderr);
+  return status;
 }

@@ -18,6 +18,7 @@
 
 #include "pd/pd_common.h"
 #include "pd/pd_gate.h"
+#include "pd/pd_out.h"
 
 #define EXIT_PASS 0
 #define EXIT_REGRESSED 1
@@ -57,28 +58,18 @@ static int usage_error(const char *fmt, ...) {
   return EXIT_BAD_INPUT;
 }
 
-/* Writes text to path through "<path>.tmp.<pid>" and a rename. Returns 0 or PD_EIO. */
+/* Writes one output through the one output writer (pd_out.h). Inside a batch it is
+ * only staged; the batch's commit renames. Prints why it failed, naming the path. */
 typedef void (*write_fn)(FILE *out, const void *ctx);
 static int write_atomic(const char *path, write_fn fn, const void *ctx) {
-  char tmp[4096];
-  if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp)) {
-    fprintf(stderr, "profile_compare: output path too long: %s\n", path);
-    return PD_EIO;
+  pd_out_t *o = NULL;
+  int rc = pd_out_open(path, 0, &o);
+  if (rc == 0) {
+    fn(pd_out_stream(o), ctx);
+    rc = pd_out_commit(o);
   }
-  FILE *f = fopen(tmp, "w");
-  if (f == NULL) {
-    fprintf(stderr, "profile_compare: cannot write %s: %s\n", path, strerror(errno));
-    return PD_EIO;
-  }
-  fn(f, ctx);
-  int bad = ferror(f);
-  if (fclose(f) != 0) bad = 1;
-  if (bad || rename(tmp, path) != 0) {
-    fprintf(stderr, "profile_compare: cannot write %s: %s\n", path, strerror(errno));
-    remove(tmp);
-    return PD_EIO;
-  }
-  return 0;
+  if (rc != 0) fprintf(stderr, "profile_compare: cannot write %s: %s\n", path, pd_strerror(rc));
+  return rc;
 }
 
 static void put_text(FILE *out, const void *ctx) {
@@ -174,8 +165,11 @@ done:
   return status;
 }
 
-/* Writes the report's --json and --markdown files. Returns the status to exit with. */
+/* Writes the report's --json and --markdown files, all or none (staged, then renamed
+ * together). Returns the status to exit with. */
 static int write_reports(const pd_cmp_report_t *rep, const char *json_out, const char *md_out, int status) {
+  const int status_in = status;
+  pd_out_batch_begin();
   if (json_out != NULL) {
     cJSON *j = pd_cmp_report_to_json(rep);
     char *text = j != NULL ? cJSON_Print(j) : NULL;
@@ -190,6 +184,15 @@ static int write_reports(const pd_cmp_report_t *rep, const char *json_out, const
   }
   if (md_out != NULL && status != EXIT_BAD_INPUT && write_atomic(md_out, put_markdown, rep) != 0)
     status = EXIT_BAD_INPUT;
+  if (status != status_in) {
+    pd_out_batch_abort();
+  } else {
+    int rc = pd_out_batch_commit();
+    if (rc != 0) {
+      fprintf(stderr, "profile_compare: cannot write the reports: %s\n", pd_strerror(rc));
+      status = EXIT_BAD_INPUT;
+    }
+  }
   return status;
 }
 
@@ -321,6 +324,8 @@ static int cmd_compare(int argc, char **argv) {
   } else {
     cJSON *docs[2] = {NULL, NULL};
     if (load_all(files, 2, docs) != 0) goto out;
+    opt.current_name = files[0];
+    opt.baseline_name = files[1];
     rc = pd_cmp_compare(docs[0], docs[1], &opt, &rep, why, sizeof(why));
     cJSON_Delete(docs[0]);
     cJSON_Delete(docs[1]);
@@ -344,7 +349,21 @@ out:
   return status;
 }
 
+static int run_main(int argc, char **argv);
+
 int main(int argc, char **argv) {
+  /* Names from the files reach the terminal escaped; temporaries go on SIGINT/SIGTERM. */
+  FILE *out = pd_term_stream(stdout), *err = pd_term_stream(stderr);
+  if (out != NULL) stdout = out;
+  if (err != NULL) stderr = err;
+  pd_out_cleanup_on_signals();
+  int status = run_main(argc, argv);
+  fflush(stdout);
+  fflush(stderr);
+  return status;
+}
+
+static int run_main(int argc, char **argv) {
   if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     fputs(k_usage, stdout);
     return EXIT_PASS;

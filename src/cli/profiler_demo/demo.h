@@ -37,6 +37,8 @@ enum {
   PD_DEMO_EXIT_USAGE = 2,   /* bad flag or value, or an output path that is not writable */
   PD_DEMO_EXIT_NODEV = 3,   /* no CUDA device */
   PD_DEMO_EXIT_OOM = 4      /* out of GPU memory */
+  /* 130 / 143: stopped by SIGINT / SIGTERM; the trace of the steps recorded and a
+   * metrics JSON marked "incomplete" are written */
 };
 
 typedef enum { PD_DEMO_RUN = 0, PD_DEMO_HELP, PD_DEMO_VERSION, PD_DEMO_LIST } pd_demo_action_t;
@@ -64,6 +66,8 @@ typedef struct {
   char export_stacks[PD_DEMO_PATH_MAX]; /* collapsed stacks file; "" none */
   int stacks_metric;  /* pd_sort_key_t: SELF_CUDA or SELF_CPU_TIME_TOTAL */
   int group_by_stack_n; /* 0: off; N: an ops table grouped by N frames */
+  bool trace_gzip;    /* NAME.pt.trace.json.gz, gzipped while written (torch's use_gzip) */
+  int cupti_buffer_budget_mib; /* most MiB of CUPTI buffers at once; 0 = no limit */
   int top_n;          /* rows of the ops table; 0: all */
   int sort_by;        /* pd_sort_key_t */
   bool quiet;
@@ -139,6 +143,8 @@ typedef struct {
   const pd_host_info_t *host;       /* the machine; NULL: written as null */
   const char *const *traces;        /* trace files written */
   size_t ntraces;
+  const char *stopped_by;           /* "SIGINT"/"SIGTERM" for a run stopped early, else NULL */
+  int64_t steps_done;               /* training steps that ran */
 } pd_demo_results_t;
 
 /* Writes cfg->output_json atomically from a run's results (schema v1): config (plus

@@ -109,6 +109,12 @@ static const opt_t opts[] = {
      "results/traces/profiler_demo", "where the Chrome trace (.pt.trace.json) goes"},
     {"output_json", OPT_PATH, OFF(output_json), 0, 0, 0, 0, NULL, NULL, 0, "FILE", G_OUT,
      "results/metrics_demo.json", "the metrics JSON (schema v1)"},
+    {"cupti_buffer_budget_mib", OPT_INT, OFF(cupti_buffer_budget_mib), 0, 65536, 0, 0, NULL, NULL, 0, "MIB", G_OUT,
+     "0 (no limit)",
+     "most MiB of CUPTI activity buffers out at once; past it CUPTI drops records, which are "
+     "counted, warned about and written as dropped_records"},
+    {"trace_gzip", OPT_SWITCH, OFF(trace_gzip), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
+     "write the trace gzipped as it is written (.pt.trace.json.gz, torch.profiler's use_gzip)"},
     {"with_stack", OPT_SWITCH, OFF(with_stack), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
      "record each host range's call stack (function, file, line); the trace carries it as "
      "\"Call stack\" (TensorBoard's call-stack view)"},
@@ -502,6 +508,8 @@ void pd_demo_print_help(FILE *out) {
           "  2  bad flag or value, or an output directory that cannot be written (nothing written)\n"
           "  3  no CUDA device available (nothing written)\n"
           "  4  out of GPU memory (nothing written; try a smaller --batch_size)\n"
+          "  130, 143  stopped by SIGINT, SIGTERM: the steps stop, the trace of what was recorded\n"
+          "     and a metrics JSON marked \"incomplete\" are written; a second signal quits at once\n"
           "\nExamples:\n"
           "  %s --scenario dataloader --pin_memory --amp\n"
           "  %s --scenario dataloader --pin_memory --amp --num_workers 8     # the fix\n"

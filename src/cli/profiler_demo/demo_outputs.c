@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "demo.h"
+#include "pd/pd_common.h"
+#include "pd/pd_out.h"
 
 static void outputs_track_dir(pd_demo_outputs_t *outs, const char *path) {
   if (outs->ndirs >= PD_DEMO_MAX_TRACKED) return;
@@ -82,28 +84,49 @@ static void outputs_parent(const char *path, char parent[PD_DEMO_PATH_MAX]) {
     *slash = '\0';
 }
 
+/* The one writer's own check of an output file's path (pd_out_probe): what the final
+ * write would refuse is refused now. */
+static int output_check(const char *flag, const char *path, char *err, size_t errlen) {
+  int rc = pd_out_probe(path);
+  if (rc == 0) return 0;
+  snprintf(err, errlen, "%s '%s': cannot write there: %s", flag, path, pd_strerror(rc));
+  return -1;
+}
+
+/* A file output must be a regular file or not exist yet. */
+static int output_file_kind(const char *flag, const char *path, char *err, size_t errlen) {
+  struct stat st;
+  if (stat(path, &st) != 0) return 0;
+  if (S_ISDIR(st.st_mode)) {
+    snprintf(err, errlen, "%s '%s' is a directory; it must name a file", flag, path);
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(err, errlen, "%s '%s' is not a regular file (a device, FIFO or socket); it must name a file", flag,
+             path);
+    return -1;
+  }
+  return 0;
+}
+
 int pd_demo_outputs_prepare(const pd_demo_config_t *cfg, pd_demo_outputs_t *outs, char *err, size_t errlen) {
   memset(outs, 0, sizeof(*outs));
   char parent[PD_DEMO_PATH_MAX], stacks_parent[PD_DEMO_PATH_MAX];
   outputs_parent(cfg->output_json, parent);
   outputs_parent(cfg->export_stacks, stacks_parent);
 
-  struct stat st;
-  if (stat(cfg->output_json, &st) == 0 && S_ISDIR(st.st_mode)) {
-    snprintf(err, errlen, "--output_json '%s' is a directory; it must name a file", cfg->output_json);
+  if (output_file_kind("--output_json", cfg->output_json, err, errlen) != 0 ||
+      (cfg->export_stacks[0] && output_file_kind("--export_stacks", cfg->export_stacks, err, errlen) != 0))
     return PD_DEMO_EXIT_USAGE;
-  }
-  if (cfg->export_stacks[0] && stat(cfg->export_stacks, &st) == 0 && S_ISDIR(st.st_mode)) {
-    snprintf(err, errlen, "--export_stacks '%s' is a directory; it must name a file", cfg->export_stacks);
-    return PD_DEMO_EXIT_USAGE;
-  }
   /* --no_profile writes no trace, so it makes no trace directory either. */
   if ((!cfg->no_profile && (outputs_mkdirs(outs, "--trace_dir", cfg->trace_dir, err, errlen) != 0 ||
                             outputs_probe("--trace_dir", cfg->trace_dir, err, errlen) != 0)) ||
       outputs_mkdirs(outs, "--output_json", parent, err, errlen) != 0 ||
       outputs_probe("--output_json", parent, err, errlen) != 0 ||
+      output_check("--output_json", cfg->output_json, err, errlen) != 0 ||
       (cfg->export_stacks[0] && (outputs_mkdirs(outs, "--export_stacks", stacks_parent, err, errlen) != 0 ||
-                                 outputs_probe("--export_stacks", stacks_parent, err, errlen) != 0))) {
+                                 outputs_probe("--export_stacks", stacks_parent, err, errlen) != 0 ||
+                                 output_check("--export_stacks", cfg->export_stacks, err, errlen) != 0))) {
     pd_demo_outputs_rollback(outs);
     return PD_DEMO_EXIT_USAGE;
   }

@@ -18,6 +18,7 @@
  * Any failure after work started removes the files and directories this run created.
  */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@
 #include "pd/pd_cnn.h"
 #include "pd/pd_common.h"
 #include "pd/pd_data.h"
+#include "pd/pd_out.h"
 #include "pd/pd_prof.h"
 #include "pd/pd_scen.h"
 #include "pd/pd_stats.h"
@@ -98,7 +100,8 @@ static int demo_trace_ready_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *u
     return PD_ESTATE;
   }
   char *path = r->traces[r->ntraces];
-  int rc = pd_prof_trace_file_path(prof, path, PD_DEMO_PATH_MAX);
+  int rc = pd_prof_trace_file_path(prof, path, PD_DEMO_PATH_MAX - 3);
+  if (rc == 0 && r->cfg->trace_gzip) strcat(path, ".gz"); /* gzipped on the way (pd_out) */
   if (rc != 0) {
     snprintf(r->cb_error, sizeof(r->cb_error), "trace file name under '%s': %s", r->cfg->trace_dir,
              pd_strerror(rc));
@@ -430,8 +433,49 @@ int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *
       .host = res->host,
       .trace_files = res->traces,
       .ntrace_files = res->ntraces,
+      .stopped_by = res->stopped_by,
+      .steps_done = res->steps_done,
   };
   return pd_metrics_json_write(c->output_json, &report);
+}
+
+/* ---- signals --------------------------------------------------------------------------- */
+
+/* SIGINT or SIGTERM while the run works: the first stops the steps at the end of the
+ * current one; the profiler is stopped (CUPTI flushed, the cycle's trace written) and a
+ * metrics JSON marked incomplete is written, then the program exits 128 + the signal
+ * (130, 143). A second signal leaves at once, removing the output temporaries. */
+static volatile sig_atomic_t g_stop_signal;
+
+static void demo_signal_cb(int sig) {
+  if (g_stop_signal != 0) {
+    pd_out_remove_temps();
+    _exit(128 + sig);
+  }
+  g_stop_signal = sig;
+}
+
+static void demo_signals_install(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = demo_signal_cb;
+  sa.sa_flags = SA_RESTART; /* CUDA's and the loader's system calls go on */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
+/* True (once told) when a stop was asked for; prints one line the first time. */
+static bool demo_stop_requested(demo_run_t *r, int64_t steps_done) {
+  if (g_stop_signal == 0) return false;
+  static bool told;
+  if (!told) {
+    demo_progress_clear(r);
+    demo_err("%s after %" PRId64 " steps: stopping; writing what was recorded (send it again to quit at once)",
+             g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM", steps_done);
+    told = true;
+  }
+  return true;
 }
 
 /* ---- the run --------------------------------------------------------------------------- */
@@ -465,19 +509,26 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   bool json_written = false;
   const char *config_note = NULL;
 
-  /* 1. device check (before anything is written) */
-  exit_code = demo_device_check(cfg);
-  if (exit_code != 0) {
-    free(r);
-    return exit_code;
-  }
-
-  /* 2. output directories, proven writable before any GPU work */
+  /* 1. output directories and paths, proven writable before the GPU is even looked for:
+   * a bad path is the user's to fix whatever machine this is (exit 2, one line) */
   char err[PD_DEMO_PATH_MAX + 256];
   if (pd_demo_outputs_prepare(cfg, &r->outs, err, sizeof(err)) != 0) {
     demo_err("%s", err);
     free(r);
     return PD_DEMO_EXIT_USAGE;
+  }
+
+  /* From here on a signal stops the run cleanly (see demo_signals_install). */
+  g_stop_signal = 0;
+  demo_signals_install();
+  int64_t steps_done = 0;
+
+  /* 2. device check; on failure the directories step 1 made are taken back */
+  exit_code = demo_device_check(cfg);
+  if (exit_code != 0) {
+    pd_demo_outputs_rollback(&r->outs);
+    free(r);
+    return exit_code;
   }
 
   /* 3. scenario -> configs (validated options cannot fail here, but check anyway) */
@@ -580,6 +631,7 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
       exit_code = demo_step_failed(r, &res, code, "warmup", i);
       goto done;
     }
+    steps_done++;
     if (i == 0) {
       float loss = 0;
       rc = pd_cnn_last_loss(r->cnn, &loss);
@@ -597,7 +649,9 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
       warm_sum += res.step_s;
       warm_n++;
     }
+    if (demo_stop_requested(r, steps_done)) break;
   }
+  if (g_stop_signal != 0) goto stopped; /* before the profiler: nothing traced */
   const int64_t spin_ns =
       cfg->inject_slowdown > 0 && warm_n > 0 ? (int64_t)(cfg->inject_slowdown * warm_sum / warm_n * 1e9) : 0;
   if (cfg->inject_gpu_slowdown > 0 && warm_n > 0) {
@@ -633,6 +687,7 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   pc.user = r;
   pc.trace_dir = cfg->trace_dir;
   pc.device = cfg->device;
+  pc.cupti_buffer_budget_bytes = (size_t)cfg->cupti_buffer_budget_mib << 20;
   if (!cfg->no_profile) {
     rc = pd_prof_create(&pc, &r->prof);
     if (rc != 0) {
@@ -659,6 +714,7 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
       exit_code = demo_step_failed(r, &res, code, phase, s);
       goto done;
     }
+    steps_done++;
     if (cfg->warmup_steps == 0 && s == 0) {
       /* No warmup: the first loss comes from the schedule's wait step (not traced). */
       float loss = 0;
@@ -686,8 +742,11 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
     }
     /* Profiler bookkeeping (and the trace write on the last step) is not data wait. */
     r->prev_end_ns = pd_clock_now_ns();
+    if (demo_stop_requested(r, steps_done)) break;
   }
+stopped:
   demo_progress_clear(r);
+  /* Stopping inside the active steps flushes CUPTI (forced) and writes the partial cycle. */
   rc = r->prof != NULL ? pd_prof_stop(r->prof) : 0;
   if (rc != 0) {
     demo_err("profiler stop: %s (%s%s%s)", pd_strerror(rc), pd_prof_last_error(r->prof), r->cb_error[0] ? "; " : "",
@@ -695,12 +754,14 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
     exit_code = PD_DEMO_EXIT_RUNTIME;
     goto done;
   }
-  if (cfg->no_profile && nsamples != cfg->profile_steps) {
+  if (g_stop_signal != 0) {
+    /* a partial run: whatever was recorded, said so in the JSON */
+  } else if (cfg->no_profile && nsamples != cfg->profile_steps) {
     demo_err("%d of %d active steps were timed; expected all of them", nsamples, cfg->profile_steps);
     exit_code = PD_DEMO_EXIT_RUNTIME;
     goto done;
   }
-  if (!cfg->no_profile && (r->cycles == 0 || nsamples != cfg->profile_steps)) {
+  if (g_stop_signal == 0 && !cfg->no_profile && (r->cycles == 0 || nsamples != cfg->profile_steps)) {
     demo_err("the profiler handed over %d cycles and %d of %d active steps were timed; expected one full cycle",
              r->cycles, nsamples, cfg->profile_steps);
     exit_code = PD_DEMO_EXIT_RUNTIME;
@@ -726,6 +787,10 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   } else {
     const double dropped = (double)pd_prof_dropped_records(r->prof);
     if (dropped > r->metrics.dropped_records) r->metrics.dropped_records = dropped;
+    if (r->metrics.dropped_records > 0)
+      demo_err("warning: CUPTI dropped %.0f activity records (buffers full%s); the trace and the GPU metrics miss "
+               "them",
+               r->metrics.dropped_records, cfg->cupti_buffer_budget_mib > 0 ? " or over --cupti_buffer_budget_mib" : "");
     pd_diagnose(&r->metrics, PD_ADVICE_DEMO, &verdict);
     pd_sort_key_t sort_key = (pd_sort_key_t)cfg->sort_by;
     pd_op_table_sort(r->ops, sort_key);
@@ -773,6 +838,8 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
         .host = &host,
         .traces = trace_list,
         .ntraces = (size_t)r->ntraces,
+        .stopped_by = g_stop_signal == 0 ? NULL : g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
+        .steps_done = steps_done,
     };
     rc = pd_demo_metrics_write(cfg, &results);
     if (rc != 0) {
@@ -781,7 +848,8 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
       goto done;
     }
     json_written = true;
-    printf("Metrics: %s\n", cfg->output_json);
+    printf("Metrics: %s%s\n", cfg->output_json, results.stopped_by != NULL ? " (incomplete: stopped early)" : "");
+    if (results.stopped_by != NULL) exit_code = 128 + (strcmp(results.stopped_by, "SIGINT") == 0 ? SIGINT : SIGTERM);
   }
 
 done:
@@ -797,7 +865,8 @@ done:
       exit_code = PD_DEMO_EXIT_RUNTIME;
     }
   }
-  if (exit_code != PD_DEMO_EXIT_OK) {
+  /* A failure takes back this run's files; a run stopped by a signal keeps them. */
+  if (exit_code != PD_DEMO_EXIT_OK && exit_code < 128) {
     if (json_written) pd_demo_outputs_track_file(&r->outs, cfg->output_json);
     pd_demo_outputs_rollback(&r->outs);
   }

@@ -332,3 +332,27 @@ Test(breakdown, print) {
   cr_expect(strstr(text, "empty trace") != NULL);
   free(text);
 }
+
+/* Fuzz finding (trace_analyze, UBSan): overlapping events near the reader's ts/dur limit
+ * made the breakdown's per-part sums (analyze_breakdown.c, after 100341 executions) and,
+ * once those saturated, the top table's device total (analyze_top.c, 211 executions into
+ * the next run) overflow int64. The reader now bounds the events' summed durations to
+ * 2^62 ns, so every sum the analysis makes fits: this input is refused, naming the file
+ * and the field. */
+Test(breakdown, fuzz_overlapping_huge_steps_are_refused_by_the_reader) {
+  const char *src = getenv("PD_SOURCE_DIR");
+  cr_assert_not_null(src, "PD_SOURCE_DIR is not set (run through ctest)");
+  char path[512];
+  snprintf(path, sizeof path, "%s/tests/fuzz/trace_analyze/findings/breakdown_overflow.json", src);
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "%s", path);
+  static char text[1 << 16];
+  size_t n = fread(text, 1, sizeof text, f);
+  fclose(f);
+  pd_trace_t *t = pd_trace_create();
+  pd_trace_info_t info;
+  char err[512];
+  cr_expect_eq(pd_trace_read_buffer(text, n, t, &info, err, sizeof err), PD_EPARSE);
+  cr_expect_not_null(strstr(err, "dur: the events' durations add up to more than 2^62 ns"), "%s", err);
+  pd_trace_destroy(t);
+}

@@ -411,6 +411,25 @@ Test(reader, round_trip_gzip, .init = make_dir, .fini = remove_dir) {
   pd_trace_destroy(src);
 }
 
+/* The writer gzips a path ending in .gz as it writes (profiler_demo --trace_gzip): the
+ * file is gzip and reads back to the same events and text as the plain one. */
+Test(reader, writer_gzips_gz_paths_in_one_pass, .init = make_dir, .fini = remove_dir) {
+  pd_trace_t *src = synthetic();
+  const char *plain = in_dir("w.json"), *gz = in_dir("w.pt.trace.json.gz");
+  pd_trace_meta_t meta = {.profile_memory = true, .pid = 1, .trace_name = "same"};
+  cr_assert_eq(pd_trace_write_file(plain, src, &meta), 0);
+  cr_assert_eq(pd_trace_write_file(gz, src, &meta), 0);
+  pd_trace_info_t ia, ib;
+  pd_trace_t *a = read_ok(plain, &ia), *b = read_ok(gz, &ib);
+  cr_expect(!ia.gzipped);
+  cr_expect(ib.gzipped, "a .gz path is written gzipped");
+  cr_expect_eq(ia.text_bytes, ib.text_bytes);
+  cr_expect_eq(pd_trace_count(a), pd_trace_count(b));
+  pd_trace_destroy(a);
+  pd_trace_destroy(b);
+  pd_trace_destroy(src);
+}
+
 /* ---- JSON in memory ----------------------------------------------------------------------- */
 
 Test(reader, old_spellings_and_odd_rows) {

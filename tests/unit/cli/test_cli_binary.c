@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -171,4 +172,39 @@ Test(cli_binary, no_device_exits_3_and_writes_nothing) {
   cr_expect_eq(strchr(r.err, '\n') - r.err + 1, (long)strlen(r.err), "one line expected: %s", r.err);
   cr_expect_eq(count_entries(r.dir), 0, "the default results/ must not be created without a device");
   run_free(&r);
+}
+
+/* A bad output path: exit 2 and one line naming the flag and the path, checked before the
+ * GPU is looked for (so the same on a machine with or without one), nothing created. */
+static void expect_bad_output(const char *const *args, const char *needle) {
+  run_t r = run_demo(args);
+  cr_expect_eq(r.status, 2, "exit %d, stderr: %s", r.status, r.err);
+  cr_expect_eq(strchr(r.err, '\n') - r.err + 1, (long)strlen(r.err), "one line expected: %s", r.err);
+  cr_expect_not_null(strstr(r.err, needle), "'%s' not in: %s", needle, r.err);
+  cr_expect_str_eq(r.out, "");
+  cr_expect_eq(count_entries(r.dir), 0, "something was created in %s", r.dir);
+  run_free(&r);
+}
+#define EXPECT_BAD_OUTPUT(needle, ...) expect_bad_output((const char *const[]){__VA_ARGS__, NULL}, needle)
+
+Test(cli_binary, output_paths_are_checked_before_the_device) {
+  char side[] = "/tmp/pd_demo_side.XXXXXX";
+  cr_assert_not_null(mkdtemp(side));
+  char file[128], dir[128], trace_in_file[160];
+  snprintf(file, sizeof file, "%s/a_file", side);
+  snprintf(dir, sizeof dir, "%s/a_dir", side);
+  snprintf(trace_in_file, sizeof trace_in_file, "%s/sub", file);
+  FILE *f = fopen(file, "w");
+  cr_assert_not_null(f);
+  fclose(f);
+  cr_assert_eq(mkdir(dir, 0700), 0);
+  EXPECT_BAD_OUTPUT("--output_json '/dev/null' is not a regular file", "--output_json", "/dev/null");
+  EXPECT_BAD_OUTPUT("is a directory", "--output_json", dir);
+  EXPECT_BAD_OUTPUT("--trace_dir", "--trace_dir", file);
+  EXPECT_BAD_OUTPUT("--trace_dir", "--trace_dir", trace_in_file, "--output_json", "m.json");
+  EXPECT_BAD_OUTPUT("--output_json '/proc/no_such': cannot create", "--output_json", "/proc/no_such/m.json");
+  EXPECT_BAD_OUTPUT("--output_json", "--trace_gzip", "--output_json", "/proc/version");
+  rmdir(dir);
+  unlink(file);
+  rmdir(side);
 }

@@ -62,11 +62,13 @@ Test(cli_options, every_flag_takes_a_good_value_in_both_syntaxes) {
                  "--device", "1", "--no_sync", "--tiny_ops_mode=graph", "--tiny_ops_depth", "17", "--allocator",
                  "cudamalloc", "--churn_buffers=5", "--top_n", "0", "--sort_by=count", "--quiet",
                  "--inject_slowdown", "0.25", "--export_stacks", "s/st.txt", "--stacks_metric=self_cpu_time_total",
-                 "--group_by_stack_n", "5");
+                 "--group_by_stack_n", "5", "--trace_gzip", "--cupti_buffer_budget_mib=16");
   cr_assert_eq(rc, 0, "%s", err);
   cr_expect_str_eq(c.export_stacks, "s/st.txt");
   cr_expect_eq(c.stacks_metric, PD_SORT_SELF_CPU_TIME_TOTAL);
   cr_expect_eq(c.group_by_stack_n, 5);
+  cr_expect(c.trace_gzip);
+  cr_expect_eq(c.cupti_buffer_budget_mib, 16);
   cr_expect_eq(c.scenario, PD_SCEN_TINY_OPS);
   cr_expect_eq(c.batch_size, 128);
   cr_expect_eq(c.num_workers, 0);
@@ -189,6 +191,8 @@ static const bad_case_t bad_cases[] = {
      "--inject_gpu_slowdown needs --warmup_steps of at least 1 (the step's GPU time is measured after the "
      "warmup), got --warmup_steps 0"},
     {{"--trace_dir="}, "--trace_dir must be a non-empty path of at most 1023 bytes, got ''"},
+    {{"--cupti_buffer_budget_mib", "-1"}, "--cupti_buffer_budget_mib must be an integer from 0 to 65536, got '-1'"},
+    {{"--trace_gzip=1"}, "--trace_gzip is a switch and takes no value, got '--trace_gzip=1'"},
     {{"--nope"}, "unknown flag '--nope' (see --help)"},
     {{"--nope=3"}, "unknown flag '--nope' (see --help)"},
     {{"-x"}, "unknown flag '-x' (flags are --name or --name=value; see --help)"},

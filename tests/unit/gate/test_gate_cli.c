@@ -803,3 +803,97 @@ Test(cli, ab_mode_and_its_bad_input) {
   cr_assert_not_null(cJSON_GetObjectItem(still, "metrics"));
   cJSON_Delete(still);
 }
+
+/* Inputs that are not regular files, or too large, are refused before anything is read
+ * or allocated; a run stopped early is refused; messages name the file by its path. */
+Test(cli, hostile_inputs_are_refused_at_once) {
+  expect_bad_file("/dev/zero", "not a regular file");
+  const char *fifo = path_in("fifo.json");
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  expect_bad_file(fifo, "not a regular file"); /* no writer: must not hang */
+  expect_bad_file(g_dir, "not a regular file");
+  const char *big = path_in("big.json");
+  int fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(ftruncate(fd, (off_t)300 << 20), 0); /* sparse: costs no disk */
+  close(fd);
+  expect_bad_file(big, "more than the 256 MiB");
+  cJSON *stopped = fx_run(1.0, NSTEPS);
+  cJSON_AddBoolToObject(stopped, "incomplete", 1);
+  expect_bad_file(fx_write(stopped, "stopped.json"), "stopped early");
+  /* a policy fault in the baseline names the baseline's path, not its role */
+  cJSON *b = fx_load(fx_baseline());
+  cJSON_ReplaceItemInObject(b, "policy", cJSON_CreateNumber(3));
+  const char *bad_base = fx_write(b, "bad_policy.json");
+  const char *cur = fx_write(fx_run(1.0, NSTEPS), "cur.json");
+  cr_assert_eq(pc_run(cur, bad_base, NULL), 2, "%s", g_out);
+  cr_assert(strstr(g_out, "bad_policy.json: \"policy\" is not an object") != NULL, "%s", g_out);
+}
+
+/* Outputs: never onto an input or a device, all or none, and valid UTF-8 JSON with the
+ * names' control characters escaped on the terminal. */
+Test(cli, outputs_are_safe_and_all_or_none) {
+  const char *base = fx_baseline();
+  cJSON *c = fx_run(1.0, NSTEPS);
+  const char *cur = fx_write(c, "cur.json");
+  char *before = pd_test_slurp(cur);
+  cr_assert_eq(pc_run(cur, base, "--json", cur, "--quiet", NULL), 2, "%s", g_out);
+  cr_assert(strstr(g_out, "input") != NULL, "%s", g_out);
+  char *after = pd_test_slurp(cur);
+  cr_assert_str_eq(before, after, "the input was overwritten");
+  free(before);
+  free(after);
+  cr_assert_eq(pc_run(cur, base, "--json", "/dev/null", "--quiet", NULL), 2, "%s", g_out);
+  cr_assert(strstr(g_out, "/dev/null: not a regular file") != NULL, "%s", g_out);
+  /* --markdown cannot be written: the --json is not left behind either */
+  const char *js = path_in("r.json");
+  cr_assert_eq(mkdir(path_in("md_dir"), 0700), 0);
+  cr_assert_eq(pc_run(cur, base, "--json", js, "--markdown", path_in("md_dir"), "--quiet", NULL), 2, "%s", g_out);
+  cr_assert_neq(access(js, F_OK), 0, "a failed --markdown left the --json");
+  /* --promote -o onto one of its inputs */
+  cr_assert_eq(pc_run("--promote", cur, "-o", cur, NULL), 2, "%s", g_out);
+  /* names with invalid UTF-8 and terminal controls */
+  cJSON *odd = fx_run(1.0, NSTEPS);
+  cJSON_ReplaceItemInObject(cJSON_GetObjectItem(odd, "config"), "scenario", cJSON_CreateString("clean"));
+  const char *path = fx_write(odd, "odd.json");
+  /* patch raw bytes into the file: cJSON would escape them on the way in */
+  char *text = pd_test_slurp(path);
+  char *at = strstr(text, "\"config\"");
+  cr_assert_not_null(at);
+  at = strchr(at, '{') + 1; /* a config key: the table's "config differs" line shows it */
+  const char *junk = "\"junk\x1b[2J\r\xff\xfe\": 1, ";
+  size_t jl = strlen(junk), tl = strlen(text), off = (size_t)(at - text);
+  char *patched = malloc(tl + jl + 1);
+  memcpy(patched, text, off);
+  memcpy(patched + off, junk, jl);
+  memcpy(patched + off + jl, text + off, tl - off + 1);
+  FILE *f = fopen(path, "w");
+  fputs(patched, f);
+  fclose(f);
+  free(text);
+  free(patched);
+  cr_assert_eq(pc_run(path, base, "--json", js, NULL), 0, "%s", g_out);
+  cr_assert_null(strchr(g_out, '\x1b'), "ESC reached the terminal:\n%s", g_out);
+  cr_assert_not_null(strstr(g_out, "junk\\x1b[2J\\x0d\\xff\\xfe=1"), "the name, escaped:\n%s", g_out);
+  cJSON_Delete(fx_load(js));
+  char *out = pd_test_slurp(js);
+  cr_assert_null(strchr(out, '\xff'), "raw invalid UTF-8 in the JSON report");
+  cr_assert_not_null(strstr(out, "junk\\u001b[2J\\r\xef\xbf\xbd\xef\xbf\xbd=1"), "U+FFFD for each bad byte:\n%s", out);
+  free(out);
+}
+
+/* --promote used to accept null samples and write a baseline that compare then refused:
+ * the loader now refuses them, naming the path, the array and the index. */
+Test(cli, promote_refuses_null_and_negative_samples) {
+  cJSON *r = fx_run(1.0, NSTEPS);
+  cJSON_ReplaceItemInArray(cJSON_GetObjectItem(r, "step_times_s"), 2, cJSON_CreateNull());
+  const char *bad = fx_write(r, "null_sample.json");
+  const char *out = path_in("never_base.json");
+  cr_assert_eq(pc_run("--promote", bad, "-o", out, NULL), 2, "%s", g_out);
+  cr_assert(strstr(g_out, "null_sample.json: \"step_times_s\"[2] is null (NaN)") != NULL, "%s", g_out);
+  cr_assert_neq(access(out, F_OK), 0, "a baseline was written");
+  cJSON *w = fx_run(1.0, NSTEPS);
+  cJSON_ReplaceItemInArray(cJSON_GetObjectItem(w, "dataloader_wait_s"), 0, cJSON_CreateNumber(-1));
+  cr_assert_eq(pc_run("--promote", fx_write(w, "neg.json"), "-o", out, NULL), 2, "%s", g_out);
+  cr_assert(strstr(g_out, "\"dataloader_wait_s\"[0] is negative") != NULL, "%s", g_out);
+}

@@ -248,13 +248,13 @@ Test(metrics_json, failures_leave_nothing) {
   pd_run_report_t r = {.metrics = &m};
   char path[512];
   snprintf(path, sizeof path, "%s/no_such_dir/m.json", tmpdir);
-  cr_expect_eq(pd_metrics_json_write(path, &r), PD_EIO);
+  cr_expect_eq(pd_metrics_json_write(path, &r), PD_ENOENT);
   bool has_tmp;
   cr_expect_eq(pd_test_count_files(tmpdir, &has_tmp), 0);
-  /* the target is a directory: the rename fails, the temp file must go */
+  /* the target is a directory: refused before anything is written */
   snprintf(path, sizeof path, "%s/adir", tmpdir);
   cr_assert_eq(mkdir(path, 0700), 0);
-  cr_expect_eq(pd_metrics_json_write(path, &r), PD_EIO);
+  cr_expect_eq(pd_metrics_json_write(path, &r), PD_ENOTREG);
   cr_expect_eq(pd_test_count_files(tmpdir, &has_tmp), 1, "only the directory is left");
   cr_expect(!has_tmp);
   rmdir(path);
@@ -263,4 +263,32 @@ Test(metrics_json, failures_leave_nothing) {
   r.metrics = NULL;
   cr_expect_eq(pd_metrics_json_write(path, &r), PD_EINVAL);
   cr_expect_eq(pd_test_count_files(tmpdir, &has_tmp), 0);
+}
+
+Test(metrics_json, stopped_run_is_marked_incomplete) {
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  double steps[2] = {0.01, 0.02}, waits[2] = {0, 0};
+  pd_run_report_t r = {.metrics = &m, .step_times_s = steps, .dataloader_wait_s = waits, .nsteps = 2,
+                       .stopped_by = "SIGTERM", .steps_done = 13};
+  char path[512];
+  snprintf(path, sizeof path, "%s/stopped.json", tmpdir);
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+  char *text = pd_test_slurp(path);
+  cJSON *j = cJSON_Parse(text);
+  free(text);
+  cr_assert_not_null(j);
+  cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(j, "incomplete")));
+  cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "stopped_by")), "SIGTERM");
+  cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "steps_done")), 13);
+  cJSON_Delete(j);
+  /* a complete run has none of these keys */
+  r.stopped_by = NULL;
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+  text = pd_test_slurp(path);
+  j = cJSON_Parse(text);
+  free(text);
+  cr_expect_null(cJSON_GetObjectItem(j, "incomplete"));
+  cr_expect_null(cJSON_GetObjectItem(j, "steps_done"));
+  cJSON_Delete(j);
 }

@@ -404,14 +404,14 @@ Test(trace_writer, unwritable_dir_is_eio_and_leaves_nothing) {
   pd_trace_t *t = synthetic_trace();
   char path[512];
   snprintf(path, sizeof path, "%s/missing_dir/x.pt.trace.json", tmpdir);
-  cr_expect_eq(pd_trace_write_file(path, t, &meta), PD_EIO);
+  cr_expect_eq(pd_trace_write_file(path, t, &meta), PD_ENOENT);
   cr_expect_eq(pd_test_count_files(tmpdir, NULL), 0);
   if (geteuid() != 0) { /* root writes anywhere: only meaningful as a normal user */
     char ro[300];
     snprintf(ro, sizeof ro, "%s/ro", tmpdir);
     cr_assert_eq(mkdir(ro, 0500), 0);
     snprintf(path, sizeof path, "%s/x.pt.trace.json", ro);
-    cr_expect_eq(pd_trace_write_file(path, t, &meta), PD_EIO);
+    cr_expect_eq(pd_trace_write_file(path, t, &meta), PD_EACCES);
     DIR *d = opendir(ro);
     int n = 0;
     struct dirent *e;

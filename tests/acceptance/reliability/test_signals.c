@@ -1,0 +1,216 @@
+/* test_signals.c: profiler_demo stopped by a signal, and with a tiny CUPTI buffer budget,
+ * on a GPU (exit 77 without one).
+ *
+ *  - SIGINT during the profiled steps: exit 130, the trace of the steps recorded so far
+ *    (complete, readable) and a metrics JSON with "incomplete": true, "stopped_by":
+ *    "SIGINT" and "steps_done"; no temporary left;
+ *  - SIGTERM during the warmup: exit 143, the metrics JSON marked incomplete, no trace;
+ *  - two SIGTERMs at once: exit 143 at once, no temporary and no partial file left.
+ * The signal is sent after a fixed delay; the test checks which phase it landed in from
+ * steps_done and fails with a clear message when the delay missed the phase it wants.
+ */
+#include <criterion/criterion.h>
+#include <cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pd/pd_analyze.h"
+#include "pd/pd_event.h"
+
+static char g_dir[128];
+
+static void setup(void) {
+  snprintf(g_dir, sizeof g_dir, "/tmp/pd_accept_sig.XXXXXX");
+  cr_assert_not_null(mkdtemp(g_dir));
+}
+static void teardown(void) {
+  if (getenv("PD_KEEP_ACCEPT_DIR") != NULL) return;
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+}
+TestSuite(signals, .init = setup, .fini = teardown);
+
+/* Starts profiler_demo with the given flags (plus --trace_dir/--output_json in g_dir). */
+static pid_t start_demo(const char *const *flags) {
+  const char *bin = getenv("PD_BINARY_DIR");
+  cr_assert_not_null(bin, "PD_BINARY_DIR is not set (run through ctest)");
+  static char exe[512], trace_dir[256], json[256], log[256];
+  snprintf(exe, sizeof exe, "%s/src/cli/profiler_demo/profiler_demo", bin);
+  snprintf(trace_dir, sizeof trace_dir, "%s/traces", g_dir);
+  snprintf(json, sizeof json, "%s/m.json", g_dir);
+  snprintf(log, sizeof log, "%s/../pd_accept_sig_%d.log", g_dir, (int)getpid());
+  const char *argv[40] = {exe, "--trace_dir", trace_dir, "--output_json", json, "--quiet"};
+  int argc = 6;
+  for (int i = 0; flags[i] != NULL && argc < 39; i++) argv[argc++] = flags[i];
+  argv[argc] = NULL;
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    execv(exe, (char *const *)argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+static void sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* Waits up to limit_s for pid; returns its exit status, or -1 (killed) on timeout. */
+static int wait_exit(pid_t pid, double limit_s) {
+  for (double t = 0; t < limit_s; t += 0.1) {
+    int st = 0;
+    pid_t got = waitpid(pid, &st, WNOHANG);
+    if (got == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    sleep_s(0.1);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  return -1;
+}
+
+/* Counts the entries of dir and whether one is a temporary (".tmp."). */
+static int count_in(const char *dir, bool *has_tmp, char *first, size_t firstlen) {
+  DIR *d = opendir(dir);
+  *has_tmp = false;
+  if (d == NULL) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    if (n++ == 0 && first != NULL) snprintf(first, firstlen, "%s/%s", dir, e->d_name);
+    if (strstr(e->d_name, ".tmp.") != NULL) *has_tmp = true;
+  }
+  closedir(d);
+  return n;
+}
+
+static cJSON *load_json(const char *path) {
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "%s was not written", path);
+  static char buf[1 << 22];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  cJSON *j = cJSON_Parse(buf);
+  cr_assert_not_null(j, "%s is not valid JSON", path);
+  return j;
+}
+
+Test(signals, sigint_in_the_profiled_steps_writes_trace_and_incomplete_metrics) {
+  pid_t pid = start_demo((const char *const[]){"--scenario", "clean", "--warmup_steps", "3", "--profile_steps",
+                                               "10000", NULL});
+  sleep_s(15.0); /* CUDA start, model, 3 warmup steps, then well into the profiled steps */
+  kill(pid, SIGINT);
+  int rc = wait_exit(pid, 300);
+  cr_assert_eq(rc, 130, "exit %d (expected 130 after SIGINT)", rc);
+  char json[256], traces[256], trace[512];
+  snprintf(json, sizeof json, "%s/m.json", g_dir);
+  snprintf(traces, sizeof traces, "%s/traces", g_dir);
+  cJSON *m = load_json(json);
+  cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(m, "incomplete")));
+  cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(m, "stopped_by")), "SIGINT");
+  double done = cJSON_GetNumberValue(cJSON_GetObjectItem(m, "steps_done"));
+  cr_assert_gt(done, 3 + 2, "the signal came before the recorded steps (%g steps done): raise the delay", done);
+  cr_expect_gt(cJSON_GetArraySize(cJSON_GetObjectItem(m, "step_times_s")), 0);
+  cJSON_Delete(m);
+  bool has_tmp;
+  cr_assert_eq(count_in(traces, &has_tmp, trace, sizeof trace), 1, "one trace of the partial cycle");
+  cr_expect(!has_tmp);
+  pd_trace_t *t = pd_trace_create();
+  char err[512];
+  cr_assert_eq(pd_trace_read_file(trace, t, err, sizeof err), 0, "%s", err);
+  cr_expect_gt(pd_trace_count(t), 100u, "the trace holds the recorded steps");
+  pd_trace_destroy(t);
+  count_in(g_dir, &has_tmp, NULL, 0);
+  cr_expect(!has_tmp, "a temporary was left in %s", g_dir);
+}
+
+Test(signals, sigterm_in_the_warmup_writes_incomplete_metrics_and_no_trace) {
+  pid_t pid = start_demo((const char *const[]){"--scenario", "clean", "--warmup_steps", "100000", NULL});
+  sleep_s(10.0);
+  kill(pid, SIGTERM);
+  int rc = wait_exit(pid, 300);
+  cr_assert_eq(rc, 143, "exit %d (expected 143 after SIGTERM)", rc);
+  char json[256], traces[256];
+  snprintf(json, sizeof json, "%s/m.json", g_dir);
+  snprintf(traces, sizeof traces, "%s/traces", g_dir);
+  cJSON *m = load_json(json);
+  cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(m, "incomplete")));
+  cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(m, "stopped_by")), "SIGTERM");
+  cr_expect_gt(cJSON_GetNumberValue(cJSON_GetObjectItem(m, "steps_done")), 0);
+  cJSON_Delete(m);
+  bool has_tmp;
+  cr_expect_eq(count_in(traces, &has_tmp, NULL, 0), 0, "no trace: the profiler never started");
+}
+
+Test(signals, a_second_signal_quits_at_once_leaving_nothing_partial) {
+  pid_t pid = start_demo((const char *const[]){"--scenario", "clean", "--warmup_steps", "3", "--profile_steps",
+                                               "10000", NULL});
+  sleep_s(15.0);
+  kill(pid, SIGTERM);
+  kill(pid, SIGTERM);
+  int rc = wait_exit(pid, 60);
+  cr_assert_eq(rc, 143, "exit %d (expected 143)", rc);
+  char traces[256], trace[512], json[256];
+  snprintf(traces, sizeof traces, "%s/traces", g_dir);
+  snprintf(json, sizeof json, "%s/m.json", g_dir);
+  bool has_tmp;
+  int n = count_in(traces, &has_tmp, trace, sizeof trace);
+  cr_expect(!has_tmp, "a temporary trace was left");
+  if (n == 1) { /* the first signal's trace made it: it must be whole */
+    pd_trace_t *t = pd_trace_create();
+    char err[512];
+    cr_expect_eq(pd_trace_read_file(trace, t, err, sizeof err), 0, "%s", err);
+    pd_trace_destroy(t);
+  }
+  if (access(json, F_OK) == 0) cJSON_Delete(load_json(json));
+  count_in(g_dir, &has_tmp, NULL, 0);
+  cr_expect(!has_tmp, "a temporary was left in %s", g_dir);
+}
+
+/* A deliberately tiny CUPTI buffer budget: records are dropped, counted in the metrics
+ * JSON's dropped_records and warned about, and what was kept still makes a readable trace. */
+Test(signals, tiny_cupti_buffer_budget_reports_dropped_records) {
+  pid_t pid = start_demo((const char *const[]){"--scenario", "tiny_ops", "--warmup_steps", "2", "--profile_steps",
+                                               "30", "--cupti_buffer_budget_mib", "1", NULL});
+  int rc = wait_exit(pid, 600);
+  cr_assert_eq(rc, 0, "exit %d", rc);
+  char json[256], traces[256], trace[512], log[256];
+  snprintf(json, sizeof json, "%s/m.json", g_dir);
+  snprintf(traces, sizeof traces, "%s/traces", g_dir);
+  cJSON *m = load_json(json);
+  double dropped = cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "metrics"), "dropped_records"));
+  cr_expect_gt(dropped, 0, "a 1 MiB budget for 30 tiny_ops steps must drop records");
+  cJSON_Delete(m);
+  snprintf(log, sizeof log, "%s/../pd_accept_sig_%d.log", g_dir, (int)getpid());
+  FILE *f = fopen(log, "r");
+  cr_assert_not_null(f);
+  char text[8192];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  cr_expect_not_null(strstr(text, "warning: CUPTI dropped"), "no warning in:\n%s", text);
+  bool has_tmp;
+  cr_assert_eq(count_in(traces, &has_tmp, trace, sizeof trace), 1);
+  pd_trace_t *t = pd_trace_create();
+  char err[512];
+  cr_expect_eq(pd_trace_read_file(trace, t, err, sizeof err), 0, "%s", err);
+  pd_trace_destroy(t);
+}
