@@ -114,7 +114,9 @@ static cJSON *load_json(const char *path) {
 }
 
 Test(signals, sigint_in_the_profiled_steps_writes_trace_and_incomplete_metrics) {
-  pid_t pid = start_demo((const char *const[]){"--scenario", "clean", "--warmup_steps", "3", "--profile_steps",
+  /* The dataloader scenario's steps take about 70 ms, so 10000 of them outlast the delay
+   * on any GPU (the clean step's 0.3 ms let a fast H200 finish all 10000 first). */
+  pid_t pid = start_demo((const char *const[]){"--scenario", "dataloader", "--warmup_steps", "3", "--profile_steps",
                                                "10000", NULL});
   sleep_s(15.0); /* CUDA start, model, 3 warmup steps, then well into the profiled steps */
   kill(pid, SIGINT);
@@ -161,7 +163,7 @@ Test(signals, sigterm_in_the_warmup_writes_incomplete_metrics_and_no_trace) {
 }
 
 Test(signals, a_second_signal_quits_at_once_leaving_nothing_partial) {
-  pid_t pid = start_demo((const char *const[]){"--scenario", "clean", "--warmup_steps", "3", "--profile_steps",
+  pid_t pid = start_demo((const char *const[]){"--scenario", "dataloader", "--warmup_steps", "3", "--profile_steps",
                                                "10000", NULL});
   sleep_s(15.0);
   kill(pid, SIGTERM);

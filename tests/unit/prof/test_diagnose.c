@@ -253,8 +253,8 @@ Test(diagnose, a_cause_under_its_share_is_never_named) {
   pd_verdict_t v = diag(&m);
   cr_expect_eq(v.bottleneck, PD_BOTTLENECK_COMPUTE, "GPU busy 65%%: %s", v.evidence);
   cr_expect(has_finding(&v, "sync"));
-  /* A sync of 19% under launch-bound gaps of 50% (under their 60%): nothing dominates. */
-  m = costs(0, 0.19, 0, 0, 0.50);
+  /* A sync of 14% under launch-bound gaps of 50% (under their 60%): nothing dominates. */
+  m = costs(0, 0.14, 0, 0, 0.50);
   v = diag(&m);
   cr_expect_eq(v.bottleneck, PD_BOTTLENECK_HOST_BOUND, "%s", v.evidence);
   cr_expect(has_finding(&v, "sync") && has_finding(&v, "launch_bound"));
@@ -332,7 +332,8 @@ typedef struct {
  * puts them next to the attributed costs):
  *  - sync_b64: removing the five .item() calls saved 4.2% (11.2% profiled, most of it the
  *    removed ops' own dispatch); eager dispatch is the limit; sync costs 1.7%, no finding;
- *  - sync_b512: saved 14.2% (4.7% profiled); sync 8% is a finding, the GPU is the largest;
+ *  - sync_b512: saved 14.2% (4.7% profiled); sync 8% is a finding; the GPU is the largest
+ *    cost at 47%, under half the step, and nothing else dominates: host_bound;
  *  - memory_churn_b64: saved 27% (13.6% profiled); allocation 12% is a finding, eager
  *    dispatch the largest cost under the profiler. */
 static const fixture_t fixtures[] = {
@@ -342,7 +343,7 @@ static const fixture_t fixtures[] = {
     {"torch/torch_dataloader_b64.pt.trace.json.gz", PD_BOTTLENECK_DATALOADER, "sync", NULL},
     {"torch/torch_plain_b64.pt.trace.json.gz", PD_BOTTLENECK_LAUNCH_OVERHEAD, "sync", NULL},
     {"torch/torch_sync_b64.pt.trace.json.gz", PD_BOTTLENECK_LAUNCH_OVERHEAD, "sync", NULL},
-    {"torch/torch_sync_b512.pt.trace.json.gz", PD_BOTTLENECK_COMPUTE, NULL, "sync"},
+    {"torch/torch_sync_b512.pt.trace.json.gz", PD_BOTTLENECK_HOST_BOUND, NULL, "sync"},
     {"torch/torch_sync.pt.trace.json.gz", PD_BOTTLENECK_LAUNCH_OVERHEAD, "sync", NULL},
     {"torch/torch_tiny_ops_b64.pt.trace.json.gz", PD_BOTTLENECK_LAUNCH_OVERHEAD, "sync", NULL},
     {"torch/torch_heavy_b1024.pt.trace.json.gz", PD_BOTTLENECK_COMPUTE, NULL, NULL},
@@ -385,7 +386,7 @@ static void check_fixture(const fixture_t *fx) {
               fx->file, fx->present);
   /* Nothing named or listed under its share. */
   if (strcmp(v.rule, "gpu_busy") != 0 && strcmp(v.rule, "no_dominant_cause") != 0)
-    cr_expect_geq(v.share_of_step, 0.20, "%s", fx->file);
+    cr_expect_geq(v.share_of_step, 0.15, "%s", fx->file);
   for (int i = 0; i < v.nfindings; i++)
     if (isfinite(v.findings[i].share_of_step))
       cr_expect_geq(v.findings[i].share_of_step, 0.05, "%s: finding %s", fx->file, v.findings[i].cause);
@@ -424,7 +425,7 @@ static char *rules_markdown(void) {
 Test(diagnose, rule_table_markdown) {
   char *md = rules_markdown();
   static const char *const want[] = {
-      "| `data_wait` | `dataloader` | >= 20%, the largest such | >= 5% |",
+      "| `data_wait` | `dataloader` | >= 15%, the largest such | >= 5% |",
       "| `launch_bound` | `launch_overhead` | >= 60%, the largest such | >= 5% |",
       "| `gpu_compute` | `compute` | largest cost, or busy >= 50% |",
       "| (none dominant) | `host_bound` |",
