@@ -50,7 +50,7 @@ mkdir -p "$out/obj" "$out/work"
 # CUDA or CUPTI code is reached from these entry points; the headers are still needed).
 san=("-fsanitize=address,undefined" "-fno-sanitize-recover=undefined" -fno-omit-frame-pointer)
 read -r -a cjson_cflags <<<"$(pkg-config --cflags libcjson)"
-read -r -a cjson_libs <<<"$(pkg-config --libs libcjson)"
+read -r -a cjson_libs <<<"$(pkg-config --libs libcjson libdw)"
 cflags=(-std=gnu11 -g -O1 -fsanitize=fuzzer-no-link "${san[@]}" -Iinclude -Isrc/prof -Isrc/analyze -Isrc/gate
   -Isrc/cli/profiler_demo -Itests/fuzz "-I$cuda/include" "-I$cuda/extras/CUPTI/include"
   "-DPD_FUZZ_SOURCE_DIR=\"$root\"" "${cjson_cflags[@]}")

@@ -353,6 +353,7 @@ static int run_main(int argc, char **argv);
 
 int main(int argc, char **argv) {
   /* Names from the files reach the terminal escaped; temporaries go on SIGINT/SIGTERM. */
+  FILE *raw_out = stdout, *raw_err = stderr;
   FILE *out = pd_term_stream(stdout), *err = pd_term_stream(stderr);
   if (out != NULL) stdout = out;
   if (err != NULL) stderr = err;
@@ -360,6 +361,15 @@ int main(int argc, char **argv) {
   int status = run_main(argc, argv);
   fflush(stdout);
   fflush(stderr);
+  /* The escaping streams flush into the real ones when closed. */
+  if (out != NULL) {
+    stdout = raw_out;
+    fclose(out);
+  }
+  if (err != NULL) {
+    stderr = raw_err;
+    fclose(err);
+  }
   return status;
 }
 
