@@ -232,7 +232,8 @@ const char *pd_metric_class_name(pd_metric_class_t c);
   X(sync_memset_calls_per_step, COUNT, COUNT)           \
   X(max_gpu_gap_us, TIME, INFO)                        \
   X(fp32_matmul_time_share, RATIO, INFO)               \
-  X(device_memory_total_bytes, COUNT, COUNT)
+  X(device_memory_total_bytes, COUNT, COUNT)          \
+  X(slow_steps, INFO, INFO)
 
 typedef struct {
 #define PD_METRIC_FIELD(field, kind, cls) double field;
@@ -319,8 +320,8 @@ typedef enum {
 const char *pd_cause_name(pd_cause_t c);
 
 typedef struct {
-  size_t steps;
-  int64_t step_ns;                  /* sum of the steps' wall time */
+  size_t steps;                     /* steps the costs come from */
+  int64_t step_ns;                  /* sum of those steps' wall time */
   int64_t busy_ns;                  /* union of GPU activity inside the steps */
   int64_t cost_ns[PD_CAUSE_COUNT];  /* disjoint; they sum to step_ns */
   int64_t max_gap_ns_sum;           /* sum over steps of each step's longest GPU idle gap */
@@ -329,6 +330,9 @@ typedef struct {
   int64_t matmul_ns, matmul_fp32_ns; /* kernel time of GEMM/convolution kernels; of which
                                         without Tensor Cores (by name) */
   int64_t kernel_ns;
+  size_t slow_steps;        /* steps over twice the median step: counted apart, not in the costs */
+  int64_t all_step_ns, all_busy_ns; /* wall and GPU busy time of every step, slow ones included */
+  int64_t slowest_step_ns;
 } pd_attribution_t;
 
 /* Splits the wall time of every step of the indexed trace into causes, summed over the

@@ -185,6 +185,11 @@ static int act_cmp(const void *pa, const void *pb) {
   return (a->ev > b->ev) - (a->ev < b->ev);
 }
 
+static int i64_cmp(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
 /* First activity with start >= t. */
 static size_t first_act_from(const act_t *a, size_t n, int64_t t) {
   size_t lo = 0, hi = n;
@@ -388,9 +393,28 @@ int pd_attribute(const pd_trace_t *trace, const pd_trace_index_t *ix, pd_attribu
 
   ctx_t c = {.ev = ev, .ix = ix, .acts = acts, .nacts = nall, .data = data, .ndata = mdata, .blocks = blocks,
              .nblocks = nb, .call_cause = call_cause, .out = out};
+  /* A step more than twice as long as the median step (with three steps or more) is a
+   * hiccup: a loader thread descheduled, a page-fault storm. It is counted apart, so that
+   * one slow step in sixteen does not name the bottleneck of the other fifteen. */
+  int64_t median_ns = 0;
+  if (ix->nsteps >= 3) {
+    int64_t *w = malloc(ix->nsteps * sizeof(*w));
+    if (w == NULL) goto out;
+    for (size_t s = 0; s < ix->nsteps; s++) w[s] = ix->steps[s].end_ns - ix->steps[s].start_ns;
+    qsort(w, ix->nsteps, sizeof(*w), i64_cmp);
+    median_ns = w[ix->nsteps / 2];
+    free(w);
+  }
   for (size_t s = 0; s < ix->nsteps; s++) {
     int64_t S = ix->steps[s].start_ns, E = ix->steps[s].end_ns;
     if (E <= S) continue;
+    out->all_step_ns += E - S;
+    out->all_busy_ns += covered(all, mall, S, E);
+    if (median_ns > 0 && E - S > 2 * median_ns) {
+      out->slow_steps++;
+      if (E - S > out->slowest_step_ns) out->slowest_step_ns = E - S;
+      continue;
+    }
     c.step_start = S;
     c.nlead = 0; /* the lead is counted within a step */
     out->steps++;
@@ -442,7 +466,7 @@ static double *cost_field(pd_metrics_t *m, pd_cause_t c) {
 
 void pd_attribution_to_metrics(const pd_attribution_t *a, const pd_trace_t *trace, pd_metrics_t *m) {
   if (a == NULL || m == NULL || a->steps == 0) return;
-  double ns = (double)a->steps;
+  double ns = (double)a->steps; /* the steps the costs come from (slow ones apart) */
   m->step_wall_us = (double)a->step_ns / ns / 1e3;
   for (int c = 0; c < PD_CAUSE_COUNT; c++) *cost_field(m, (pd_cause_t)c) = (double)a->cost_ns[c] / ns / 1e3;
   m->pageable_copies_per_step = (double)a->pageable_copies / ns;
@@ -450,6 +474,7 @@ void pd_attribution_to_metrics(const pd_attribution_t *a, const pd_trace_t *trac
   m->sync_memcpy_calls_per_step = (double)a->sync_memcpy_calls / ns;
   m->sync_memset_calls_per_step = (double)a->sync_memset_calls / ns;
   m->max_gpu_gap_us = (double)a->max_gap_ns_sum / ns / 1e3;
+  m->slow_steps = (double)a->slow_steps;
   m->fp32_matmul_time_share = a->kernel_ns > 0 ? (double)a->matmul_fp32_ns / (double)a->kernel_ns : NAN;
   if (trace != NULL && pd_trace_device_count(trace) > 0 && pd_trace_devices(trace)[0].total_global_mem > 0)
     m->device_memory_total_bytes = (double)pd_trace_devices(trace)[0].total_global_mem;

@@ -367,6 +367,14 @@ void pd_diagnose(const pd_metrics_t *m, pd_advice_t advice, pd_verdict_t *v) {
     const rule_t *r = &rules[R_TENSOR_CORES];
     add_finding(v, r->name, cost / wall, cost, ev, torch ? r->advice_torch : r->advice_demo);
   }
+  if (m->slow_steps > 0) {
+    snprintf(ev, sizeof ev,
+             "%.0f of %d steps took over twice the median step; they are left out of the costs above",
+             m->slow_steps, m->steps);
+    add_finding(v, "slow_steps", NAN, NAN, ev,
+                torch ? "look at those steps in the trace: a data loader hiccup or a one-off stall"
+                      : "look at those steps in the trace: a data loader hiccup or a one-off stall");
+  }
   if (m->device_memory_total_bytes > 0 && m->peak_device_memory_bytes / m->device_memory_total_bytes >= MEMORY_PEAK_SHARE) {
     snprintf(ev, sizeof ev, "peak device memory %.1f GiB of %.1f GiB (%.0f%%)", m->peak_device_memory_bytes / 1073741824.0,
              m->device_memory_total_bytes / 1073741824.0,

@@ -326,7 +326,7 @@ int pd_metrics_from_index(const pd_trace_t *trace, const pd_trace_index_t *ix, p
   m->gpu_kernel_time_per_step_us = (double)tot.kernel_ns / ns / 1e3;
   m->gpu_memcpy_time_per_step_us = (double)tot.memcpy_ns / ns / 1e3;
   m->gpu_memset_time_per_step_us = (double)tot.memset_ns / ns / 1e3;
-  m->gpu_busy_fraction = attr.step_ns > 0 ? (double)attr.busy_ns / (double)attr.step_ns : NAN;
+  m->gpu_busy_fraction = attr.all_step_ns > 0 ? (double)attr.all_busy_ns / (double)attr.all_step_ns : NAN;
   m->runtime_calls_per_step = (double)tot.api_calls / ns;
   m->sync_calls_per_step = (double)tot.sync_calls / ns;
   m->sync_time_per_step_us = (double)tot.sync_ns / ns / 1e3;

@@ -178,6 +178,24 @@ Test(attribute, steps_too_long_to_sum_are_refused, .init = setup, .fini = teardo
   pd_trace_index_free(&ix);
 }
 
+/* One step in four at ten times the others is a hiccup: counted apart, not in the costs
+ * (a loader stall in one step must not name the bottleneck of the rest). */
+Test(attribute, a_slow_step_is_counted_apart, .init = setup, .fini = teardown) {
+  for (int i = 0; i < 3; i++) {
+    step(i, i * 100, i * 100 + 100);
+    launch(i * 100, i * 100 + 5, i * 100 + 10, i * 100 + 100);
+  }
+  step(3, 300, 1300);
+  add(PD_EVENT_RANGE, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 300, 1200, 0);
+  launch(1200, 1205, 1210, 1300);
+  pd_attribution_t a = attribute();
+  cr_expect_eq(a.steps, 3);
+  cr_expect_eq(a.slow_steps, 1);
+  cr_expect_eq(a.slowest_step_ns, US(1000));
+  cr_expect_eq(a.cost_ns[PD_CAUSE_DATA], 0, "the stall is not a cost of the typical step");
+  cr_expect_eq(a.all_step_ns, US(1300));
+}
+
 Test(attribute, kernel_names_for_tensor_cores) {
   bool tc;
   cr_expect(pd_kernel_is_matmul("ampere_sgemm_128x64_nn", &tc) && !tc);
