@@ -102,6 +102,18 @@ char *pd_term_escape(char *buf, size_t len, const char *s);
  * of memory (then keep under). Line-buffered; closing it flushes under and leaves under open. */
 FILE *pd_term_stream(FILE *under);
 
+/* The programs' stdout and stderr put behind pd_term_stream() for the whole run, and back. */
+typedef struct {
+  FILE *raw_out, *raw_err; /* the streams before */
+  FILE *out, *err;         /* the escaping ones, NULL where out of memory */
+} pd_term_guard_t;
+/* Sets stdout and stderr to escaping streams over themselves (each kept as it is when its
+ * stream cannot be made). */
+void pd_term_begin(pd_term_guard_t *g);
+/* Flushes, restores stdout and stderr and closes the escaping streams (which flush into the
+ * real ones). */
+void pd_term_end(pd_term_guard_t *g);
+
 #ifdef __cplusplus
 }
 #endif

@@ -620,3 +620,27 @@ FILE *pd_term_stream(FILE *under) {
   setvbuf(f, NULL, _IOLBF, BUFSIZ);
   return f;
 }
+
+void pd_term_begin(pd_term_guard_t *g) {
+  g->raw_out = stdout;
+  g->raw_err = stderr;
+  g->out = pd_term_stream(stdout);
+  g->err = pd_term_stream(stderr);
+  if (g->out != NULL) stdout = g->out;
+  if (g->err != NULL) stderr = g->err;
+}
+
+void pd_term_end(pd_term_guard_t *g) {
+  fflush(stdout);
+  fflush(stderr);
+  if (g->out != NULL) {
+    stdout = g->raw_out;
+    fclose(g->out);
+    g->out = NULL;
+  }
+  if (g->err != NULL) {
+    stderr = g->raw_err;
+    fclose(g->err);
+    g->err = NULL;
+  }
+}

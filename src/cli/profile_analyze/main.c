@@ -420,25 +420,13 @@ static int probe_outputs(const options_t *o) {
 int main(int argc, char **argv) {
   /* Names from traces reach the terminal escaped; temporaries go on SIGINT/SIGTERM. */
   g_raw_err = stderr;
-  FILE *raw_out = stdout, *raw_err = stderr;
-  FILE *out = pd_term_stream(stdout), *err = pd_term_stream(stderr);
-  if (out != NULL) stdout = out;
-  if (err != NULL) stderr = err;
+  pd_term_guard_t term;
+  pd_term_begin(&term);
   pd_out_cleanup_on_signals();
   options_t o;
   int status = parse_options(argc, argv, &o);
   if (status < 0) status = probe_outputs(&o);
   if (status < 0) status = run(&o);
-  fflush(stdout);
-  fflush(stderr);
-  /* The escaping streams flush into the real ones when closed. */
-  if (out != NULL) {
-    stdout = raw_out;
-    fclose(out);
-  }
-  if (err != NULL) {
-    stderr = raw_err;
-    fclose(err);
-  }
+  pd_term_end(&term);
   return status;
 }

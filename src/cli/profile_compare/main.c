@@ -353,23 +353,11 @@ static int run_main(int argc, char **argv);
 
 int main(int argc, char **argv) {
   /* Names from the files reach the terminal escaped; temporaries go on SIGINT/SIGTERM. */
-  FILE *raw_out = stdout, *raw_err = stderr;
-  FILE *out = pd_term_stream(stdout), *err = pd_term_stream(stderr);
-  if (out != NULL) stdout = out;
-  if (err != NULL) stderr = err;
+  pd_term_guard_t term;
+  pd_term_begin(&term);
   pd_out_cleanup_on_signals();
   int status = run_main(argc, argv);
-  fflush(stdout);
-  fflush(stderr);
-  /* The escaping streams flush into the real ones when closed. */
-  if (out != NULL) {
-    stdout = raw_out;
-    fclose(out);
-  }
-  if (err != NULL) {
-    stderr = raw_err;
-    fclose(err);
-  }
+  pd_term_end(&term);
   return status;
 }
 
