@@ -322,7 +322,6 @@ const char *pd_cause_name(pd_cause_t c);
 typedef struct {
   size_t steps;                     /* steps the costs come from */
   int64_t step_ns;                  /* sum of those steps' wall time */
-  int64_t busy_ns;                  /* union of GPU activity inside the steps */
   int64_t cost_ns[PD_CAUSE_COUNT];  /* disjoint; they sum to step_ns */
   int64_t max_gap_ns_sum;           /* sum over steps of each step's longest GPU idle gap */
   int64_t pageable_copies, pageable_bytes;
@@ -395,6 +394,11 @@ typedef struct {
 const char *pd_bottleneck_name(pd_bottleneck_t b);
 /* Returns 0 and sets *b for a name, PD_EINVAL when unknown. */
 int pd_bottleneck_parse(const char *name, pd_bottleneck_t *b);
+/* True for the verdicts that say where a step's host/GPU balance lies (compute,
+ * host_bound, launch_overhead), which moves between hosts of one GPU model, as opposed to
+ * a planted cause (dataloader, sync, allocator_churn, pageable_copy). NULL or an unknown
+ * name: false. */
+bool pd_bottleneck_is_balance(const char *name);
 /* Names the bottleneck from the attributed costs in m (cost_*_us_per_step, step_wall_us):
  * the largest cost names it when it reaches its cause's share; GPU compute names
  * `compute`; with no cause dominant, `compute` when the GPU is busy at least half the

@@ -722,7 +722,7 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
         snprintf(r->note, sizeof(r->note),
                  "the baseline's verdict comes from schema 1's rule table; re-record it "
                  "(scripts/update_baselines.sh --replace)");
-      } else if (strcmp(b, n) != 0 && cmp_verdict_is_balance(b) && cmp_verdict_is_balance(n)) {
+      } else if (strcmp(b, n) != 0 && pd_bottleneck_is_balance(b) && pd_bottleneck_is_balance(n)) {
         /* compute / host_bound / launch_overhead say where the host/GPU balance of the
          * step lies, and that moves between hosts of one GPU model (a fresh H100 left
          * the clean step's GPU busy 41% where another host had 66%). The exact kernel
@@ -748,11 +748,6 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
 int cmp_doc_schema(const cJSON *doc) {
   const cJSON *sv = cJSON_GetObjectItemCaseSensitive(doc, "schema_version");
   return cJSON_IsNumber(sv) && sv->valuedouble >= 1 && sv->valuedouble <= 1e6 ? (int)sv->valuedouble : 0;
-}
-
-bool cmp_verdict_is_balance(const char *bottleneck) {
-  return bottleneck != NULL && (strcmp(bottleneck, "compute") == 0 || strcmp(bottleneck, "host_bound") == 0 ||
-                                strcmp(bottleneck, "launch_overhead") == 0);
 }
 
 const char *cmp_majority(const char *const *names, size_t n, size_t *count, size_t *named) {

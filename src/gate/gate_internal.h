@@ -30,9 +30,6 @@ size_t cmp_host_index(const cJSON *runs, int *host_of_run, size_t cap);
  * (either pointer may be NULL). The bottleneck a baseline's or an A/B side's runs name. */
 /* schema_version of a metrics document (0 when absent or out of range). */
 int cmp_doc_schema(const cJSON *doc);
-/* Verdicts that say where the step's host/GPU balance lies (compute, host_bound,
- * launch_overhead), as opposed to a planted cause (dataloader, sync, ...). */
-bool cmp_verdict_is_balance(const char *bottleneck);
 const char *cmp_majority(const char *const *names, size_t n, size_t *count, size_t *named);
 /* Counts the rows' verdicts into rep->counts and sets rep->failed. */
 void cmp_report_tally(pd_cmp_report_t *rep);

@@ -408,8 +408,9 @@ int pd_attribute(const pd_trace_t *trace, const pd_trace_index_t *ix, pd_attribu
   for (size_t s = 0; s < ix->nsteps; s++) {
     int64_t S = ix->steps[s].start_ns, E = ix->steps[s].end_ns;
     if (E <= S) continue;
+    int64_t busy = covered(all, mall, S, E);
     out->all_step_ns += E - S;
-    out->all_busy_ns += covered(all, mall, S, E);
+    out->all_busy_ns += busy;
     if (median_ns > 0 && E - S > 2 * median_ns) {
       out->slow_steps++;
       if (E - S > out->slowest_step_ns) out->slowest_step_ns = E - S;
@@ -419,9 +420,7 @@ int pd_attribute(const pd_trace_t *trace, const pd_trace_index_t *ix, pd_attribu
     c.nlead = 0; /* the lead is counted within a step */
     out->steps++;
     out->step_ns += E - S;
-    int64_t busy = covered(all, mall, S, E);
     int64_t compute = covered(comp, mcomp, S, E);
-    out->busy_ns += busy;
     out->cost_ns[PD_CAUSE_GPU_COMPUTE] += compute;
     out->cost_ns[PD_CAUSE_DATA] += busy - compute; /* only input copies running */
     int64_t cursor = S, max_gap = 0;

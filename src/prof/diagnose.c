@@ -45,6 +45,12 @@ int pd_bottleneck_parse(const char *name, pd_bottleneck_t *b) {
   return PD_EINVAL;
 }
 
+bool pd_bottleneck_is_balance(const char *name) {
+  pd_bottleneck_t b;
+  if (pd_bottleneck_parse(name, &b) != 0) return false;
+  return b == PD_BOTTLENECK_COMPUTE || b == PD_BOTTLENECK_HOST_BOUND || b == PD_BOTTLENECK_LAUNCH_OVERHEAD;
+}
+
 /* ---- the cause table ------------------------------------------------------------------------ */
 
 /* Share of the step a cause must reach to name the bottleneck, and to be listed as a
@@ -371,9 +377,7 @@ void pd_diagnose(const pd_metrics_t *m, pd_advice_t advice, pd_verdict_t *v) {
     snprintf(ev, sizeof ev,
              "%.0f of %d steps took over twice the median step; they are left out of the costs above",
              m->slow_steps, m->steps);
-    add_finding(v, "slow_steps", NAN, NAN, ev,
-                torch ? "look at those steps in the trace: a data loader hiccup or a one-off stall"
-                      : "look at those steps in the trace: a data loader hiccup or a one-off stall");
+    add_finding(v, "slow_steps", NAN, NAN, ev, "look at those steps in the trace: a data loader hiccup or a one-off stall");
   }
   if (m->device_memory_total_bytes > 0 && m->peak_device_memory_bytes / m->device_memory_total_bytes >= MEMORY_PEAK_SHARE) {
     snprintf(ev, sizeof ev, "peak device memory %.1f GiB of %.1f GiB (%.0f%%)", m->peak_device_memory_bytes / 1073741824.0,

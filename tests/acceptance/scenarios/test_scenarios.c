@@ -35,6 +35,7 @@
 
 #include "pd/pd_gate.h"
 #include "pd/pd_prof.h"
+#include "pd/pd_stats.h"
 
 #define RUN_TIMEOUT_S 240
 #define MAX_ARGS 64
@@ -412,14 +413,10 @@ static void check_trace_events(const char *scenario) {
 /* The control has nothing planted: its verdict says where the host/GPU balance lies,
  * which moves with the host (compute on a host that launches fast, host_bound or
  * launch_overhead on a slow one); it must never name a planted cause. */
-static bool balance_verdict(const char *b) {
-  return strcmp(b, "compute") == 0 || strcmp(b, "host_bound") == 0 || strcmp(b, "launch_overhead") == 0;
-}
-
 static void check_verdict(size_t i) {
   run_t *r = run_named(k_scenarios[i]);
   if (strcmp(k_scenarios[i], "clean") == 0) {
-    cr_assert(balance_verdict(bottleneck(r)), "clean: verdict %s names a planted cause", bottleneck(r));
+    cr_assert(pd_bottleneck_is_balance(bottleneck(r)), "clean: verdict %s names a planted cause", bottleneck(r));
     return;
   }
   cr_assert_str_eq(bottleneck(r), k_expected_verdict[i], "%s: verdict %s, expected %s",

@@ -86,7 +86,7 @@ Test(attribute, busy_launch_latency_and_host_gaps, .init = setup, .fini = teardo
   cr_expect_eq(a.steps, 1);
   cr_expect_eq(a.cost_ns[PD_CAUSE_GPU_COMPUTE], US(60));
   cr_expect_eq(a.cost_ns[PD_CAUSE_LAUNCH_BOUND], US(40));
-  cr_expect_eq(a.busy_ns, US(60));
+  cr_expect_eq(a.all_busy_ns, US(60));
   cr_expect_eq(a.max_gap_ns_sum, US(20));
 }
 
@@ -426,6 +426,11 @@ Test(diagnose, bottleneck_names) {
   cr_expect_str_eq(pd_bottleneck_name((pd_bottleneck_t)99), "unknown");
   cr_expect_eq(pd_bottleneck_parse("gpu", &got), PD_EINVAL);
   cr_expect_eq(pd_bottleneck_parse(NULL, &got), PD_EINVAL);
+  cr_expect(pd_bottleneck_is_balance("compute") && pd_bottleneck_is_balance("host_bound") &&
+            pd_bottleneck_is_balance("launch_overhead"));
+  cr_expect(!pd_bottleneck_is_balance("sync") && !pd_bottleneck_is_balance("dataloader") &&
+            !pd_bottleneck_is_balance("allocator_churn") && !pd_bottleneck_is_balance("pageable_copy"));
+  cr_expect(!pd_bottleneck_is_balance(NULL) && !pd_bottleneck_is_balance("gpu"));
   cr_expect_str_eq(pd_cause_name(PD_CAUSE_LAUNCH_BOUND), "launch_bound");
   cr_expect_str_eq(pd_cause_name((pd_cause_t)99), "?");
 }
