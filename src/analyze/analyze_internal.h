@@ -17,13 +17,10 @@ int an_breakdown_compute(const pd_trace_t *trace, const pd_trace_index_t *ix, in
                          pd_breakdown_t *out);
 int an_top_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const pd_top_opts_t *opts, pd_top_t **out);
 
-static inline bool an_is_gpu_activity(pd_event_kind_t k) {
-  return k == PD_EVENT_KERNEL || k == PD_EVENT_MEMCPY || k == PD_EVENT_MEMSET;
-}
+/* The core's definitions (pd_stats.h) under the analyzer's names. */
+static inline bool an_is_gpu_activity(pd_event_kind_t k) { return pd_event_is_gpu_activity(k); }
 
-static inline int64_t an_dur(const pd_event_t *e) {
-  return e->end_ns > e->start_ns ? e->end_ns - e->start_ns : 0;
-}
+static inline int64_t an_dur(const pd_event_t *e) { return pd_event_dur_ns(e); }
 
 /* Name to show for an event: pd_event_display_name(), and Kineto's names for
  * synchronization records without one. Result is ev->name, buf or a static string. */

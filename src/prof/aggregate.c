@@ -183,23 +183,15 @@ static int stack_key(pd_op_table_t *t, const pd_event_t *e, const char **out) {
 
 /* ---- attribution ----------------------------------------------------------------------------- */
 
-static bool is_gpu_activity(pd_event_kind_t k) {
-  return k == PD_EVENT_KERNEL || k == PD_EVENT_MEMCPY || k == PD_EVENT_MEMSET;
-}
-
-static int64_t dur_of(const pd_event_t *e) {
-  return e->end_ns > e->start_ns ? e->end_ns - e->start_ns : 0;
-}
-
 static int add_kernel_view(pd_op_table_t *t, const pd_trace_t *trace) {
   const pd_event_t *ev = pd_trace_events(trace);
   size_t n = pd_trace_count(trace);
   char buf[128];
   for (size_t i = 0; i < n; i++) {
-    if (!is_gpu_activity(ev[i].kind)) continue;
+    if (!pd_event_is_gpu_activity(ev[i].kind)) continue;
     pd_op_stat_t *r = table_row(t, pd_event_display_name(&ev[i], buf, sizeof buf), NULL, NULL);
     if (r == NULL) return PD_ENOMEM;
-    int64_t d = dur_of(&ev[i]);
+    int64_t d = pd_event_dur_ns(&ev[i]);
     r->calls++;
     r->kernel_count++;
     r->self_cuda_ns += d;
@@ -246,8 +238,8 @@ int pd_op_table_add_index(pd_op_table_t *table, const pd_trace_t *trace, const p
   /* GPU activities: self CUDA time of the range their launching call ran in (the index's
    * op of the activity). Launched outside every range: not counted. */
   for (size_t i = 0; i < n; i++) {
-    if (!is_gpu_activity(ev[i].kind) || ix->op[i] < 0) continue;
-    self_cuda[ix->op[i]] += dur_of(&ev[i]);
+    if (!pd_event_is_gpu_activity(ev[i].kind) || ix->op[i] < 0) continue;
+    self_cuda[ix->op[i]] += pd_event_dur_ns(&ev[i]);
     kcount[ix->op[i]]++;
   }
 
@@ -267,7 +259,7 @@ int pd_op_table_add_index(pd_op_table_t *table, const pd_trace_t *trace, const p
     const char *skey = NULL;
     pd_op_stat_t *r = stack_key(table, e, &skey) == 0 ? table_row(table, row_name(e->name), shape, skey) : NULL;
     if (r == NULL) goto out;
-    int64_t d = dur_of(e);
+    int64_t d = pd_event_dur_ns(e);
     size_t ei = (size_t)ix->host_order[k];
     r->calls++;
     r->cpu_total_ns += d;
