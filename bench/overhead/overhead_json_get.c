@@ -3,7 +3,7 @@
  * overhead table needs on one tab-separated line, in the same format as the script's
  * python3 and jq readers:
  *
- *   avg_step_time_s  p50_step_time_s  trace_files  kernels_per_step  no_profile  device
+ *   avg_step_time_s  p50_step_time_s  trace_files  kernels_per_step  no_profile  est_added_us  device
  *
  * Numbers as "%.17g"; a null (not measured) metric as "null"; no_profile "true" or
  * "false" (absent counts as false); device is device.name or "unknown".
@@ -88,8 +88,10 @@ int main(int argc, char **argv) {
   print_metric(metrics, "p50_step_time_s");
   printf("\t%d\t", cJSON_IsArray(traces) ? cJSON_GetArraySize(traces) : 0);
   print_metric(metrics, "kernels_per_step");
-  printf("\t%s\t%s\n", cJSON_IsTrue(no_profile) ? "true" : "false",
-         cJSON_IsString(name) ? name->valuestring : "unknown");
+  printf("\t%s\t", cJSON_IsTrue(no_profile) ? "true" : "false");
+  /* The profiler's own estimate of what it added per step (profiler_cost). */
+  print_metric(cJSON_GetObjectItemCaseSensitive(root, "profiler_cost"), "est_added_us_per_step");
+  printf("\t%s\n", cJSON_IsString(name) ? name->valuestring : "unknown");
   cJSON_Delete(root);
   return 0;
 }

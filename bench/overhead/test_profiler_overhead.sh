@@ -85,11 +85,16 @@ if [ "$nop" = true ]; then
 else
   kps=1234 cfg='' traces='["x.pt.trace.json"]'
 fi
+cost=null
+if [ "$nop" = false ]; then
+  if [ "$scen" = clean ]; then cost='{"est_added_us_per_step": 18.5}'; else cost='{"est_added_us_per_step": 2400}'; fi
+fi
 cat >"$json" <<EOF
 {"schema_version": 1, "config": {"scenario": "$scen"$cfg},
  "device": {"name": "Fake GPU 80GB", "cupti": 0},
  "metrics": {"avg_step_time_s": $avg, "p50_step_time_s": $p50, "kernels_per_step": $kps},
- "step_times_s": [], "dataloader_wait_s": [], "verdict": null, "top_ops": [], "trace_files": $traces}
+ "step_times_s": [], "dataloader_wait_s": [], "verdict": null, "top_ops": [], "trace_files": $traces,
+ "profiler_cost": $cost}
 EOF
 echo "Metrics: $json"
 FAKE
@@ -134,13 +139,14 @@ command -v python3 >/dev/null 2>&1 && readers+=(python3)
 command -v jq >/dev/null 2>&1 && readers+=(jq)
 for r in "${readers[@]}"; do
   reset_fake
-  PD_OVERHEAD_READER=$r PD_OVERHEAD_KEEP=$work/keep.$r run_script "$fake" 3
+  PD_OVERHEAD_TORCH=0 PD_OVERHEAD_READER=$r PD_OVERHEAD_KEEP=$work/keep.$r run_script "$fake" 3
   check "reader $r: exit 0 (got $rc; stderr: $(head -c 400 "$err"))" $(( rc != 0 ))
   expect_has "reader $r" "$out" "Profiler overhead on Fake GPU 80GB: 3 profiled / unprofiled pairs"
   expect_has "reader $r" "$out" "JSON reader $r."
-  expect_has "reader $r" "$out" "| clean | 3 | 1.020 | 1.000 | +2.00 | +1.00..+5.00 | +10.00 | <= 3% | yes |"
-  expect_has "reader $r" "$out" "| tiny_ops | 3 | 12.500 | 10.000 | +25.00 | +25.00..+25.00 | +25.00 | <= 20% | no |"
+  expect_has "reader $r" "$out" "| clean | 3 | 1.020 | 1.000 | +2.00 | +1.00..+5.00 | +10.00 | 20.0 | 18.5 | <= 5% | yes |"
+  expect_has "reader $r" "$out" "| tiny_ops | 3 | 12.500 | 10.000 | +25.00 | +25.00..+25.00 | +25.00 | 2500.0 | 2400.0 | <= 20% | no |"
   expect_has "reader $r" "$err" "clean pair 2/3: p50 step 1.050 ms profiled, 1.000 ms unprofiled (+5.00%)"
+  expect_has "reader $r" "$out" "torch.profiler: not measured (PD_OVERHEAD_TORCH=0)."
   kept=$(find "$work/keep.$r" -name '*.json' | wc -l)
   check "reader $r: PD_OVERHEAD_KEEP holds the 12 JSONs (got $kept)" $(( kept != 12 ))
   # ABBA: odd pairs run the profiled half first, even pairs the unprofiled one.

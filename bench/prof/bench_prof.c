@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cuda_runtime.h>
@@ -37,6 +38,8 @@ typedef struct {
   int stack_depth;
   const char *out_dir;
   bool cpu_only;
+  bool launch_only; /* --launch-only: (a) and the host clock probe, not (b) and (c) */
+  int modes;        /* --modes N: the first N rows of (a); 0 = all */
 } opts_t;
 
 static void usage(FILE *f) {
@@ -49,7 +52,9 @@ static void usage(FILE *f) {
           "  --range-pairs N  host range push/pop pairs per measurement (default 200000)\n"
           "  --stack-depth N  nested calls above the range loop (default 12: a scenario's depth)\n"
           "  --out DIR        where the synthetic trace is written, then removed (default /tmp)\n"
-          "  --cpu-only       skip the GPU launch-overhead table\n");
+          "  --cpu-only       skip the GPU launch-overhead table\n"
+          "  --launch-only    only the launch-overhead table and the host clock probe\n"
+          "  --modes N        only the first N rows of the launch-overhead table (4: no capture variants)\n");
 }
 
 static int parse_pos(const char *flag, const char *v, int *out) {
@@ -76,6 +81,35 @@ static double median(double *xs, int n) {
 }
 
 static double now_s(void) { return (double)pd_clock_now_ns() * 1e-9; }
+
+/* ---- host clock probe ---------------------------------------------------------------------- */
+
+/* What the host charges for the calls a traced record may make: the clock read of the
+ * timestamp callback, a gettid (system thread ids) and pthread_self. A clock source
+ * without a vDSO fast path makes every clock read a system call. */
+static void bench_host_clock(void) {
+  char cs[64] = "?";
+  FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+  if (f != NULL) {
+    if (fgets(cs, sizeof(cs), f) == NULL) snprintf(cs, sizeof(cs), "?");
+    fclose(f);
+    cs[strcspn(cs, "\n")] = '\0';
+  }
+  const int n = 1000000;
+  volatile int64_t sink = 0;
+  double t0 = now_s();
+  for (int i = 0; i < n; i++) sink += pd_clock_now_ns();
+  double clk = (now_s() - t0) * 1e9 / n;
+  t0 = now_s();
+  for (int i = 0; i < n; i++) sink += (int64_t)syscall(SYS_gettid);
+  double tid = (now_s() - t0) * 1e9 / n;
+  t0 = now_s();
+  for (int i = 0; i < n; i++) sink += (int64_t)pthread_self();
+  double pts = (now_s() - t0) * 1e9 / n;
+  (void)sink;
+  printf("host clock: clocksource %s; ns per call: pd_clock_now_ns %.1f, gettid %.1f, pthread_self %.1f\n\n",
+         cs, clk, tid, pts);
+}
 
 /* ---- (a) launch overhead ------------------------------------------------------------------ */
 
@@ -116,6 +150,7 @@ typedef struct {
   unsigned activities;
   bool memory;
   bool keep_attached; /* PD_PROF_CUPTI_DETACH=0: CUPTI stays attached between cycles */
+  const char *capture; /* PD_CUPTI_OPTIONS for this mode; NULL = default capture */
 } prof_mode_t;
 
 typedef struct {
@@ -135,8 +170,10 @@ static int run_mode(const opts_t *o, const prof_mode_t *m, mode_result_t *r) {
   cfg.user = &st;
   pd_prof_t *p = NULL;
   if (m->keep_attached) setenv("PD_PROF_CUPTI_DETACH", "0", 1);
+  if (m->capture != NULL) setenv("PD_CUPTI_OPTIONS", m->capture, 1);
   int rc = pd_prof_create(&cfg, &p);
   unsetenv("PD_PROF_CUPTI_DETACH");
+  unsetenv("PD_CUPTI_OPTIONS");
   if (rc != 0) {
     fprintf(stderr, "bench_prof: pd_prof_create (%s): %s: %s\n", m->label, pd_err_name(rc),
             pd_prof_last_error(NULL));
@@ -226,23 +263,40 @@ static int bench_launch(const opts_t *o) {
          "ns/record | kernels seen | dropped |\n");
   printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   printf("| no profiler | %.3f | - | - | - | - | - | - | - |\n", base_us);
-  const prof_mode_t modes[] = {
-      {"traced: default kinds", PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA, false, false},
-      {"traced: default kinds, CUPTI kept attached", PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA, false, true},
-      {"traced: default + memory", PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA, true, false},
-      {"traced: default + driver API", PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA | PD_ACTIVITY_CUDA_DRIVER,
-       false, false},
+  const unsigned dflt = PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA;
+  const prof_mode_t all_modes[] = {
+      {"traced: default kinds", dflt, false, false, NULL},
+      {"traced: default kinds, CUPTI kept attached", dflt, false, true, NULL},
+      {"traced: default + memory", dflt, true, false, NULL},
+      {"traced: default + driver API", dflt | PD_ACTIVITY_CUDA_DRIVER, false, false, NULL},
+      /* Capture variants (PD_CUPTI_OPTIONS), each also idle with CUPTI kept attached. */
+      {"capture cupti_clock (no timestamp callback)", dflt, false, true, "cupti_clock"},
+      {"capture pthread_ids", dflt, false, true, "pthread_ids"},
+      {"capture shared_buffers", dflt, false, true, "shared_buffers"},
+      {"capture cupti_clock,pthread_ids", dflt, false, true, "cupti_clock,pthread_ids"},
+      {"capture kernels_only", dflt, false, true, "kernels_only"},
+      {"capture kernels_only,launch_callbacks", dflt, false, true, "kernels_only,launch_callbacks"},
+      {"capture kernels_only,cupti_clock,pthread_ids", dflt, false, true,
+       "kernels_only,cupti_clock,pthread_ids"},
   };
+  /* --modes N: the first N (4 = the table without the capture variants). */
+  const size_t nmodes = o->modes > 0 && (size_t)o->modes < sizeof(all_modes) / sizeof(all_modes[0])
+                            ? (size_t)o->modes
+                            : sizeof(all_modes) / sizeof(all_modes[0]);
+  const prof_mode_t *modes = all_modes;
   int rc = 0;
-  for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+  for (size_t i = 0; i < nmodes; i++) {
     mode_result_t r = {0};
     if (run_mode(o, &modes[i], &r) != 0) {
       rc = -1;
       continue;
     }
-    if (i <= 1)
+    if (i <= 1 || modes[i].capture != NULL)
       printf("| profiler idle (between cycles)%s | %.3f | %+.3f | - | - | - | - | - | - |\n",
-             modes[i].keep_attached ? ", CUPTI kept attached" : ", CUPTI detached", r.idle_us,
+             modes[i].capture != NULL ? ", CUPTI kept attached, same capture"
+             : modes[i].keep_attached ? ", CUPTI kept attached"
+                                      : ", CUPTI detached",
+             r.idle_us,
              r.idle_us - base_us);
     printf("| %s | %.3f | %+.3f | %lld | %.1f | %.1f | %.0f | %lld | %llu |\n", modes[i].label,
            r.traced_us, r.traced_us - base_us, (long long)r.events, r.enable_ms, r.collect_ms,
@@ -480,6 +534,10 @@ int main(int argc, char **argv) {
       i++;
     } else if (strcmp(a, "--cpu-only") == 0) {
       o.cpu_only = true;
+    } else if (strcmp(a, "--launch-only") == 0) {
+      o.launch_only = true;
+    } else if (strcmp(a, "--modes") == 0) {
+      rc = parse_pos(a, v, &o.modes), i++;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       return 0;
@@ -492,10 +550,12 @@ int main(int argc, char **argv) {
   }
   if (o.reps > 1000) o.reps = 1000;
   int rc = 0;
+  bench_host_clock();
   if (o.cpu_only)
     printf("(a) launch overhead: skipped (--cpu-only)\n\n");
   else
     rc |= bench_launch(&o);
+  if (o.launch_only) return rc ? 1 : 0;
   rc |= bench_ranges(&o);
   rc |= bench_writer(&o);
   return rc ? 1 : 0;

@@ -209,6 +209,41 @@ void pd_trace_set_dropped(pd_trace_t *trace, uint64_t dropped);
 /* Returns that count (0 for NULL). */
 uint64_t pd_trace_dropped(const pd_trace_t *trace);
 
+/* What the profiler itself cost: for one cycle (pd_prof_cycle_cost) or the whole run
+ * (pd_prof_cost). The estimate of the time it added inside the recorded steps comes from
+ * a calibration on this host (pd_prof_create): the added host time of one traced CUDA
+ * call (an empty-kernel launch, timed with CUPTI detached and with the default capture
+ * enabled; it carries the call's record and its kernel's) and of one host range, times
+ * how many of each the steps made. Times in ms are outside the steps (the transitions
+ * between them). */
+typedef struct {
+  int64_t cycles;         /* cycles collected */
+  int64_t steps;          /* recorded steps (ProfilerStep ranges) in them */
+  int64_t records;        /* events kept from CUPTI: GPU activity, API calls, syncs, memory */
+  int64_t api_calls;      /* of those, runtime and driver API calls */
+  int64_t gpu_activities; /* of those, kernels, copies and memsets */
+  int64_t host_ranges;    /* host ranges recorded (step ranges included) */
+  int64_t buffers;        /* CUPTI activity buffers completed */
+  int64_t buffer_bytes;   /* bytes of one CUPTI buffer */
+  uint64_t dropped;       /* records CUPTI dropped */
+  double enable_ms;       /* attaching CUPTI and enabling its kinds */
+  double flush_ms;        /* disabling and flushing (records handed over) */
+  double parse_ms;        /* parsing the buffers, collecting ranges, sorting the cycle */
+  double calib_ns_per_call;  /* < 0: not calibrated (no GPU, or PD_PROF_CALIBRATE=0) */
+  double calib_ns_per_range; /* < 0: not calibrated */
+  double est_added_us_per_step; /* < 0: unknown (not calibrated, or no step recorded) */
+} pd_prof_cost_t;
+
+/* Sets every count to 0 and the calibration and estimate to -1 (unknown). */
+void pd_prof_cost_init(pd_prof_cost_t *c);
+/* Counts what `cycle` holds into c (records, api_calls, gpu_activities, host_ranges,
+ * steps), adding to what c has. */
+void pd_prof_cost_count(pd_prof_cost_t *c, const pd_trace_t *cycle);
+/* Sets c->est_added_us_per_step from the counts and the calibration: (api_calls x
+ * calib_ns_per_call + host_ranges x calib_ns_per_range) / steps, in us; -1 when not
+ * calibrated or no step. Negative calibrations (noise) count as 0. */
+void pd_prof_cost_estimate(pd_prof_cost_t *c);
+
 #ifdef __cplusplus
 }
 #endif

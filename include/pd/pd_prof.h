@@ -111,6 +111,13 @@ int pd_prof_stop(pd_prof_t *prof);
 void pd_prof_destroy(pd_prof_t *prof);
 /* Records lost so far (CUPTI buffers that overflowed). */
 uint64_t pd_prof_dropped_records(const pd_prof_t *prof);
+/* The profiler's own cost (pd_prof_cost_t, pd_event.h): over the run so far (*total) and
+ * of the last cycle collected (*cycle: inside on_trace_ready, the cycle being handed
+ * over). The calibration is made once, in pd_prof_create(), when CUDA activity is traced:
+ * a few hundred empty-kernel launches and a few thousand host ranges, timed untraced and
+ * traced (about 10-20 ms; PD_PROF_CALIBRATE=0 skips it). Either pointer may be NULL.
+ * Returns 0 or PD_EINVAL. */
+int pd_prof_cost(const pd_prof_t *prof, pd_prof_cost_t *total, pd_prof_cost_t *cycle);
 /* The step number the profiler is in (0-based). */
 int64_t pd_prof_current_step(const pd_prof_t *prof);
 /* Returns the last error's detail text ("cuptiActivityEnable(KERNEL): CUPTI_ERROR_...");

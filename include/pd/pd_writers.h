@@ -19,6 +19,15 @@
 extern "C" {
 #endif
 
+/* ---- the profiler's own cost ---------------------------------------------------------- */
+
+struct cJSON;
+/* The cost as a JSON object (the metrics JSON's "profiler_cost", the trace's
+ * "profilerCost"): est_added_us_per_step, est_added_fraction_of_step (of step_s, the
+ * mean profiled step; null when step_s <= 0), the counts, the ms spent at transitions and
+ * the calibration; unknown values are null. Returns NULL when out of memory. */
+struct cJSON *pd_prof_cost_to_json(const pd_prof_cost_t *c, double step_s);
+
 /* ---- Chrome trace ------------------------------------------------------------------- */
 
 typedef struct {
@@ -37,6 +46,8 @@ typedef struct {
    * a cpu_op, gpu_user_annotation spans, "Ev Idx", a "trace_id". profiler_demo turns it
    * on; off, the file holds each recorded event once and nothing derived. */
   bool links;
+  /* The cycle's profiler cost, written as top-level "profilerCost"; NULL: left out. */
+  const pd_prof_cost_t *cost;
 } pd_trace_meta_t;
 
 typedef struct pd_trace_writer pd_trace_writer_t;
@@ -172,6 +183,8 @@ typedef struct {
    * such keys). */
   const char *stopped_by;
   int64_t steps_done; /* training steps that ran (warmup and schedule steps) */
+  /* The profiler's own cost over the run (written as "profiler_cost"); NULL: null. */
+  const pd_prof_cost_t *cost;
 } pd_run_report_t;
 
 /* Writes the metrics JSON (schema v1, docs/formats.md) through the one output writer

@@ -59,9 +59,13 @@ static struct {
   size_t budget_bytes;  /* 0: no limit; else the most bytes out with CUPTI or unparsed */
   size_t outstanding;   /* bytes of buffers handed to CUPTI and not yet recycled */
   atomic_uint_fast64_t dropped;
+  atomic_uint_fast64_t completed; /* buffers CUPTI handed back with records */
   atomic_uint_fast64_t callback_errors; /* CUPTI calls that failed inside callbacks */
   atomic_bool attached;                 /* CUPTI initialized, our callbacks registered */
   pd_cupti_source_t *active;
+  unsigned capture;                     /* PD_CUPTI_CAPTURE_* of the active source */
+  int64_t clock_offset_ns;              /* CUPTI_CLOCK: pd_clock - CUPTI clock, at enable */
+  CUpti_SubscriberHandle launch_sub;    /* LAUNCH_CALLBACKS: the no-op subscriber */
 } g_cupti = {.lock = PTHREAD_MUTEX_INITIALIZER, .buffer_bytes = PD_CUPTI_DEFAULT_BUFFER_BYTES};
 
 /* ---- error text ------------------------------------------------------------------------ */
@@ -154,6 +158,7 @@ static void CUPTIAPI buf_completed_cb(CUcontext ctx, uint32_t stream_id, uint8_t
     atomic_fetch_add(&g_cupti.callback_errors, 1);
   pd_cupti_buf_t *b = (pd_cupti_buf_t *)(buffer - PD_CUPTI_HDR_BYTES);
   b->valid = valid <= size ? valid : size;
+  if (b->valid > 0) atomic_fetch_add(&g_cupti.completed, 1);
   b->next = NULL;
   pthread_mutex_lock(&g_cupti.lock);
   if (g_cupti.ready_tail != NULL)
@@ -512,6 +517,44 @@ int pd_cupti_record_to_event(const void *record, pd_event_t *ev, char *namebuf, 
   }
 }
 
+int pd_cupti_capture_parse(const char *text, unsigned *bits, char *err, size_t errlen) {
+  static const struct {
+    const char *name;
+    unsigned bit;
+  } names[] = {{"default", 0},
+               {"cupti_clock", PD_CUPTI_CAPTURE_CUPTI_CLOCK},
+               {"pthread_ids", PD_CUPTI_CAPTURE_PTHREAD_IDS},
+               {"shared_buffers", PD_CUPTI_CAPTURE_SHARED_BUFFERS},
+               {"kernels_only", PD_CUPTI_CAPTURE_KERNELS_ONLY},
+               {"launch_callbacks", PD_CUPTI_CAPTURE_LAUNCH_CALLBACKS}};
+  if (bits == NULL) return PD_EINVAL;
+  *bits = 0;
+  if (text == NULL) return 0;
+  unsigned out = 0;
+  const char *p = text;
+  while (*p != '\0') {
+    size_t n = strcspn(p, ",");
+    bool found = n == 0; /* empty items (",,") are allowed */
+    for (size_t i = 0; !found && i < sizeof(names) / sizeof(names[0]); i++)
+      if (strlen(names[i].name) == n && strncmp(p, names[i].name, n) == 0) {
+        out |= names[i].bit;
+        found = true;
+      }
+    if (!found) {
+      if (err != NULL && errlen > 0)
+        snprintf(err, errlen,
+                 "unknown CUPTI capture option '%.*s' (known: default, cupti_clock, pthread_ids, "
+                 "shared_buffers, kernels_only, launch_callbacks)",
+                 (int)(n > 64 ? 64 : n), p);
+      return PD_EINVAL;
+    }
+    p += n;
+    if (*p == ',') p++;
+  }
+  *bits = out;
+  return 0;
+}
+
 bool pd_cupti_driver_cbid_is_launch(uint32_t cbid) {
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
@@ -627,8 +670,17 @@ static int cupti_attach(char *err, size_t errlen) {
     return cupti_code(r);
   }
   CUPTI_TRY(cuptiUnsubscribe(sub), err, errlen);
-  CUPTI_TRY(cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM), err, errlen);
-  CUPTI_TRY(cuptiActivityRegisterTimestampCallback(timestamp_cb), err, errlen);
+  const unsigned cap = g_cupti.capture;
+  if (!(cap & PD_CUPTI_CAPTURE_PTHREAD_IDS))
+    CUPTI_TRY(cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM), err, errlen);
+  if (!(cap & PD_CUPTI_CAPTURE_CUPTI_CLOCK))
+    CUPTI_TRY(cuptiActivityRegisterTimestampCallback(timestamp_cb), err, errlen);
+  if (cap & PD_CUPTI_CAPTURE_SHARED_BUFFERS) {
+    uint8_t off = 0;
+    size_t sz = sizeof(off);
+    CUPTI_TRY(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &sz, &off), err,
+              errlen);
+  }
   CUPTI_TRY(cuptiActivityRegisterCallbacks(buf_requested_cb, buf_completed_cb), err, errlen);
   atomic_store(&g_cupti.attached, true);
   return 0;
@@ -683,6 +735,8 @@ int pd_cupti_source_create(const pd_cupti_options_t *opt, pd_cupti_source_t **ou
 
   /* Attaching now surfaces a busy or broken CUPTI at create time rather than mid-run. */
   atomic_store(&g_cupti.attached, false);
+  g_cupti.capture = opt->capture;
+  g_cupti.launch_sub = NULL;
   int rc = cupti_attach(err, errlen);
   if (rc != 0) return rc;
 
@@ -703,6 +757,7 @@ int pd_cupti_source_create(const pd_cupti_options_t *opt, pd_cupti_source_t **ou
   g_cupti.outstanding = 0;
   pthread_mutex_unlock(&g_cupti.lock);
   atomic_store(&g_cupti.dropped, 0);
+  atomic_store(&g_cupti.completed, 0);
   atomic_store(&g_cupti.callback_errors, 0);
   pd_cupti_convert_reset();
   g_cupti.active = src;
@@ -733,6 +788,8 @@ static const struct {
 #define K_NKINDS (sizeof(k_kinds) / sizeof(k_kinds[0]))
 
 static bool kind_wanted(const pd_cupti_source_t *src, size_t i) {
+  if (src->opt.capture & PD_CUPTI_CAPTURE_KERNELS_ONLY)
+    return k_kinds[i].kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
   switch (k_kinds[i].when) {
     case KIND_DRIVER:
       return src->opt.driver_api || src->opt.driver_launches; /* see api_filter_apply() */
@@ -781,6 +838,52 @@ static void disable_first(const pd_cupti_source_t *src, size_t n) {
     if (kind_wanted(src, i)) (void)cuptiActivityDisable(k_kinds[i].kind); /* best effort undo */
 }
 
+static void CUPTIAPI launch_noop_cb(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                    const void *data) {}
+
+/* LAUNCH_CALLBACKS: subscribes the no-op callback to the launch calls while enabled (one
+ * subscriber at a time: the detach path subscribes its own after this one is gone). */
+static int launch_callbacks_set(const pd_cupti_source_t *src, bool on, char *err, size_t errlen) {
+  if (!(src->opt.capture & PD_CUPTI_CAPTURE_LAUNCH_CALLBACKS)) return 0;
+  if (!on) {
+    if (g_cupti.launch_sub != NULL) (void)cuptiUnsubscribe(g_cupti.launch_sub);
+    g_cupti.launch_sub = NULL;
+    return 0;
+  }
+  if (g_cupti.launch_sub != NULL) return 0;
+  CUPTI_TRY(cuptiSubscribe(&g_cupti.launch_sub, launch_noop_cb, NULL), err, errlen);
+  CUptiResult r = cuptiEnableCallback(1, g_cupti.launch_sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+  for (uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_INVALID + 1; r == CUPTI_SUCCESS && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE;
+       cbid++)
+    if (pd_cupti_driver_cbid_is_launch(cbid))
+      r = cuptiEnableCallback(1, g_cupti.launch_sub, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+  if (r != CUPTI_SUCCESS) {
+    cupti_errtext(err, errlen, "cuptiEnableCallback(launch)", r);
+    (void)cuptiUnsubscribe(g_cupti.launch_sub);
+    g_cupti.launch_sub = NULL;
+    return cupti_code(r);
+  }
+  return 0;
+}
+
+/* CUPTI_CLOCK: the offset from CUPTI's clock to pd_clock, from the tightest of a few
+ * bracketed reads. */
+static void clock_offset_sample(void) {
+  int64_t best_gap = INT64_MAX, best = 0;
+  for (int i = 0; i < 5; i++) {
+    uint64_t c = 0;
+    int64_t a = pd_clock_now_ns();
+    if (cuptiGetTimestamp(&c) != CUPTI_SUCCESS) continue;
+    int64_t b = pd_clock_now_ns();
+    if (b - a < best_gap) {
+      best_gap = b - a;
+      best = a + (b - a) / 2 - (int64_t)c;
+    }
+  }
+  g_cupti.clock_offset_ns = best;
+}
+
 int pd_cupti_source_enable(pd_cupti_source_t *src, char *err, size_t errlen) {
   if (src == NULL) return PD_EINVAL;
   if (src->enabled) return 0;
@@ -798,11 +901,13 @@ int pd_cupti_source_enable(pd_cupti_source_t *src, char *err, size_t errlen) {
     }
   }
   rc = api_filter_apply(src, true, err, errlen);
+  if (rc == 0) rc = launch_callbacks_set(src, true, err, errlen);
   if (rc != 0) {
     (void)api_filter_apply(src, false, NULL, 0);
     disable_first(src, K_NKINDS);
     return rc;
   }
+  if (src->opt.capture & PD_CUPTI_CAPTURE_CUPTI_CLOCK) clock_offset_sample();
   src->enabled = true;
   return 0;
 }
@@ -811,6 +916,7 @@ int pd_cupti_source_disable(pd_cupti_source_t *src, char *err, size_t errlen) {
   if (src == NULL) return PD_EINVAL;
   if (!src->enabled) return 0;
   int rc = api_filter_apply(src, false, err, errlen);
+  (void)launch_callbacks_set(src, false, NULL, 0);
   for (size_t i = 0; i < K_NKINDS; i++) {
     if (!kind_wanted(src, i)) continue;
     CUptiResult r = cuptiActivityDisable(k_kinds[i].kind);
@@ -859,6 +965,10 @@ int64_t pd_cupti_source_collect(pd_cupti_source_t *src, pd_trace_t *out, int64_t
       }
       pd_event_t ev;
       if (pd_cupti_record_to_event(rec, &ev, namebuf, sizeof(namebuf)) != 1) continue;
+      if (src->opt.capture & PD_CUPTI_CAPTURE_CUPTI_CLOCK) {
+        ev.start_ns += g_cupti.clock_offset_ns;
+        ev.end_ns += g_cupti.clock_offset_ns;
+      }
       if (ev.kind == PD_EVENT_DRIVER && !src->opt.driver_api &&
           !pd_cupti_driver_cbid_is_launch(ev.u.api.cbid))
         continue; /* launch-only driver tracing: other driver calls are noise */
@@ -889,6 +999,19 @@ int pd_prof_cupti_version(void) {
 uint64_t pd_cupti_source_dropped(const pd_cupti_source_t *src) {
   (void)src;
   return (uint64_t)atomic_load(&g_cupti.dropped);
+}
+
+uint64_t pd_cupti_source_buffers(const pd_cupti_source_t *src) {
+  (void)src;
+  return (uint64_t)atomic_load(&g_cupti.completed);
+}
+
+size_t pd_cupti_source_buffer_bytes(const pd_cupti_source_t *src) {
+  (void)src;
+  pthread_mutex_lock(&g_cupti.lock);
+  size_t n = g_cupti.buffer_bytes;
+  pthread_mutex_unlock(&g_cupti.lock);
+  return n;
 }
 
 uint64_t pd_cupti_source_errors(const pd_cupti_source_t *src) {

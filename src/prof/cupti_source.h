@@ -30,7 +30,32 @@ typedef struct {
   size_t buffer_bytes; /* CUPTI activity buffer size; 0 = default (8 MiB) */
   size_t buffer_budget_bytes; /* most bytes of buffers out with CUPTI at once; 0 = no limit */
   bool detach;         /* detach CUPTI between cycles (pd_cupti_source_detach) */
+  unsigned capture;    /* PD_CUPTI_CAPTURE_* bits: how the records are taken (below) */
 } pd_cupti_options_t;
+
+/* Capture variants, measured one against another by bench_prof (docs/performance.md).
+ * 0 is the default capture. PD_CUPTI_OPTIONS (a comma list of the names in
+ * pd_cupti_capture_parse) sets them for any program that creates a profiler. */
+enum {
+  /* CUPTI's own clock for its records, moved onto the pd_clock timeline at collection by
+   * an offset sampled at enable, instead of a timestamp callback per record. */
+  PD_CUPTI_CAPTURE_CUPTI_CLOCK = 1u << 0,
+  /* CUPTI's default thread ids (pthread_self) instead of system ids (gettid). The ids
+   * then do not match the host ranges' threads: measurement only. */
+  PD_CUPTI_CAPTURE_PTHREAD_IDS = 1u << 1,
+  /* One activity buffer shared by all threads instead of CUPTI's per-thread buffers. */
+  PD_CUPTI_CAPTURE_SHARED_BUFFERS = 1u << 2,
+  /* Only kernel records: no runtime, driver, copy, memset, sync or overhead records
+   * (measurement only: the outputs need the others). */
+  PD_CUPTI_CAPTURE_KERNELS_ONLY = 1u << 3,
+  /* A callback-API subscriber on the kernel launch calls (runtime and driver), doing
+   * nothing: what a callback per launch costs, to weigh against a runtime record. */
+  PD_CUPTI_CAPTURE_LAUNCH_CALLBACKS = 1u << 4,
+};
+/* Parses a comma-separated list of capture names ("cupti_clock,pthread_ids,
+ * shared_buffers,kernels_only,launch_callbacks"; "" or "default" is 0). Returns 0 and sets
+ * *bits, or PD_EINVAL naming the unknown word in err. */
+int pd_cupti_capture_parse(const char *text, unsigned *bits, char *err, size_t errlen);
 
 /* Checks for a CUDA device, probes CUPTI with a subscription, registers the buffer and
  * timestamp callbacks, then detaches again (opt->detach) until the first enable. Activity
@@ -61,6 +86,10 @@ int pd_cupti_source_flush(pd_cupti_source_t *src, bool forced, char *err, size_t
  * out: they belong to a warmup phase) and recycles the buffers. out == NULL discards.
  * Returns the number of events added, or PD_ENOMEM. */
 int64_t pd_cupti_source_collect(pd_cupti_source_t *src, pd_trace_t *out, int64_t window_start_ns);
+/* Buffers CUPTI handed back holding records, since create. */
+uint64_t pd_cupti_source_buffers(const pd_cupti_source_t *src);
+/* Bytes of one activity buffer. */
+size_t pd_cupti_source_buffer_bytes(const pd_cupti_source_t *src);
 /* Records CUPTI dropped so far (summed over completed buffers). */
 uint64_t pd_cupti_source_dropped(const pd_cupti_source_t *src);
 /* CUPTI calls that failed where no error can be returned (inside CUPTI's callbacks, or a

@@ -201,6 +201,15 @@ static cJSON *build_report(const pd_run_report_t *r) {
   } else {
     check(&b, cJSON_AddNullToObject(root, "verdict"));
   }
+  if (r->cost != NULL) {
+    cJSON *cost = check(&b, pd_prof_cost_to_json(r->cost, r->metrics->avg_step_time_s));
+    if (cost != NULL && !cJSON_AddItemToObject(root, "profiler_cost", cost)) {
+      cJSON_Delete(cost);
+      b.failed = true;
+    }
+  } else {
+    check(&b, cJSON_AddNullToObject(root, "profiler_cost"));
+  }
   add_op_rows(&b, root, "top_ops", r->top_ops, r->top_ops_limit);
   add_op_rows(&b, root, "top_kernels", r->top_kernels, 0);
   cJSON *files = check(&b, cJSON_AddArrayToObject(root, "trace_files"));

@@ -38,6 +38,13 @@ void pd_ranges_step_end(uint64_t nvtx_id);
 /* Ranges that could not be recorded (out of memory) since the process started. */
 uint64_t pd_ranges_lost(void);
 
+/* Launches n empty kernels on `stream` (a cudaStream_t) for the profiler's calibration
+ * (calibrate_kernel.cu). Returns 0, or -1 when a launch failed. */
+#ifdef __cplusplus
+extern "C"
+#endif
+int pd_calibration_launch(int n, void *stream);
+
 /* Frees the buffers of threads that have exited and the calling thread's idle buffers.
  * Called when the profiler is destroyed. */
 void pd_ranges_release(void);

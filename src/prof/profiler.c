@@ -10,6 +10,7 @@
  * With only PD_ACTIVITY_CPU no CUDA or CUPTI call is made at all, so the whole machine is
  * unit-tested without a GPU. All calls come from one thread (the training loop's).
  */
+#include <cuda_runtime.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,11 @@ struct pd_prof {
   uint64_t step_nvtx;
   bool warned_detach;
   char last_error[512];
+  /* The profiler's own cost (pd_prof_cost): the run so far and the cycle in hand. */
+  pd_prof_cost_t cost_total;
+  pd_prof_cost_t cost_cycle;
+  int64_t buffers_seen; /* CUPTI buffers completed before the cycle in hand */
+  double ms_seen[3];    /* enable, flush, parse ms of the total when the last cycle closed */
 };
 
 static atomic_flag g_one_profiler = ATOMIC_FLAG_INIT;
@@ -109,6 +115,79 @@ static bool cupti_detach_wanted(void) {
   return v == NULL || strcmp(v, "0") != 0;
 }
 
+static double ms_since(int64_t t0) { return (double)(pd_clock_now_ns() - t0) * 1e-6; }
+
+/* ---- calibration: what tracing adds to one CUDA call and one host range, on this host ---- */
+
+#define CAL_LAUNCHES 200 /* per timed batch: well under a stream's queue, so launches never block */
+#define CAL_BATCHES 5
+#define CAL_RANGES 2000
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median_of(double *x, int n) {
+  qsort(x, (size_t)n, sizeof(*x), cmp_double);
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* ns per launch to issue CAL_LAUNCHES empty kernels (the host's time only; the stream is
+ * drained afterwards, untimed). */
+static bool cal_launch_batch(cudaStream_t s, double *ns) {
+  int64_t t0 = pd_clock_now_ns();
+  if (pd_calibration_launch(CAL_LAUNCHES, s) != 0) return false;
+  *ns = (double)(pd_clock_now_ns() - t0) / CAL_LAUNCHES;
+  return cudaStreamSynchronize(s) == cudaSuccess;
+}
+
+static double cal_ranges(void) {
+  int64_t t0 = pd_clock_now_ns();
+  for (int i = 0; i < CAL_RANGES; i++) {
+    (void)pd_range_push("pd_calibration");
+    (void)pd_range_pop();
+  }
+  return (double)(pd_clock_now_ns() - t0) / CAL_RANGES;
+}
+
+/* Times batches of empty-kernel launches and host ranges with CUPTI detached and with the
+ * capture enabled; the differences of the medians are the calibration. Everything it
+ * records is discarded, and CUPTI is detached again. PD_PROF_CALIBRATE=0 skips it (the
+ * estimate is then unknown). A failure only leaves the calibration unknown. */
+static void calibrate(pd_prof_t *p) {
+  const char *v = getenv("PD_PROF_CALIBRATE");
+  if (p->cupti == NULL || (v != NULL && strcmp(v, "0") == 0)) return;
+  cudaStream_t s = NULL;
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  double off[CAL_BATCHES], on[CAL_BATCHES], r_off = 0, r_on = 0;
+  char err[256];
+  /* The first launch loads the module: untimed. */
+  bool ok = pd_calibration_launch(8, s) == 0 && cudaStreamSynchronize(s) == cudaSuccess;
+  for (int i = 0; ok && i < CAL_BATCHES; i++) ok = cal_launch_batch(s, &off[i]);
+  if (ok) r_off = cal_ranges();
+  ok = ok && pd_cupti_source_enable(p->cupti, err, sizeof(err)) == 0;
+  pd_ranges_session_begin();
+  ok = ok && pd_calibration_launch(8, s) == 0 && cudaStreamSynchronize(s) == cudaSuccess;
+  for (int i = 0; ok && i < CAL_BATCHES; i++) ok = cal_launch_batch(s, &on[i]);
+  if (ok) r_on = cal_ranges();
+  pd_ranges_session_end();
+  (void)pd_ranges_collect(NULL);
+  (void)pd_cupti_source_disable(p->cupti, err, sizeof(err));
+  (void)pd_cupti_source_flush(p->cupti, true, err, sizeof(err));
+  (void)pd_cupti_source_collect(p->cupti, NULL, 0);
+  (void)pd_cupti_source_detach(p->cupti, err, sizeof(err));
+  (void)cudaStreamDestroy(s);
+  (void)cudaGetLastError();
+  p->buffers_seen = (int64_t)pd_cupti_source_buffers(p->cupti);
+  if (!ok) return;
+  p->cost_total.calib_ns_per_call = median_of(on, CAL_BATCHES) - median_of(off, CAL_BATCHES);
+  p->cost_total.calib_ns_per_range = r_on - r_off;
+}
+
 int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out) {
   g_create_error[0] = '\0';
   if (cfg == NULL || out == NULL) {
@@ -149,6 +228,9 @@ int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out) {
         .buffer_budget_bytes = cfg->cupti_buffer_budget_bytes,
         .detach = cupti_detach_wanted(),
     };
+    rc = pd_cupti_capture_parse(getenv("PD_CUPTI_OPTIONS"), &opt.capture, g_create_error,
+                                sizeof(g_create_error));
+    if (rc != 0) goto fail;
     rc = pd_cupti_source_create(&opt, &p->cupti, g_create_error, sizeof(g_create_error));
     if (rc != 0) goto fail;
     /* A non-fatal detail (CUPTI could not detach) stays visible as the last error. */
@@ -156,6 +238,10 @@ int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out) {
   }
   pd_ranges_set_record_shapes(cfg->record_shapes);
   pd_ranges_set_with_stack(cfg->with_stack);
+  pd_prof_cost_init(&p->cost_total);
+  calibrate(p);
+  if (p->cupti != NULL) p->cost_total.buffer_bytes = (int64_t)pd_cupti_source_buffer_bytes(p->cupti);
+  p->cost_cycle = p->cost_total;
   p->state = ST_CREATED;
   p->action = PD_SCHED_NONE;
   *out = p;
@@ -182,7 +268,9 @@ static int prepare_trace(pd_prof_t *p) {
   p->window_start_ns = pd_clock_now_ns();
   p->tracing = true;
   if (p->cupti != NULL) {
+    int64_t t0 = pd_clock_now_ns();
     int rc = pd_cupti_source_enable(p->cupti, p->last_error, sizeof(p->last_error));
+    p->cost_total.enable_ms += ms_since(t0);
     if (rc != 0) return rc;
   }
   return 0;
@@ -206,6 +294,7 @@ static int start_trace(pd_prof_t *p) {
 static int stop_trace(pd_prof_t *p, bool forced) {
   int rc = 0;
   if (!p->tracing) return 0;
+  int64_t t_parse = pd_clock_now_ns();
   int64_t n = pd_ranges_collect(p->cycle);
   if (n < 0) {
     set_error(p, "collecting host ranges", (int)n);
@@ -214,10 +303,14 @@ static int stop_trace(pd_prof_t *p, bool forced) {
   pd_ranges_session_end();
   if (p->cupti != NULL) {
     /* Disable first so the flush hands over a closed set of records. */
+    p->cost_total.parse_ms += ms_since(t_parse);
+    int64_t t_flush = pd_clock_now_ns();
     int r = pd_cupti_source_disable(p->cupti, p->last_error, sizeof(p->last_error));
     rc = first_err(rc, r);
     r = pd_cupti_source_flush(p->cupti, forced, p->last_error, sizeof(p->last_error));
     rc = first_err(rc, r);
+    p->cost_total.flush_ms += ms_since(t_flush);
+    t_parse = pd_clock_now_ns();
     int64_t got = pd_cupti_source_collect(p->cupti, p->cycle, p->window_start_ns);
     if (got < 0) {
       set_error(p, "parsing CUPTI buffers", (int)got);
@@ -225,7 +318,42 @@ static int stop_trace(pd_prof_t *p, bool forced) {
     }
   }
   p->tracing = false;
+  p->cost_total.parse_ms += ms_since(t_parse); /* the sort is added in trace_ready */
   return rc;
+}
+
+/* Accounts the cycle in hand: its counts go into cost_cycle (what on_trace_ready sees)
+ * and the run's total; the ms spent at transitions since the last cycle go to the cycle. */
+static void cost_close_cycle(pd_prof_t *p) {
+  pd_prof_cost_t *t = &p->cost_total, *c = &p->cost_cycle;
+  pd_prof_cost_t now;
+  pd_prof_cost_init(&now);
+  pd_prof_cost_count(&now, p->cycle);
+  int64_t buffers = p->cupti != NULL ? (int64_t)pd_cupti_source_buffers(p->cupti) : 0;
+  t->cycles++;
+  t->steps += now.steps;
+  t->records += now.records;
+  t->api_calls += now.api_calls;
+  t->gpu_activities += now.gpu_activities;
+  t->host_ranges += now.host_ranges;
+  t->buffers += buffers - p->buffers_seen;
+  t->dropped += pd_trace_dropped(p->cycle);
+  pd_prof_cost_estimate(t);
+  now.cycles = 1;
+  now.buffers = buffers - p->buffers_seen;
+  now.buffer_bytes = t->buffer_bytes;
+  now.dropped = pd_trace_dropped(p->cycle);
+  now.enable_ms = t->enable_ms - p->ms_seen[0];
+  now.flush_ms = t->flush_ms - p->ms_seen[1];
+  now.parse_ms = t->parse_ms - p->ms_seen[2];
+  p->ms_seen[0] = t->enable_ms;
+  p->ms_seen[1] = t->flush_ms;
+  p->ms_seen[2] = t->parse_ms;
+  now.calib_ns_per_call = t->calib_ns_per_call;
+  now.calib_ns_per_range = t->calib_ns_per_range;
+  pd_prof_cost_estimate(&now);
+  p->buffers_seen = buffers;
+  *c = now;
 }
 
 static int trace_ready(pd_prof_t *p) {
@@ -250,7 +378,10 @@ static int trace_ready(pd_prof_t *p) {
       p->errors_seen = errs;
     }
   }
+  int64_t t_sort = pd_clock_now_ns();
   pd_trace_sort(p->cycle);
+  p->cost_total.parse_ms += ms_since(t_sort);
+  cost_close_cycle(p);
   if (rc == 0 && p->cfg.on_trace_ready != NULL) {
     rc = p->cfg.on_trace_ready(p, p->cycle, p->cfg.user);
     if (rc != 0) {
@@ -443,5 +574,12 @@ int pd_prof_trace_file_path(const pd_prof_t *p, char *buf, size_t buflen) {
     buf[0] = '\0';
     return PD_EINVAL;
   }
+  return 0;
+}
+
+int pd_prof_cost(const pd_prof_t *p, pd_prof_cost_t *total, pd_prof_cost_t *cycle) {
+  if (p == NULL) return PD_EINVAL;
+  if (total != NULL) *total = p->cost_total;
+  if (cycle != NULL) *cycle = p->cost_cycle;
   return 0;
 }

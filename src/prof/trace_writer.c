@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -530,6 +531,19 @@ static void write_top_level(pd_trace_writer_t *w, const pd_trace_meta_t *meta) {
    * (both carry trace_id and External id). */
   p = PUT_LIT(p, "\n  \"traceWriter\": \"profiler_demo " PD_VERSION_STRING "\",");
   put_raw(w, buf, (size_t)(p - buf));
+  /* What recording this cycle cost (pd_prof_cost_t), so the trace says how much of its
+   * steps is the profiler. */
+  if (meta != NULL && meta->cost != NULL) {
+    cJSON *cost = pd_prof_cost_to_json(meta->cost, 0.0);
+    char *text = cost != NULL ? cJSON_PrintUnformatted(cost) : NULL;
+    cJSON_Delete(cost);
+    if (text != NULL) {
+      PUT_RAW_LIT(w, "\n  \"profilerCost\": ");
+      put_raw(w, text, strlen(text));
+      PUT_RAW_LIT(w, ",");
+      cJSON_free(text);
+    }
+  }
 }
 
 static char *dup_str(const char *s) {

@@ -145,6 +145,7 @@ typedef struct {
   size_t ntraces;
   const char *stopped_by;           /* "SIGINT"/"SIGTERM" for a run stopped early, else NULL */
   int64_t steps_done;               /* training steps that ran */
+  const pd_prof_cost_t *cost;       /* the profiler's own cost; NULL: none (--no_profile) */
 } pd_demo_results_t;
 
 /* Writes cfg->output_json atomically from a run's results (schema v1): config (plus

@@ -50,6 +50,7 @@ typedef struct {
   pd_op_table_t *by_stack; /* --group_by_stack_n: ops grouped by call site; else NULL */
   pd_op_table_t *stacks;   /* --export_stacks: ops by whole stack; else NULL */
   pd_metrics_t metrics;
+  pd_prof_cost_t cost; /* the profiler's own cost over the run, read after it stops */
   int cycles;
   char traces[PD_DEMO_MAX_TRACES][PD_DEMO_PATH_MAX];
   int ntraces;
@@ -116,6 +117,8 @@ static int demo_trace_ready_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *u
                           .cuda_runtime_version = r->dev.runtime_version,
                           .cupti_version = r->dev.cupti_version,
                           .links = true};
+  pd_prof_cost_t cycle_cost;
+  if (pd_prof_cost(prof, NULL, &cycle_cost) == 0) meta.cost = &cycle_cost;
   rc = pd_trace_write_file(path, cycle, &meta);
   if (rc != 0) {
     snprintf(r->cb_error, sizeof(r->cb_error), "writing trace '%s': %s", path, pd_strerror(rc));
@@ -339,6 +342,24 @@ static void demo_print_unprofiled(const demo_run_t *r) {
   printf("\nVerdict: not available (the rules need the profiler's GPU-side metrics)\n");
 }
 
+/* One line: how much of the profiled steps is the profiler itself (pd_prof_cost_t). */
+static void demo_print_cost(const pd_prof_cost_t *c, double step_s) {
+  const double per_step = c->steps > 0 ? (double)c->records / (double)c->steps : 0.0;
+  if (c->est_added_us_per_step >= 0.0) {
+    printf("Profiler cost: about %.1f us per step", c->est_added_us_per_step);
+    if (step_s > 0.0) printf(" (%.1f%% of the profiled step)", c->est_added_us_per_step * 1e-4 / step_s);
+    printf(" from %.0f records and %.0f host ranges per step, at +%.0f ns per traced CUDA call and +%.0f ns "
+           "per range (calibrated on this host)",
+           per_step, c->steps > 0 ? (double)c->host_ranges / (double)c->steps : 0.0, c->calib_ns_per_call,
+           c->calib_ns_per_range);
+  } else {
+    printf("Profiler cost: not estimated (no calibration: PD_PROF_CALIBRATE=0 or it failed); %.0f records per step",
+           per_step);
+  }
+  printf("; outside the steps: flush %.1f ms, parse %.1f ms, %lld buffers\n", c->flush_ms, c->parse_ms,
+         (long long)c->buffers);
+}
+
 static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, const pd_verdict_t *v) {
   const pd_demo_config_t *c = r->cfg;
   const pd_metrics_t *m = &r->metrics;
@@ -380,6 +401,7 @@ static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, 
     }
   }
   printf("\n");
+  demo_print_cost(&r->cost, m->avg_step_time_s);
   pd_verdict_print(stdout, v);
   for (int i = 0; i < r->ntraces; i++) printf("Trace:   %s\n", r->traces[i]);
 }
@@ -435,6 +457,7 @@ int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *
       .ntrace_files = res->ntraces,
       .stopped_by = res->stopped_by,
       .steps_done = res->steps_done,
+      .cost = res->cost,
   };
   return pd_metrics_json_write(c->output_json, &report);
 }
@@ -785,6 +808,7 @@ stopped:
   if (cfg->no_profile) {
     r->metrics.steps = nsamples;
   } else {
+    (void)pd_prof_cost(r->prof, &r->cost, NULL);
     const double dropped = (double)pd_prof_dropped_records(r->prof);
     if (dropped > r->metrics.dropped_records) r->metrics.dropped_records = dropped;
     if (r->metrics.dropped_records > 0)
@@ -840,6 +864,7 @@ stopped:
         .ntraces = (size_t)r->ntraces,
         .stopped_by = g_stop_signal == 0 ? NULL : g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
         .steps_done = steps_done,
+        .cost = cfg->no_profile ? NULL : &r->cost,
     };
     rc = pd_demo_metrics_write(cfg, &results);
     if (rc != 0) {

@@ -73,8 +73,8 @@ void ref_tiny_backward(const double *dy, double *dx, size_t count, int depth);
  * `params`, NCHW images and labels; tiny_depth 0 = no TinyOpsBlock.
  * dec[0..2], when not NULL, are the GPU's pre-ReLU outputs of conv1..3 (NHWC floats):
  * the ReLU masks and max-pool choices then follow them instead of the reference's own
- * values. Those decisions are discontinuous, so under fp16 a near tie may legitimately
- * go the other way; with them fixed the reference checks the arithmetic, in double. */
+ * values. Those decisions are discontinuous, so a near tie may legitimately go the other
+ * way (under fp16 often, under fp32 rarely); with them fixed the reference checks the arithmetic, in double. */
 double ref_model_grads(const cnn_plan_t *plan, const float *params, const float *images,
                        const int32_t *labels, int tiny_depth, const float *const dec[3],
                        double *grads);

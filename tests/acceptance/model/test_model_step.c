@@ -109,9 +109,14 @@ static void check_step_gradients(bool amp, int tiny_depth) {
   const float scale = amp ? CNN_SCALER_INIT : 1.0f;
   for (size_t i = 0; i < np; i++) g[i] /= scale;
 
-  /* Under AMP the reference follows the GPU's ReLU masks and pool choices (model_ref.h). */
+  /* The reference follows the GPU's ReLU masks and max-pool choices (model_ref.h), in fp32
+   * as under AMP: over 65 536 pool windows of fresh random data, a near tie that fp32
+   * rounding resolves the other way than double does can show up, and a flipped choice
+   * routes a gradient to another input: more than the 1e-4 tolerance for that layer. The forward arithmetic is
+   * still checked here (the loss, computed in double from the same decisions) and per
+   * layer by test_model_layers. */
   float *dec[3] = {NULL, NULL, NULL};
-  if (amp) {
+  {
     const cnn_buf_id_t ids[3] = {CNN_B_Y1, CNN_B_Y2, CNN_B_Y3};
     const size_t cnt[3] = {(size_t)n * 1024 * 32, (size_t)n * 1024 * 64, (size_t)n * 256 * 128};
     for (int i = 0; i < 3; i++) {
@@ -119,7 +124,7 @@ static void check_step_gradients(bool amp, int tiny_depth) {
       cr_assert_not_null(dec[i]);
       void *d = cnn_debug_buffer(m, ids[i]);
       cr_assert_not_null(d);
-      dev_download(CNN_F16, d, cnt[i], dec[i]);
+      dev_download(amp ? CNN_F16 : CNN_F32, d, cnt[i], dec[i]);
     }
   }
   double *ref = calloc(np, sizeof(double));

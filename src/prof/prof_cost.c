@@ -1,0 +1,97 @@
+/* prof_cost.c: the profiler's account of its own cost (pd_prof_cost_t): counting what a
+ * cycle recorded, the estimate of the time it added per step, and its JSON form, which
+ * the metrics JSON ("profiler_cost") and the trace ("profilerCost") both carry. */
+#include <cJSON.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "pd/pd_event.h"
+#include "pd/pd_writers.h"
+
+void pd_prof_cost_init(pd_prof_cost_t *c) {
+  if (c == NULL) return;
+  *c = (pd_prof_cost_t){0};
+  c->calib_ns_per_call = -1.0;
+  c->calib_ns_per_range = -1.0;
+  c->est_added_us_per_step = -1.0;
+}
+
+void pd_prof_cost_count(pd_prof_cost_t *c, const pd_trace_t *cycle) {
+  if (c == NULL || cycle == NULL) return;
+  const pd_event_t *ev = pd_trace_events(cycle);
+  const size_t n = pd_trace_count(cycle);
+  for (size_t i = 0; i < n; i++) {
+    switch (ev[i].kind) {
+      case PD_EVENT_KERNEL:
+      case PD_EVENT_MEMCPY:
+      case PD_EVENT_MEMSET:
+        c->records++;
+        c->gpu_activities++;
+        break;
+      case PD_EVENT_RUNTIME:
+      case PD_EVENT_DRIVER:
+        c->records++;
+        c->api_calls++;
+        break;
+      case PD_EVENT_SYNC:
+      case PD_EVENT_MEMORY:
+      case PD_EVENT_OVERHEAD:
+        c->records++;
+        break;
+      case PD_EVENT_RANGE:
+        c->host_ranges++;
+        if (ev[i].u.range.step >= 0) c->steps++;
+        break;
+      default:
+        break; /* derived or read-back kinds (GPU_RANGE, CPU_OP) are not recorded */
+    }
+  }
+}
+
+void pd_prof_cost_estimate(pd_prof_cost_t *c) {
+  if (c == NULL) return;
+  c->est_added_us_per_step = -1.0;
+  if (c->steps <= 0 || !(c->calib_ns_per_call >= 0.0) || !(c->calib_ns_per_range >= 0.0)) return;
+  const double ns = (double)c->api_calls * c->calib_ns_per_call + (double)c->host_ranges * c->calib_ns_per_range;
+  c->est_added_us_per_step = ns / (double)c->steps / 1000.0;
+}
+
+static bool add_num(cJSON *o, const char *key, double v, bool known) {
+  cJSON *item = known && isfinite(v) ? cJSON_AddNumberToObject(o, key, v) : cJSON_AddNullToObject(o, key);
+  return item != NULL;
+}
+
+cJSON *pd_prof_cost_to_json(const pd_prof_cost_t *c, double step_s) {
+  if (c == NULL) return NULL;
+  cJSON *o = cJSON_CreateObject();
+  if (o == NULL) return NULL;
+  const double steps = (double)c->steps;
+  const bool est = c->est_added_us_per_step >= 0.0;
+  const bool cal = c->calib_ns_per_call >= 0.0 && c->calib_ns_per_range >= 0.0;
+  bool ok = add_num(o, "est_added_us_per_step", round(c->est_added_us_per_step * 100.0) / 100.0, est);
+  ok = ok && add_num(o, "est_added_fraction_of_step",
+                     step_s > 0.0 ? round(c->est_added_us_per_step * 1e-6 / step_s * 1e4) / 1e4 : 0.0,
+                     est && step_s > 0.0 && isfinite(step_s));
+  ok = ok && add_num(o, "cycles", (double)c->cycles, true);
+  ok = ok && add_num(o, "steps", steps, true);
+  ok = ok && add_num(o, "records", (double)c->records, true);
+  ok = ok && add_num(o, "records_per_step", round((double)c->records / steps * 10.0) / 10.0, c->steps > 0);
+  ok = ok && add_num(o, "api_calls", (double)c->api_calls, true);
+  ok = ok && add_num(o, "gpu_activities", (double)c->gpu_activities, true);
+  ok = ok && add_num(o, "host_ranges", (double)c->host_ranges, true);
+  ok = ok && add_num(o, "buffers", (double)c->buffers, true);
+  ok = ok && add_num(o, "buffer_bytes", (double)c->buffer_bytes, true);
+  ok = ok && add_num(o, "dropped_records", (double)c->dropped, true);
+  ok = ok && add_num(o, "enable_ms", round(c->enable_ms * 1000.0) / 1000.0, true);
+  ok = ok && add_num(o, "flush_ms", round(c->flush_ms * 1000.0) / 1000.0, true);
+  ok = ok && add_num(o, "parse_ms", round(c->parse_ms * 1000.0) / 1000.0, true);
+  cJSON *cj = ok ? cJSON_AddObjectToObject(o, "calibration") : NULL;
+  ok = cj != NULL;
+  ok = ok && add_num(cj, "ns_per_cuda_call", round(c->calib_ns_per_call * 10.0) / 10.0, cal);
+  ok = ok && add_num(cj, "ns_per_host_range", round(c->calib_ns_per_range * 10.0) / 10.0, cal);
+  if (!ok) {
+    cJSON_Delete(o);
+    return NULL;
+  }
+  return o;
+}
