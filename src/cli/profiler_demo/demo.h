@@ -43,6 +43,9 @@ enum {
 
 typedef enum { PD_DEMO_RUN = 0, PD_DEMO_HELP, PD_DEMO_VERSION, PD_DEMO_LIST } pd_demo_action_t;
 
+/* --profile_level */
+enum { PD_DEMO_LEVEL_LEAN = 0, PD_DEMO_LEVEL_FULL = 1 };
+
 /* The one config struct: every flag, after defaults and validation. */
 typedef struct {
   pd_demo_action_t action;
@@ -70,6 +73,7 @@ typedef struct {
   int cupti_buffer_budget_mib; /* most MiB of CUPTI buffers at once; 0 = no limit */
   int top_n;          /* rows of the ops table; 0: all */
   int sort_by;        /* pd_sort_key_t */
+  int profile_level;  /* PD_DEMO_LEVEL_*: what CUPTI records */
   bool quiet;
   bool no_profile;    /* same steps without the profiler: host-timed metrics only */
   /* fix knobs: PD_KNOB_SCENARIO (-1) keeps the scenario's setting */

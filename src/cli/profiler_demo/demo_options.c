@@ -62,6 +62,10 @@ static const int sort_values[] = {
 #undef PD_DEMO_SORT_VALUE
 };
 
+/* --profile_level: what CUPTI records (docs/performance.md) */
+static const char *const level_choices[] = {"lean", "full", NULL};
+static const int level_values[] = {PD_DEMO_LEVEL_LEAN, PD_DEMO_LEVEL_FULL};
+
 /* export_stacks metrics: torch's prof.export_stacks(path, metric) takes these two */
 static const char *const stacks_metric_choices[] = {"self_cuda_time_total", "self_cpu_time_total", NULL};
 static const int stacks_metric_values[] = {PD_SORT_SELF_CUDA_TIME_TOTAL, PD_SORT_SELF_CPU_TIME_TOTAL};
@@ -130,6 +134,9 @@ static const opt_t opts[] = {
      "rows of the top CUDA ops table; 0 prints all"},
     {"sort_by", OPT_CHOICE, OFF(sort_by), 0, 0, 0, 0, sort_choices, sort_values, 0, "KEY", G_OUT,
      "self_cuda_time_total", "column the ops table is sorted by"},
+    {"profile_level", OPT_CHOICE, OFF(profile_level), 0, 0, 0, 0, level_choices, level_values, 0, "LEVEL", G_OUT,
+     "lean", "lean: what the outputs need (GPU activity, syncs, memory, runtime calls but the query-only ones, "
+     "driver-API launches); full: every runtime and driver API call as well (more records, more overhead)"},
     {"quiet", OPT_SWITCH, OFF(quiet), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
      "print only the verdict and the output paths"},
     {"no_profile", OPT_SWITCH, OFF(no_profile), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",

@@ -702,6 +702,7 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   pd_prof_config_t pc;
   pd_prof_config_init(&pc);
   pc.activities = PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA;
+  if (cfg->profile_level == PD_DEMO_LEVEL_FULL) pc.activities |= PD_ACTIVITY_CUDA_DRIVER;
   pc.record_shapes = true;
   pc.profile_memory = true;
   pc.with_stack = cfg->with_stack;

@@ -230,12 +230,14 @@ Test(metrics_json, minimal_report_has_every_section) {
   cJSON *j = read_json(path);
   static const char *const keys[] = {"schema_version", "tool",  "config",  "device",  "metrics",
                                      "steps",          "step_times_s", "dataloader_wait_s", "verdict",
-                                     "top_ops",        "top_kernels",  "host",       "trace_files"};
+                                     "top_ops",        "top_kernels",  "host",       "trace_files",
+                                     "profiler_cost"};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
     cr_expect(cJSON_HasObjectItem(j, keys[i]), "key %s missing", keys[i]);
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "device")));
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "verdict")));
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "host")));
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "profiler_cost")), "no profiler (--no_profile): null");
   cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_ops")), 0);
   cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_kernels")), 0);
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metrics"), "gpu_busy_fraction")));
@@ -290,5 +292,27 @@ Test(metrics_json, stopped_run_is_marked_incomplete) {
   free(text);
   cr_expect_null(cJSON_GetObjectItem(j, "incomplete"));
   cr_expect_null(cJSON_GetObjectItem(j, "steps_done"));
+  cJSON_Delete(j);
+}
+
+Test(metrics_json, profiler_cost_with_share_of_the_step) {
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  m.avg_step_time_s = 0.004;
+  pd_prof_cost_t c;
+  pd_prof_cost_init(&c);
+  c.cycles = 1, c.steps = 10, c.api_calls = 2000, c.host_ranges = 100, c.records = 4200;
+  c.calib_ns_per_call = 1000.0, c.calib_ns_per_range = 200.0;
+  pd_prof_cost_estimate(&c); /* (2000 us + 20 us) / 10 = 202 us per step */
+  pd_run_report_t r = {.metrics = &m, .cost = &c};
+  char path[512];
+  snprintf(path, sizeof path, "%s/cost.json", tmpdir);
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+  cJSON *j = read_json(path);
+  const cJSON *pc = cJSON_GetObjectItem(j, "profiler_cost");
+  cr_assert(cJSON_IsObject(pc));
+  cr_expect_float_eq(num(pc, "est_added_us_per_step"), 202.0, 1e-9);
+  cr_expect_float_eq(num(pc, "est_added_fraction_of_step"), 0.0505, 1e-9, "202 us of a 4 ms step");
+  cr_expect_float_eq(num(pc, "records_per_step"), 420.0, 1e-9);
   cJSON_Delete(j);
 }

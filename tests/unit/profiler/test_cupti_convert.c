@@ -324,3 +324,26 @@ Test(cupti_convert, cupti_version_without_gpu) {
   int v = pd_prof_cupti_version();
   cr_expect_eq(v, CUPTI_API_VERSION, "libcupti reports %d, headers say %d", v, CUPTI_API_VERSION);
 }
+
+/* PD_CUPTI_OPTIONS: the capture variants bench_prof measures. */
+Test(cupti_convert, capture_options_parse) {
+  unsigned bits = 123;
+  char err[256] = "";
+  cr_expect_eq(pd_cupti_capture_parse(NULL, &bits, err, sizeof err), 0);
+  cr_expect_eq(bits, 0u);
+  cr_expect_eq(pd_cupti_capture_parse("", &bits, err, sizeof err), 0);
+  cr_expect_eq(bits, 0u);
+  cr_expect_eq(pd_cupti_capture_parse("default", &bits, err, sizeof err), 0);
+  cr_expect_eq(bits, 0u);
+  cr_expect_eq(pd_cupti_capture_parse("cupti_clock,pthread_ids", &bits, err, sizeof err), 0);
+  cr_expect_eq(bits, (unsigned)(PD_CUPTI_CAPTURE_CUPTI_CLOCK | PD_CUPTI_CAPTURE_PTHREAD_IDS));
+  cr_expect_eq(pd_cupti_capture_parse("kernels_only,,launch_callbacks,shared_buffers", &bits, err, sizeof err), 0);
+  cr_expect_eq(bits, (unsigned)(PD_CUPTI_CAPTURE_KERNELS_ONLY | PD_CUPTI_CAPTURE_LAUNCH_CALLBACKS |
+                                PD_CUPTI_CAPTURE_SHARED_BUFFERS));
+  bits = 7;
+  cr_expect_eq(pd_cupti_capture_parse("cupti_clock,fast", &bits, err, sizeof err), PD_EINVAL);
+  cr_expect_eq(bits, 0u, "nothing half-applied");
+  cr_expect(strstr(err, "unknown CUPTI capture option 'fast'") != NULL, "message: %s", err);
+  cr_expect_eq(pd_cupti_capture_parse("cupti_clockx", &bits, err, sizeof err), PD_EINVAL, "no prefix match");
+  cr_expect_eq(pd_cupti_capture_parse("x", NULL, err, sizeof err), PD_EINVAL);
+}

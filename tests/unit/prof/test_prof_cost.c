@@ -1,0 +1,175 @@
+/* test_prof_cost.c: the profiler's account of its own cost without a GPU: what a cycle's
+ * events count as, the estimate from a calibration, its JSON form in the metrics JSON
+ * ("profiler_cost") and in the trace ("profilerCost"), and the unknown cases. */
+#include <criterion/criterion.h>
+#include <cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pd/pd_writers.h"
+#include "pd_test_util.h"
+
+static char tmpdir[256];
+static void make_tmpdir(void) { pd_test_tmpdir_make(tmpdir, sizeof tmpdir, "pd_prof_cost_test"); }
+static void remove_tmpdir(void) { pd_test_tmpdir_remove(tmpdir); }
+TestSuite(prof_cost, .init = make_tmpdir, .fini = remove_tmpdir);
+
+static void add(pd_trace_t *t, pd_event_kind_t kind, int64_t step) {
+  pd_event_t e;
+  memset(&e, 0, sizeof e);
+  e.kind = kind;
+  e.name = kind == PD_EVENT_RANGE ? (step >= 0 ? "ProfilerStep#0" : "conv") : "x";
+  e.start_ns = 10, e.end_ns = 20;
+  if (kind == PD_EVENT_RANGE) e.u.range.step = step;
+  cr_assert_eq(pd_trace_add(t, &e), 0);
+}
+
+/* Two steps; per step: 3 kernels, 1 copy, 4 runtime calls, 1 driver launch, 1 sync, 2
+ * ranges besides the step range; plus one memory record and one overhead record. */
+static pd_trace_t *cycle(void) {
+  pd_trace_t *t = pd_trace_create();
+  cr_assert_not_null(t);
+  for (int s = 0; s < 2; s++) {
+    add(t, PD_EVENT_RANGE, s);
+    for (int i = 0; i < 3; i++) add(t, PD_EVENT_KERNEL, -1);
+    add(t, PD_EVENT_MEMCPY, -1);
+    for (int i = 0; i < 4; i++) add(t, PD_EVENT_RUNTIME, -1);
+    add(t, PD_EVENT_DRIVER, -1);
+    add(t, PD_EVENT_SYNC, -1);
+    add(t, PD_EVENT_RANGE, -1);
+    add(t, PD_EVENT_RANGE, -1);
+  }
+  add(t, PD_EVENT_MEMORY, -1);
+  add(t, PD_EVENT_OVERHEAD, -1);
+  add(t, PD_EVENT_GPU_RANGE, -1); /* derived by the writer, never recorded: not counted */
+  return t;
+}
+
+Test(prof_cost, counts_each_kind_once) {
+  pd_prof_cost_t c;
+  pd_prof_cost_init(&c);
+  cr_expect_eq(c.calib_ns_per_call, -1.0);
+  cr_expect_eq(c.est_added_us_per_step, -1.0);
+  pd_trace_t *t = cycle();
+  pd_prof_cost_count(&c, t);
+  cr_expect_eq(c.steps, 2);
+  cr_expect_eq(c.gpu_activities, 8);
+  cr_expect_eq(c.api_calls, 10);
+  cr_expect_eq(c.host_ranges, 6);
+  cr_expect_eq(c.records, 8 + 10 + 2 + 2, "kernels+copies, API calls, syncs, memory+overhead: %lld",
+               (long long)c.records);
+  /* Counting adds: a second cycle doubles everything. */
+  pd_prof_cost_count(&c, t);
+  cr_expect_eq(c.steps, 4);
+  cr_expect_eq(c.records, 44);
+  pd_prof_cost_count(&c, NULL);
+  pd_prof_cost_count(NULL, t);
+  cr_expect_eq(c.records, 44);
+  pd_trace_destroy(t);
+}
+
+Test(prof_cost, estimate_from_calibration) {
+  pd_prof_cost_t c;
+  pd_prof_cost_init(&c);
+  pd_trace_t *t = cycle();
+  pd_prof_cost_count(&c, t);
+  pd_trace_destroy(t);
+  pd_prof_cost_estimate(&c);
+  cr_expect_eq(c.est_added_us_per_step, -1.0, "not calibrated: unknown");
+  c.calib_ns_per_call = 1500.0;
+  c.calib_ns_per_range = 100.0;
+  pd_prof_cost_estimate(&c);
+  /* (10 calls x 1500 ns + 6 ranges x 100 ns) / 2 steps = 7800 ns = 7.8 us */
+  cr_expect_float_eq(c.est_added_us_per_step, 7.8, 1e-9, "got %.6f", c.est_added_us_per_step);
+  c.calib_ns_per_range = -1.0;
+  pd_prof_cost_estimate(&c);
+  cr_expect_eq(c.est_added_us_per_step, -1.0, "half a calibration is none");
+  c.calib_ns_per_range = 0.0;
+  c.steps = 0;
+  pd_prof_cost_estimate(&c);
+  cr_expect_eq(c.est_added_us_per_step, -1.0, "no recorded step: unknown, not a division by zero");
+  c.steps = 2;
+  c.calib_ns_per_call = NAN;
+  pd_prof_cost_estimate(&c);
+  cr_expect_eq(c.est_added_us_per_step, -1.0, "a NaN calibration is none");
+}
+
+static double num(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  cr_assert(cJSON_IsNumber(v), "\"%s\" missing or not a number", k);
+  return v->valuedouble;
+}
+
+Test(prof_cost, json_known_and_unknown) {
+  pd_prof_cost_t c;
+  pd_prof_cost_init(&c);
+  c.cycles = 1, c.steps = 4, c.records = 1000, c.api_calls = 500, c.gpu_activities = 450, c.host_ranges = 40;
+  c.buffers = 2, c.buffer_bytes = 8 << 20, c.flush_ms = 1.25, c.parse_ms = 3.5, c.enable_ms = 6.0;
+  c.calib_ns_per_call = 2000.0, c.calib_ns_per_range = 150.0;
+  pd_prof_cost_estimate(&c);
+  cJSON *o = pd_prof_cost_to_json(&c, 0.002); /* a 2 ms step */
+  cr_assert_not_null(o);
+  cr_expect_float_eq(num(o, "est_added_us_per_step"), 251.5, 1e-9); /* (500x2000 + 40x150)/4 ns */
+  cr_expect_float_eq(num(o, "est_added_fraction_of_step"), 0.1258, 1e-9);
+  cr_expect_eq(num(o, "records_per_step"), 250.0);
+  cr_expect_eq(num(o, "buffers"), 2.0);
+  cr_expect_eq(num(o, "buffer_bytes"), 8388608.0);
+  cr_expect_eq(num(o, "flush_ms"), 1.25);
+  const cJSON *cal = cJSON_GetObjectItemCaseSensitive(o, "calibration");
+  cr_expect_eq(num(cal, "ns_per_cuda_call"), 2000.0);
+  cr_expect_eq(num(cal, "ns_per_host_range"), 150.0);
+  cJSON_Delete(o);
+
+  pd_prof_cost_t u;
+  pd_prof_cost_init(&u);
+  o = pd_prof_cost_to_json(&u, 0.0);
+  cr_assert_not_null(o);
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "est_added_us_per_step")));
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "est_added_fraction_of_step")));
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "records_per_step")), "no step: null");
+  cal = cJSON_GetObjectItemCaseSensitive(o, "calibration");
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cal, "ns_per_cuda_call")));
+  cJSON_Delete(o);
+  cr_expect_null(pd_prof_cost_to_json(NULL, 1.0));
+}
+
+static cJSON *parse_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "cannot open %s", path);
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  cJSON *j = cJSON_Parse(buf);
+  cr_assert_not_null(j, "not valid JSON:\n%s", buf);
+  return j;
+}
+
+Test(prof_cost, trace_carries_profiler_cost) {
+  pd_trace_t *t = cycle();
+  pd_prof_cost_t c;
+  pd_prof_cost_init(&c);
+  pd_prof_cost_count(&c, t);
+  c.calib_ns_per_call = 1000.0, c.calib_ns_per_range = 0.0;
+  pd_prof_cost_estimate(&c);
+  char path[512];
+  snprintf(path, sizeof path, "%s/t.pt.trace.json", tmpdir);
+  pd_trace_meta_t meta = {.pid = 1, .cost = &c};
+  cr_assert_eq(pd_trace_write_file(path, t, &meta), 0);
+  cJSON *j = parse_file(path);
+  const cJSON *pc = cJSON_GetObjectItemCaseSensitive(j, "profilerCost");
+  cr_assert(cJSON_IsObject(pc), "no profilerCost object");
+  cr_expect_float_eq(num(pc, "est_added_us_per_step"), 5.0, 1e-9); /* 10 calls x 1 us / 2 steps */
+  cr_expect_eq(num(pc, "records"), 22.0);
+  cr_expect(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(j, "traceEvents")), "the events still follow");
+  cJSON_Delete(j);
+  /* Without a cost the key is left out. */
+  meta.cost = NULL;
+  cr_assert_eq(pd_trace_write_file(path, t, &meta), 0);
+  j = parse_file(path);
+  cr_expect_null(cJSON_GetObjectItemCaseSensitive(j, "profilerCost"));
+  cJSON_Delete(j);
+  pd_trace_destroy(t);
+}
