@@ -122,6 +122,15 @@ typedef enum {
  * info for a metric this build does not know. */
 pd_metric_class_t pd_cmp_metric_class(const char *metric);
 
+/* The stored comparison's per-kernel floor of the kernel time per step: min_abs is raised
+ * to 0.06 us per kernel of the baseline (kernels_per_step). A kernel's measured duration
+ * has a part that differs between hosts of one GPU model (40-52 ns per kernel measured
+ * on tiny_ops' 537 kernels of 1.3 us, docs/gate.md), which a band in percent of a few
+ * long kernels does not cover; for 25 kernels of 200 us it changes nothing. Other metrics,
+ * the A/B setting (one machine) and unknown counts leave p as it is. */
+void pd_cmp_policy_kernel_floor(const char *metric, pd_cmp_setting_t setting, double kernels_per_step,
+                                pd_cmp_policy_t *p);
+
 /* Fills the default policy of a metric in a setting (the floors of docs/gate.md).
  * step_time_s (the base side's average step time; NaN when unknown) scales the absolute
  * floors of data wait and sample-less host times. Unknown metrics are reported only

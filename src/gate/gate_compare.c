@@ -451,15 +451,16 @@ static void cmp_eval(pd_cmp_row_t *r, const cmp_samples_t *sb, const cmp_samples
       if (p->mode == PD_CMP_MODE_EXACT)
         snprintf(r->note, sizeof(r->note), "exact match");
       else
-        snprintf(r->note, sizeof(r->note), "within band +-%.3g%%", p->band * 100.0);
+        snprintf(r->note, sizeof(r->note), "within band +-%.3g%%%s", p->band * 100.0,
+                 p->min_abs > p->band * fabs(base) ? " (absolute floor)" : "");
     } else {
       r->verdict = beyond;
       if (p->mode == PD_CMP_MODE_EXACT)
         snprintf(r->note, sizeof(r->note), "count is %s than the baseline (compared exactly)",
                  cmp_side(diff));
       else
-        snprintf(r->note, sizeof(r->note), "%s than the baseline beyond its band +-%.3g%%",
-                 cmp_side(diff), p->band * 100.0);
+        snprintf(r->note, sizeof(r->note), "%s than the baseline beyond its band +-%.3g%%%s", cmp_side(diff),
+                 p->band * 100.0, p->min_abs > p->band * fabs(base) ? " and its absolute floor" : "");
     }
     return;
   }
@@ -615,6 +616,10 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
   double base_step = NAN;
   bool no_step = false;
   if (rc == 0) rc = cmp_doc_value(baseline, "avg_step_time_s", base_who, &base_step, &no_step, why, whylen);
+  double base_kernels = NAN;
+  bool no_kernels = false;
+  if (rc == 0) rc = cmp_doc_value(baseline, "kernels_per_step", base_who, &base_kernels, &no_kernels, why, whylen);
+  if (no_kernels) base_kernels = NAN;
 
   size_t cap_rows = 0;
   const cJSON *it = NULL;
@@ -632,6 +637,7 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
     const cJSON *pol = cJSON_GetObjectItemCaseSensitive(policy, it->string);
     if (pol != NULL && (rc = cmp_policy_read(pol, base_who, it->string, &r->policy, why, whylen)) != 0)
       break;
+    pd_cmp_policy_kernel_floor(it->string, PD_CMP_STORED, base_kernels, &r->policy);
     if ((rc = cmp_doc_value(current, it->string, cur_who, &r->now, &absent, why, whylen)) != 0) break;
     if (absent) {
       r->verdict = PD_CMP_MISSING;

@@ -259,6 +259,16 @@ void pd_cmp_policy_default(const char *metric, pd_cmp_setting_t setting, double 
                                       step);
 }
 
+#define GATE_STORED_DEVICE_US_PER_KERNEL 0.06
+
+void pd_cmp_policy_kernel_floor(const char *metric, pd_cmp_setting_t setting, double kernels_per_step,
+                                pd_cmp_policy_t *p) {
+  if (p == NULL || setting != PD_CMP_STORED || metric == NULL || strcmp(metric, "gpu_kernel_time_per_step_us") != 0)
+    return;
+  if (!isfinite(kernels_per_step) || kernels_per_step <= 0.0 || kernels_per_step > 1e9) return;
+  p->min_abs = fmax(p->min_abs, GATE_STORED_DEVICE_US_PER_KERNEL * kernels_per_step);
+}
+
 static double gate_spread(const double *v, size_t n, double *median_out);
 
 /* The largest relative distance of any finite value from their median; 0 for fewer than

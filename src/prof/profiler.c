@@ -11,6 +11,7 @@
  * unit-tested without a GPU. All calls come from one thread (the training loop's).
  */
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,8 +120,8 @@ static double ms_since(int64_t t0) { return (double)(pd_clock_now_ns() - t0) * 1
 
 /* ---- calibration: what tracing adds to one CUDA call and one host range, on this host ---- */
 
-#define CAL_LAUNCHES 200 /* per timed batch: well under a stream's queue, so launches never block */
-#define CAL_BATCHES 5
+#define CAL_LAUNCHES 256 /* per timed batch: well under a stream's queue, so launches never block */
+#define CAL_BATCHES 7
 #define CAL_RANGES 2000
 
 static int cmp_double(const void *a, const void *b) {
@@ -151,10 +152,12 @@ static double cal_ranges(void) {
   return (double)(pd_clock_now_ns() - t0) / CAL_RANGES;
 }
 
-/* Times batches of empty-kernel launches and host ranges with CUPTI detached and with the
- * capture enabled; the differences of the medians are the calibration. Everything it
- * records is discarded, and CUPTI is detached again. PD_PROF_CALIBRATE=0 skips it (the
- * estimate is then unknown). A failure only leaves the calibration unknown. */
+/* Times batches of empty-kernel launches and host ranges with CUPTI detached, with the
+ * capture enabled, and detached again; the calibration is the traced median minus the
+ * faster of the two untraced medians (a host that was slow for a moment before or after
+ * does not shrink it). Everything it records is discarded, and CUPTI is detached again.
+ * PD_PROF_CALIBRATE=0 skips it (the estimate is then unknown). A failure only leaves the
+ * calibration unknown. */
 static void calibrate(pd_prof_t *p) {
   const char *v = getenv("PD_PROF_CALIBRATE");
   if (p->cupti == NULL || (v != NULL && strcmp(v, "0") == 0)) return;
@@ -163,7 +166,7 @@ static void calibrate(pd_prof_t *p) {
     (void)cudaGetLastError();
     return;
   }
-  double off[CAL_BATCHES], on[CAL_BATCHES], r_off = 0, r_on = 0;
+  double off[CAL_BATCHES], on[CAL_BATCHES], off2[CAL_BATCHES], r_off = 0, r_on = 0, r_off2 = 0;
   char err[256];
   /* The first launch loads the module: untimed. */
   bool ok = pd_calibration_launch(8, s) == 0 && cudaStreamSynchronize(s) == cudaSuccess;
@@ -180,12 +183,15 @@ static void calibrate(pd_prof_t *p) {
   (void)pd_cupti_source_flush(p->cupti, true, err, sizeof(err));
   (void)pd_cupti_source_collect(p->cupti, NULL, 0);
   (void)pd_cupti_source_detach(p->cupti, err, sizeof(err));
+  for (int i = 0; ok && i < CAL_BATCHES; i++) ok = cal_launch_batch(s, &off2[i]);
+  if (ok) r_off2 = cal_ranges();
   (void)cudaStreamDestroy(s);
   (void)cudaGetLastError();
   p->buffers_seen = (int64_t)pd_cupti_source_buffers(p->cupti);
   if (!ok) return;
-  p->cost_total.calib_ns_per_call = median_of(on, CAL_BATCHES) - median_of(off, CAL_BATCHES);
-  p->cost_total.calib_ns_per_range = r_on - r_off;
+  p->cost_total.calib_ns_per_call =
+      median_of(on, CAL_BATCHES) - fmin(median_of(off, CAL_BATCHES), median_of(off2, CAL_BATCHES));
+  p->cost_total.calib_ns_per_range = r_on - fmin(r_off, r_off2);
 }
 
 int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out) {

@@ -207,6 +207,49 @@ Test(gate_core, stored_classes_device_tight_host_gross) {
   cJSON_Delete(b);
 }
 
+/* Many tiny kernels: the kernel time per step may move 0.06 us per kernel between hosts
+ * (the stored floor), a few long kernels keep the 1.5% band. */
+Test(gate_core, kernel_time_has_a_per_kernel_floor) {
+  cJSON *runs[6];
+  for (int i = 0; i < 6; i++)
+    runs[i] = mk_run((run_spec_t){.host = 1.0, .gpu = 1.0, .kernels = 537, .boot_id = i < 3 ? "boot-a" : "boot-b"});
+  pd_promote_info_t info = {.git_commit = "abc1234", .command = "test", .date = "2026-11-23T00:00:00Z"};
+  cJSON *b = NULL;
+  char why[256];
+  cr_assert_eq(pd_baseline_promote((const cJSON *const *)runs, NULL, 6, &info, &b, why, sizeof why), 0, "%s", why);
+  for (int i = 0; i < 6; i++) cJSON_Delete(runs[i]);
+  pd_cmp_report_t rep;
+  /* +7.5 us of 230 (+3.3%): past the 1.5% band, within 537 x 0.06 = 32.2 us */
+  cJSON *cur = mk_run((run_spec_t){.host = 1.0, .gpu = 1.25, .kernels = 537, .boot_id = "boot-z"});
+  cr_assert_eq(pd_cmp_compare(cur, b, NULL, &rep, why, sizeof why), 0, "%s", why);
+  const pd_cmp_row_t *r = row_of(&rep, "gpu_kernel_time_per_step_us");
+  cr_expect_eq(r->verdict, PD_CMP_OK, "%s", r->note);
+  cr_expect_float_eq(r->policy.min_abs, 537 * 0.06, 1e-9);
+  cr_expect(strstr(r->note, "absolute floor") != NULL, "note: %s", r->note);
+  pd_cmp_report_free(&rep);
+  cJSON_Delete(cur);
+  /* +45 us (+19.6%): beyond the floor */
+  cur = mk_run((run_spec_t){.host = 1.0, .gpu = 2.5, .kernels = 537, .boot_id = "boot-z"});
+  cr_assert_eq(pd_cmp_compare(cur, b, NULL, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_eq(row_of(&rep, "gpu_kernel_time_per_step_us")->verdict, PD_CMP_REGRESSED);
+  pd_cmp_report_free(&rep);
+  cJSON_Delete(cur);
+  cJSON_Delete(b);
+  /* The function itself: only this metric, only stored, only a sane count. */
+  pd_cmp_policy_t p;
+  pd_cmp_policy_default("gpu_kernel_time_per_step_us", PD_CMP_STORED, NAN, &p);
+  pd_cmp_policy_kernel_floor("gpu_kernel_time_per_step_us", PD_CMP_STORED, 25, &p);
+  cr_expect_float_eq(p.min_abs, 1.5, 1e-12);
+  pd_cmp_policy_kernel_floor("gpu_kernel_time_per_step_us", PD_CMP_AB, 537, &p);
+  pd_cmp_policy_kernel_floor("gpu_memcpy_time_per_step_us", PD_CMP_STORED, 537, &p);
+  pd_cmp_policy_kernel_floor("gpu_kernel_time_per_step_us", PD_CMP_STORED, NAN, &p);
+  pd_cmp_policy_kernel_floor("gpu_kernel_time_per_step_us", PD_CMP_STORED, -5, &p);
+  pd_cmp_policy_kernel_floor("gpu_kernel_time_per_step_us", PD_CMP_STORED, 1e300, &p);
+  cr_expect_float_eq(p.min_abs, 1.5, 1e-12);
+  pd_cmp_policy_kernel_floor(NULL, PD_CMP_STORED, 5, &p);
+  pd_cmp_policy_kernel_floor("gpu_kernel_time_per_step_us", PD_CMP_STORED, 5, NULL);
+}
+
 /* A baseline whose runs[].steps are absurd (wrap past 2^64, 1e115) must not be split by
  * them: the pooled samples are then one run, never read out of bounds. */
 Test(gate_core, run_step_counts_are_range_checked) {
