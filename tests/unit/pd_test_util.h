@@ -90,6 +90,18 @@ static inline char *pd_test_slurp(const char *path) {
   return buf;
 }
 
+#ifdef cJSON__h
+/* Reads and parses a whole JSON file (for tests that include <cJSON.h> first); a file that
+ * does not parse fails the test, showing its text. The caller frees with cJSON_Delete. */
+static inline cJSON *pd_test_read_json(const char *path) {
+  char *text = pd_test_slurp(path);
+  cJSON *j = cJSON_Parse(text);
+  if (j == NULL) cr_assert_fail("%s is not valid JSON:\n%s", path, text);
+  free(text);
+  return j;
+}
+#endif
+
 /* Returns the next of 64 rotating path buffers (512 bytes): a test keeps fewer paths than
  * that alive at once. */
 static inline char *pd_test_buf(void) {

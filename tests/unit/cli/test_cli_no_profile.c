@@ -19,6 +19,7 @@
 
 #include "demo.h"
 #include "pd/pd_scen.h"
+#include "pd_test_util.h"
 
 #ifndef PD_DEMO_EXE
 #error "PD_DEMO_EXE must name the profiler_demo binary"
@@ -207,18 +208,6 @@ static void unprofiled_results(pd_metrics_t *m, const double *step_s, const doub
                              .ntraces = 0};
 }
 
-static cJSON *load_json(const char *path) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "cannot read %s", path);
-  static char buf[1 << 16];
-  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  cJSON *root = cJSON_Parse(buf);
-  cr_assert_not_null(root, "%s does not parse:\n%s", path, buf);
-  return root;
-}
-
 Test(cli_no_profile, metrics_json_has_step_times_and_null_gpu_metrics) {
   char dir[] = "/tmp/pd_noprof_json.XXXXXX";
   cr_assert_not_null(mkdtemp(dir));
@@ -236,7 +225,7 @@ Test(cli_no_profile, metrics_json_has_step_times_and_null_gpu_metrics) {
   unprofiled_results(&m, step_s, wait_s, 4, &cnn, &data, &dev, &res);
   cr_assert_eq(pd_demo_metrics_write(&c, &res), 0);
 
-  cJSON *root = load_json(c.output_json);
+  cJSON *root = pd_test_read_json(c.output_json);
   const cJSON *config = cJSON_GetObjectItemCaseSensitive(root, "config");
   cr_expect(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(config, "no_profile")), "config.no_profile must be true");
   cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(config, "scenario")), "clean");
@@ -271,7 +260,7 @@ Test(cli_no_profile, metrics_json_has_step_times_and_null_gpu_metrics) {
   /* A profiled run's config has no no_profile key (its baselines have none). */
   c.no_profile = false;
   cr_assert_eq(pd_demo_metrics_write(&c, &res), 0);
-  root = load_json(c.output_json);
+  root = pd_test_read_json(c.output_json);
   config = cJSON_GetObjectItemCaseSensitive(root, "config");
   cr_expect_null(cJSON_GetObjectItemCaseSensitive(config, "no_profile"));
   cr_expect_not_null(cJSON_GetObjectItemCaseSensitive(config, "inject_slowdown"));

@@ -19,18 +19,6 @@ static char tmpdir[256];
 static void make_tmpdir(void) { pd_test_tmpdir_make(tmpdir, sizeof tmpdir, "pd_metrics_json_test"); }
 static void remove_tmpdir(void) { pd_test_tmpdir_remove(tmpdir); }
 
-static cJSON *read_json(const char *path) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "cannot open %s", path);
-  static char buf[1 << 16];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  cJSON *j = cJSON_Parse(buf);
-  cr_assert_not_null(j, "not valid JSON:\n%s", buf);
-  return j;
-}
-
 static double num(const cJSON *obj, const char *key) {
   cJSON *v = cJSON_GetObjectItem(obj, key);
   cr_assert(cJSON_IsNumber(v), "\"%s\" missing or not a number", key);
@@ -116,7 +104,7 @@ Test(metrics_json, round_trip) {
   cr_expect_eq(pd_test_count_files(tmpdir, &has_tmp), 1);
   cr_expect(!has_tmp, "temp file left behind");
 
-  cJSON *j = read_json(path);
+  cJSON *j = pd_test_read_json(path);
   cr_expect_eq(num(j, "schema_version"), 2);
   cJSON *tool = cJSON_GetObjectItem(j, "tool");
   cr_expect_str_eq(str(tool, "name"), "profiler_demo");
@@ -202,7 +190,7 @@ Test(metrics_json, round_trip) {
   /* top_ops_limit cuts the list */
   r.top_ops_limit = 1;
   cr_assert_eq(pd_metrics_json_write(path, &r), 0);
-  j = read_json(path);
+  j = pd_test_read_json(path);
   cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_ops")), 1);
   cJSON_Delete(j);
   pd_op_table_destroy(tab);
@@ -227,7 +215,7 @@ Test(metrics_json, minimal_report_has_every_section) {
   char path[512];
   snprintf(path, sizeof path, "%s/min.json", tmpdir);
   cr_assert_eq(pd_metrics_json_write(path, &r), 0);
-  cJSON *j = read_json(path);
+  cJSON *j = pd_test_read_json(path);
   static const char *const keys[] = {"schema_version", "tool",  "config",  "device",  "metrics",
                                      "steps",          "step_times_s", "dataloader_wait_s", "verdict",
                                      "top_ops",        "top_kernels",  "host",       "trace_files",
@@ -308,7 +296,7 @@ Test(metrics_json, profiler_cost_with_share_of_the_step) {
   char path[512];
   snprintf(path, sizeof path, "%s/cost.json", tmpdir);
   cr_assert_eq(pd_metrics_json_write(path, &r), 0);
-  cJSON *j = read_json(path);
+  cJSON *j = pd_test_read_json(path);
   const cJSON *pc = cJSON_GetObjectItem(j, "profiler_cost");
   cr_assert(cJSON_IsObject(pc));
   cr_expect_float_eq(num(pc, "est_added_us_per_step"), 202.0, 1e-9);

@@ -135,18 +135,6 @@ Test(prof_cost, json_known_and_unknown) {
   cr_expect_null(pd_prof_cost_to_json(NULL, 1.0));
 }
 
-static cJSON *parse_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "cannot open %s", path);
-  static char buf[1 << 16];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  cJSON *j = cJSON_Parse(buf);
-  cr_assert_not_null(j, "not valid JSON:\n%s", buf);
-  return j;
-}
-
 Test(prof_cost, trace_carries_profiler_cost) {
   pd_trace_t *t = cycle();
   pd_prof_cost_t c;
@@ -158,7 +146,7 @@ Test(prof_cost, trace_carries_profiler_cost) {
   snprintf(path, sizeof path, "%s/t.pt.trace.json", tmpdir);
   pd_trace_meta_t meta = {.pid = 1, .cost = &c};
   cr_assert_eq(pd_trace_write_file(path, t, &meta), 0);
-  cJSON *j = parse_file(path);
+  cJSON *j = pd_test_read_json(path);
   const cJSON *pc = cJSON_GetObjectItemCaseSensitive(j, "profilerCost");
   cr_assert(cJSON_IsObject(pc), "no profilerCost object");
   cr_expect_float_eq(num(pc, "est_added_us_per_step"), 5.0, 1e-9); /* 10 calls x 1 us / 2 steps */
@@ -168,7 +156,7 @@ Test(prof_cost, trace_carries_profiler_cost) {
   /* Without a cost the key is left out. */
   meta.cost = NULL;
   cr_assert_eq(pd_trace_write_file(path, t, &meta), 0);
-  j = parse_file(path);
+  j = pd_test_read_json(path);
   cr_expect_null(cJSON_GetObjectItemCaseSensitive(j, "profilerCost"));
   cJSON_Delete(j);
   pd_trace_destroy(t);
