@@ -21,6 +21,7 @@
 
 #include "cupti_source.h"
 #include "pd/pd_prof.h"
+#include "pd/pd_stats.h"
 #include "prof_internal.h"
 
 typedef enum { ST_CREATED, ST_RUNNING, ST_STOPPED } prof_state_t;
@@ -49,11 +50,12 @@ struct pd_prof {
   uint64_t step_nvtx;
   bool warned_detach;
   char last_error[512];
-  /* The profiler's own cost (pd_prof_cost): the run so far and the cycle in hand. */
+  /* The profiler's own cost (pd_prof_cost): the run so far, the last cycle collected, and
+   * the transition times of the cycle being recorded (added to both when it closes). */
   pd_prof_cost_t cost_total;
   pd_prof_cost_t cost_cycle;
-  int64_t buffers_seen; /* CUPTI buffers completed before the cycle in hand */
-  double ms_seen[3];    /* enable, flush, parse ms of the total when the last cycle closed */
+  pd_prof_cost_t cost_open;
+  int64_t buffers_seen; /* CUPTI buffers completed before the cycle being recorded */
 };
 
 static atomic_flag g_one_profiler = ATOMIC_FLAG_INIT;
@@ -124,32 +126,26 @@ static double ms_since(int64_t t0) { return (double)(pd_clock_now_ns() - t0) * 1
 #define CAL_BATCHES 7
 #define CAL_RANGES 2000
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median_of(double *x, int n) {
-  qsort(x, (size_t)n, sizeof(*x), cmp_double);
-  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
-/* ns per launch to issue CAL_LAUNCHES empty kernels (the host's time only; the stream is
- * drained afterwards, untimed). */
-static bool cal_launch_batch(cudaStream_t s, double *ns) {
-  int64_t t0 = pd_clock_now_ns();
-  if (pd_calibration_launch(CAL_LAUNCHES, s) != 0) return false;
-  *ns = (double)(pd_clock_now_ns() - t0) / CAL_LAUNCHES;
-  return cudaStreamSynchronize(s) == cudaSuccess;
-}
-
-static double cal_ranges(void) {
+/* One phase of the calibration: the median ns per launch over CAL_BATCHES batches of
+ * CAL_LAUNCHES empty kernels (the host's issue time only; the stream is drained after each
+ * batch, untimed), then ns per push+pop over CAL_RANGES host ranges. Returns false when a
+ * CUDA call failed. */
+static bool cal_phase(cudaStream_t s, double *launch_ns, double *range_ns) {
+  double batch[CAL_BATCHES];
+  for (int i = 0; i < CAL_BATCHES; i++) {
+    int64_t t0 = pd_clock_now_ns();
+    if (pd_calibration_launch(CAL_LAUNCHES, s) != 0) return false;
+    batch[i] = (double)(pd_clock_now_ns() - t0) / CAL_LAUNCHES;
+    if (cudaStreamSynchronize(s) != cudaSuccess) return false;
+  }
+  *launch_ns = pd_quantile(batch, CAL_BATCHES, 0.5);
   int64_t t0 = pd_clock_now_ns();
   for (int i = 0; i < CAL_RANGES; i++) {
     (void)pd_range_push("pd_calibration");
     (void)pd_range_pop();
   }
-  return (double)(pd_clock_now_ns() - t0) / CAL_RANGES;
+  *range_ns = (double)(pd_clock_now_ns() - t0) / CAL_RANGES;
+  return true;
 }
 
 /* Times batches of empty-kernel launches and host ranges with CUPTI detached, with the
@@ -166,31 +162,27 @@ static void calibrate(pd_prof_t *p) {
     (void)cudaGetLastError();
     return;
   }
-  double off[CAL_BATCHES], on[CAL_BATCHES], off2[CAL_BATCHES], r_off = 0, r_on = 0, r_off2 = 0;
+  double off = 0, on = 0, off2 = 0, r_off = 0, r_on = 0, r_off2 = 0;
   char err[256];
   /* The first launch loads the module: untimed. */
   bool ok = pd_calibration_launch(8, s) == 0 && cudaStreamSynchronize(s) == cudaSuccess;
-  for (int i = 0; ok && i < CAL_BATCHES; i++) ok = cal_launch_batch(s, &off[i]);
-  if (ok) r_off = cal_ranges();
+  ok = ok && cal_phase(s, &off, &r_off);
   ok = ok && pd_cupti_source_enable(p->cupti, err, sizeof(err)) == 0;
   pd_ranges_session_begin();
   ok = ok && pd_calibration_launch(8, s) == 0 && cudaStreamSynchronize(s) == cudaSuccess;
-  for (int i = 0; ok && i < CAL_BATCHES; i++) ok = cal_launch_batch(s, &on[i]);
-  if (ok) r_on = cal_ranges();
+  ok = ok && cal_phase(s, &on, &r_on);
   pd_ranges_session_end();
   (void)pd_ranges_collect(NULL);
   (void)pd_cupti_source_disable(p->cupti, err, sizeof(err));
   (void)pd_cupti_source_flush(p->cupti, true, err, sizeof(err));
   (void)pd_cupti_source_collect(p->cupti, NULL, 0);
   (void)pd_cupti_source_detach(p->cupti, err, sizeof(err));
-  for (int i = 0; ok && i < CAL_BATCHES; i++) ok = cal_launch_batch(s, &off2[i]);
-  if (ok) r_off2 = cal_ranges();
+  ok = ok && cal_phase(s, &off2, &r_off2);
   (void)cudaStreamDestroy(s);
   (void)cudaGetLastError();
   p->buffers_seen = (int64_t)pd_cupti_source_buffers(p->cupti);
   if (!ok) return;
-  p->cost_total.calib_ns_per_call =
-      median_of(on, CAL_BATCHES) - fmin(median_of(off, CAL_BATCHES), median_of(off2, CAL_BATCHES));
+  p->cost_total.calib_ns_per_call = on - fmin(off, off2);
   p->cost_total.calib_ns_per_range = r_on - fmin(r_off, r_off2);
 }
 
@@ -248,6 +240,7 @@ int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out) {
   calibrate(p);
   if (p->cupti != NULL) p->cost_total.buffer_bytes = (int64_t)pd_cupti_source_buffer_bytes(p->cupti);
   p->cost_cycle = p->cost_total;
+  pd_prof_cost_init(&p->cost_open);
   p->state = ST_CREATED;
   p->action = PD_SCHED_NONE;
   *out = p;
@@ -276,7 +269,7 @@ static int prepare_trace(pd_prof_t *p) {
   if (p->cupti != NULL) {
     int64_t t0 = pd_clock_now_ns();
     int rc = pd_cupti_source_enable(p->cupti, p->last_error, sizeof(p->last_error));
-    p->cost_total.enable_ms += ms_since(t0);
+    p->cost_open.enable_ms += ms_since(t0);
     if (rc != 0) return rc;
   }
   return 0;
@@ -300,7 +293,7 @@ static int start_trace(pd_prof_t *p) {
 static int stop_trace(pd_prof_t *p, bool forced) {
   int rc = 0;
   if (!p->tracing) return 0;
-  int64_t t_parse = pd_clock_now_ns();
+  int64_t t0 = pd_clock_now_ns();
   int64_t n = pd_ranges_collect(p->cycle);
   if (n < 0) {
     set_error(p, "collecting host ranges", (int)n);
@@ -309,14 +302,14 @@ static int stop_trace(pd_prof_t *p, bool forced) {
   pd_ranges_session_end();
   if (p->cupti != NULL) {
     /* Disable first so the flush hands over a closed set of records. */
-    p->cost_total.parse_ms += ms_since(t_parse);
-    int64_t t_flush = pd_clock_now_ns();
+    p->cost_open.parse_ms += ms_since(t0);
+    t0 = pd_clock_now_ns();
     int r = pd_cupti_source_disable(p->cupti, p->last_error, sizeof(p->last_error));
     rc = first_err(rc, r);
     r = pd_cupti_source_flush(p->cupti, forced, p->last_error, sizeof(p->last_error));
     rc = first_err(rc, r);
-    p->cost_total.flush_ms += ms_since(t_flush);
-    t_parse = pd_clock_now_ns();
+    p->cost_open.flush_ms += ms_since(t0);
+    t0 = pd_clock_now_ns();
     int64_t got = pd_cupti_source_collect(p->cupti, p->cycle, p->window_start_ns);
     if (got < 0) {
       set_error(p, "parsing CUPTI buffers", (int)got);
@@ -324,42 +317,38 @@ static int stop_trace(pd_prof_t *p, bool forced) {
     }
   }
   p->tracing = false;
-  p->cost_total.parse_ms += ms_since(t_parse); /* the sort is added in trace_ready */
+  p->cost_open.parse_ms += ms_since(t0); /* the sort is added in trace_ready */
   return rc;
 }
 
-/* Accounts the cycle in hand: its counts go into cost_cycle (what on_trace_ready sees)
- * and the run's total; the ms spent at transitions since the last cycle go to the cycle. */
+/* Closes the cost of the cycle in hand: its counts and transition times become
+ * cost_cycle (what on_trace_ready sees) and are added to the run's total. */
 static void cost_close_cycle(pd_prof_t *p) {
-  pd_prof_cost_t *t = &p->cost_total, *c = &p->cost_cycle;
-  pd_prof_cost_t now;
-  pd_prof_cost_init(&now);
-  pd_prof_cost_count(&now, p->cycle);
-  int64_t buffers = p->cupti != NULL ? (int64_t)pd_cupti_source_buffers(p->cupti) : 0;
-  t->cycles++;
-  t->steps += now.steps;
-  t->records += now.records;
-  t->api_calls += now.api_calls;
-  t->gpu_activities += now.gpu_activities;
-  t->host_ranges += now.host_ranges;
-  t->buffers += buffers - p->buffers_seen;
-  t->dropped += pd_trace_dropped(p->cycle);
+  pd_prof_cost_t *t = &p->cost_total, c = p->cost_open;
+  pd_prof_cost_count(&c, p->cycle);
+  const int64_t buffers = p->cupti != NULL ? (int64_t)pd_cupti_source_buffers(p->cupti) : 0;
+  c.cycles = 1;
+  c.buffers = buffers - p->buffers_seen;
+  c.buffer_bytes = t->buffer_bytes;
+  c.dropped = pd_trace_dropped(p->cycle);
+  c.calib_ns_per_call = t->calib_ns_per_call;
+  c.calib_ns_per_range = t->calib_ns_per_range;
+  pd_prof_cost_estimate(&c);
+  t->cycles += c.cycles;
+  t->steps += c.steps;
+  t->records += c.records;
+  t->api_calls += c.api_calls;
+  t->gpu_activities += c.gpu_activities;
+  t->host_ranges += c.host_ranges;
+  t->buffers += c.buffers;
+  t->dropped += c.dropped;
+  t->enable_ms += c.enable_ms;
+  t->flush_ms += c.flush_ms;
+  t->parse_ms += c.parse_ms;
   pd_prof_cost_estimate(t);
-  now.cycles = 1;
-  now.buffers = buffers - p->buffers_seen;
-  now.buffer_bytes = t->buffer_bytes;
-  now.dropped = pd_trace_dropped(p->cycle);
-  now.enable_ms = t->enable_ms - p->ms_seen[0];
-  now.flush_ms = t->flush_ms - p->ms_seen[1];
-  now.parse_ms = t->parse_ms - p->ms_seen[2];
-  p->ms_seen[0] = t->enable_ms;
-  p->ms_seen[1] = t->flush_ms;
-  p->ms_seen[2] = t->parse_ms;
-  now.calib_ns_per_call = t->calib_ns_per_call;
-  now.calib_ns_per_range = t->calib_ns_per_range;
-  pd_prof_cost_estimate(&now);
+  p->cost_cycle = c;
   p->buffers_seen = buffers;
-  *c = now;
+  pd_prof_cost_init(&p->cost_open);
 }
 
 static int trace_ready(pd_prof_t *p) {
@@ -386,7 +375,7 @@ static int trace_ready(pd_prof_t *p) {
   }
   int64_t t_sort = pd_clock_now_ns();
   pd_trace_sort(p->cycle);
-  p->cost_total.parse_ms += ms_since(t_sort);
+  p->cost_open.parse_ms += ms_since(t_sort);
   cost_close_cycle(p);
   if (rc == 0 && p->cfg.on_trace_ready != NULL) {
     rc = p->cfg.on_trace_ready(p, p->cycle, p->cfg.user);
@@ -585,7 +574,13 @@ int pd_prof_trace_file_path(const pd_prof_t *p, char *buf, size_t buflen) {
 
 int pd_prof_cost(const pd_prof_t *p, pd_prof_cost_t *total, pd_prof_cost_t *cycle) {
   if (p == NULL) return PD_EINVAL;
-  if (total != NULL) *total = p->cost_total;
+  if (total != NULL) {
+    /* Transitions of a cycle not closed yet count in the run's total already. */
+    *total = p->cost_total;
+    total->enable_ms += p->cost_open.enable_ms;
+    total->flush_ms += p->cost_open.flush_ms;
+    total->parse_ms += p->cost_open.parse_ms;
+  }
   if (cycle != NULL) *cycle = p->cost_cycle;
   return 0;
 }
