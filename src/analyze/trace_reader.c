@@ -218,6 +218,7 @@ static void sb_put(sbuf_t *b, const char *s, size_t n) {
  * event, so a skipped entry with odd numbers costs nothing. */
 typedef struct {
   bool set;      /* the field held a number (or, for pid/tid, a string) */
+  bool bad;      /* ts/dur: the field is there but holds no number (text says what) */
   bool is_int;   /* i is exact */
   int64_t i;
   double d;
@@ -334,6 +335,8 @@ static int get_i64(conv_t *cv, const num_t *n, const char *what, int64_t dflt, i
 /* ts or dur in microseconds, checked against TIME_LIMIT_US. */
 static int get_time(conv_t *cv, const num_t *n, const char *what, double *us) {
   *us = n->d;
+  if (what[0] == 'd' && n->d < 0)
+    return conv_fail(cv, PD_EPARSE, "'%s': traceEvents[%zu] dur %s is negative", cv->label, cv->index, n->text);
   if (isfinite(n->d) && fabs(n->d) < TIME_LIMIT_US) return 0;
   return conv_fail(cv, PD_EPARSE, "'%s': traceEvents[%zu] %s %s is out of range (|%s| < %.1e us)", cv->label,
                    cv->index, what, n->text, what, TIME_LIMIT_US);
@@ -348,6 +351,47 @@ static an_json_type_t scalar(an_json_t *p) {
 
 static void read_num(an_json_t *p, num_t *n) {
   if (scalar(p) == AN_JSON_NUMBER) num_take(n, p);
+}
+
+/* ts or dur: a number, or a string holding one (Perfetto's JSON importer accepts
+ * "ts": "123.456", which some writers use to keep every digit). Anything else marks the
+ * field bad, with what it held in text; the entry is refused if it becomes an event. */
+static void read_time_field(an_json_t *p, num_t *n) {
+  memset(n, 0, sizeof *n);
+  an_json_type_t t = scalar(p);
+  if (t == AN_JSON_NUMBER) {
+    num_take(n, p);
+    return;
+  }
+  if (t == AN_JSON_STRING) {
+    char buf[64];
+    if (p->len > 0 && p->len < sizeof buf && memchr(p->str, 0, p->len) == NULL) {
+      memcpy(buf, p->str, p->len);
+      buf[p->len] = 0;
+      char *end;
+      errno = 0;
+      double d = strtod(buf, &end);
+      /* decimal only: no blanks, hex, inf or nan */
+      bool decimal = strspn(buf, "+-0123456789.eE") == p->len;
+      if (decimal && *end == 0 && end != buf) {
+        n->set = true;
+        n->d = d; /* out-of-range values are refused by get_time, as numbers are */
+        snprintf(n->text, sizeof n->text, "\"%.20s\"", buf);
+        return;
+      }
+    }
+    n->bad = true;
+    snprintf(n->text, sizeof n->text, "\"%.*s%s\"", p->len > 16 ? 16 : (int)p->len, p->str,
+             p->len > 16 ? "..." : "");
+    return;
+  }
+  static const char *const type_text[] = {
+#define TYPE_TEXT(name, text) text,
+      AN_JSON_TYPE_MAP(TYPE_TEXT)
+#undef TYPE_TEXT
+  };
+  n->bad = true;
+  snprintf(n->text, sizeof n->text, "%s", t >= 0 ? type_text[t] : "invalid");
 }
 
 static bool key_is(const an_json_t *p, const char *key, size_t len) {
@@ -523,7 +567,7 @@ static int read_entry(conv_t *cv, an_json_t *p) {
           e->ph[2] = p->len > 2 ? 1 : 0; /* longer than two characters: no phase we know */
         }
       } else if (KEY_IS(p, "ts")) {
-        read_num(p, &e->ts);
+        read_time_field(p, &e->ts);
       } else {
         rc = an_json_skip(p);
       }
@@ -540,7 +584,7 @@ static int read_entry(conv_t *cv, an_json_t *p) {
         if ((t = scalar(p)) == AN_JSON_NUMBER) num_take(n, p);
         else if (t == AN_JSON_STRING) num_take_id_text(n, p->str, p->len);
       } else if (KEY_IS(p, "dur")) {
-        read_num(p, &e->dur);
+        read_time_field(p, &e->dur);
       } else {
         rc = an_json_skip(p);
       }
@@ -727,11 +771,20 @@ static int convert_memory(conv_t *cv, const int64_t *arg) {
 /* Returns 1 when the entry became an event, 0 when skipped, or a PD_E* code. */
 static int convert_entry(conv_t *cv) {
   const entry_t *e = &cv->e;
-  if (!e->has_ph || !e->ts.set) return 0;
+  if (!e->has_ph) return 0;
   bool instant = (e->ph[0] == 'i' || e->ph[0] == 'I') && e->ph[1] == 0;
   bool complete = e->ph[0] == 'X' && e->ph[1] == 0;
   if (instant && !(e->cat_instant && e->has_name && strcmp(cv->name.s, "[memory]") == 0)) return 0;
   if (!instant && (!complete || e->cat_kind < 0)) return 0;
+  /* An entry of a kind the analysis reads must place itself in time. */
+  if (e->ts.bad)
+    return conv_fail(cv, PD_EPARSE, "'%s': traceEvents[%zu] ts %s is not a number", cv->label, cv->index,
+                     e->ts.text);
+  if (!e->ts.set)
+    return conv_fail(cv, PD_EPARSE, "'%s': traceEvents[%zu] (ph \"%s\") has no ts", cv->label, cv->index, e->ph);
+  if (e->dur.bad)
+    return conv_fail(cv, PD_EPARSE, "'%s': traceEvents[%zu] dur %s is not a number", cv->label, cv->index,
+                     e->dur.text);
   int64_t arg[ARG_COUNT];
   for (size_t a = 0; a < ARG_COUNT; a++) {
     char what[40];

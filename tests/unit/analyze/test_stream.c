@@ -342,11 +342,12 @@ Test(stream, wrong_types, .init = make_dir, .fini = remove_dir) {
   expect_text_error("top_array.json", "[{\"traceEvents\": []}]", "no traceEvents array");
   expect_text_error("top_string.json", "\"traceEvents\"", "no traceEvents array");
 
-  /* Wrong types inside an entry are what they always were: the field is absent. */
+  /* Wrong types inside an entry read as an absent field, but for ts and dur: a string
+   * holding a number is that number (as Perfetto reads it). */
   static const char json[] =
       "{\"traceEvents\":["
       "{\"ph\":5,\"cat\":\"kernel\",\"name\":\"no ph\",\"ts\":1},"
-      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"ts text\",\"ts\":\"1\"},"
+      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"ts text\",\"ts\":\"1\",\"pid\":0,\"tid\":5},"
       "{\"ph\":\"X\",\"cat\":[\"kernel\"],\"name\":\"cat array\",\"ts\":1},"
       "{\"ph\":\"XX\",\"cat\":\"kernel\",\"name\":\"long ph\",\"ts\":1},"
       "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":{\"n\":1},\"pid\":{\"a\":[1]},\"tid\":true,\"ts\":2,\"dur\":\"9\","
@@ -362,12 +363,17 @@ Test(stream, wrong_types, .init = make_dir, .fini = remove_dir) {
   char err[256] = "";
   cr_assert_eq(pd_trace_read_buffer(json, strlen(json), t, &info, err, sizeof err), 0, "%s", err);
   cr_expect_eq(info.json_events, 8u);
-  cr_expect_eq(info.skipped, 5u, "no ph, ts text, cat array, long ph, metadata");
-  cr_assert_eq(pd_trace_count(t), 3u);
-  const pd_event_t *e = pd_trace_events(t);
+  cr_expect_eq(info.skipped, 4u, "no ph, cat array, long ph, metadata");
+  cr_assert_eq(pd_trace_count(t), 4u);
+  const pd_event_t *e0 = pd_trace_events(t);
+  cr_expect_eq(e0[0].kind, PD_EVENT_KERNEL);
+  cr_expect_str_eq(e0[0].name, "ts text");
+  cr_expect_eq(e0[0].start_ns, 1000, "ts \"1\" is 1 us");
+  cr_expect_eq(e0[0].stream, 5u);
+  const pd_event_t *e = e0 + 1;
   cr_expect_eq(e[0].kind, PD_EVENT_KERNEL);
   cr_expect_null(e[0].name);
-  cr_expect_eq(e[0].end_ns, e[0].start_ns, "a text dur is 0");
+  cr_expect_eq(e[0].end_ns - e[0].start_ns, 9000, "dur \"9\" is 9 us");
   cr_expect_eq(e[0].device, 0u);
   cr_expect_eq(e[0].stream, 0u);
   cr_expect_eq(e[0].correlation_id, 0u);
@@ -403,6 +409,22 @@ Test(stream, numbers_out_of_range, .init = make_dir, .fini = remove_dir) {
                     "\"args\":{\"Bytes\":1e400}}]}",
                     "args.Bytes 1e400");
   expect_text_error("base.json", "{\"baseTimeNanoseconds\": 1e300, \"traceEvents\": []}", "baseTimeNanoseconds");
+  /* ts and dur that are not numbers, negative durations, a missing ts */
+  expect_text_error("ts_text.json", EVENT_HEAD "\"ts\":\"abc\",\"dur\":1}]}", "traceEvents[0] ts \"abc\" is not a number");
+  expect_text_error("ts_hex.json", EVENT_HEAD "\"ts\":\"0x10\"}]}", "ts \"0x10\" is not a number");
+  expect_text_error("ts_blank.json", EVENT_HEAD "\"ts\":\" 5\"}]}", "ts \" 5\" is not a number");
+  expect_text_error("ts_nan.json", EVENT_HEAD "\"ts\":\"nan\"}]}", "ts \"nan\" is not a number");
+  expect_text_error("ts_null.json", EVENT_HEAD "\"ts\":null}]}", "ts null is not a number");
+  expect_text_error("ts_bool.json", EVENT_HEAD "\"ts\":true}]}", "ts true is not a number");
+  expect_text_error("ts_array.json", EVENT_HEAD "\"ts\":[1]}]}", "ts array is not a number");
+  expect_text_error("ts_long.json", EVENT_HEAD "\"ts\":\"12345678901234567890xyz\"}]}",
+                    "ts \"1234567890123456...\" is not a number");
+  expect_text_error("ts_text_big.json", EVENT_HEAD "\"ts\":\"1e400\"}]}", "ts \"1e400\"|out of range");
+  expect_text_error("ts_missing.json", EVENT_HEAD "\"dur\":1}]}", "traceEvents[0] (ph \"X\") has no ts");
+  expect_text_error("dur_neg.json", EVENT_HEAD "\"ts\":1,\"dur\":-5}]}", "traceEvents[0] dur -5 is negative");
+  expect_text_error("dur_neg_text.json", EVENT_HEAD "\"ts\":1,\"dur\":\"-0.5\"}]}", "dur \"-0.5\" is negative");
+  expect_text_error("dur_text.json", EVENT_HEAD "\"ts\":1,\"dur\":\"long\"}]}", "dur \"long\" is not a number");
+  expect_text_error("dur_null.json", EVENT_HEAD "\"ts\":1,\"dur\":null}]}", "dur null is not a number");
   /* 300 digits: no number of a trace is that long */
   char json[512];
   int n = snprintf(json, sizeof json, "{\"traceEvents\":[");
