@@ -58,29 +58,7 @@ if [ -n "$bdir" ] && [ ! "$bdir" -ef "$build" ]; then
 fi
 
 # Library path: CUDA's own libraries from the host, then what the bundle adds.
-libpath=()
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/extras/CUPTI/lib64; do
-  [ -d "$d" ] && libpath+=("$d")
-done
-if [ -d .gpu_bundle/lib ]; then
-  ldconfig_bin=$(command -v ldconfig || echo /sbin/ldconfig)
-  host_libs=$("$ldconfig_bin" -p 2>/dev/null || true)
-  missing_dir=$build/.host_missing_libs
-  rm -rf "$missing_dir" && mkdir -p "$missing_dir"
-  nmiss=0
-  for lib in .gpu_bundle/lib/*; do
-    [ -f "$lib" ] || continue
-    name=$(basename "$lib")
-    if [ -z "$host_libs" ] || ! grep -q "^[[:space:]]$name " <<<"$host_libs"; then
-      ln -s "$root/$lib" "$missing_dir/$name"
-      nmiss=$((nmiss + 1))
-    fi
-  done
-  echo "gpu_acceptance: $nmiss bundled libraries this host lacks: $(ls "$missing_dir" | tr '\n' ' ')"
-  libpath=("$missing_dir" "${libpath[@]}")
-fi
-LD_LIBRARY_PATH=$(IFS=:; echo "${libpath[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export LD_LIBRARY_PATH
+. scripts/gpu_libpath.sh
 
 # Every acceptance program must load before ctest starts: a missing library would read as
 # a crash of each test.

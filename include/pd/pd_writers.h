@@ -150,6 +150,22 @@ typedef struct {
 /* Fills *out with what this machine tells; fields it cannot read stay "" (never fails). */
 void pd_host_info_read(pd_host_info_t *out);
 
+/* This process's resident set now and its peak so far (VmRSS, VmHWM of
+ * /proc/self/status), in KiB. Returns 0, or PD_EIO where the kernel does not tell (both
+ * then -1). */
+int pd_host_rss_kib(int64_t *rss_kib, int64_t *peak_kib);
+
+/* Host memory over a run's steps (a long run shows whether it stays flat). -1: not
+ * measured. */
+typedef struct {
+  int64_t rss_start_kib;       /* before the first step after the warmup */
+  int64_t rss_first_cycle_kib; /* after the first cycle's trace was written (CUPTI's
+                                  buffers, the tables and the writer have grown to size) */
+  int64_t rss_end_kib;         /* after the last step, before the outputs are written */
+  int64_t rss_peak_kib;        /* the process's peak up to the end */
+  int64_t steps;               /* steps between start and end */
+} pd_host_memory_t;
+
 /* Config entries are generic key/value pairs so the core knows nothing of scenarios. */
 typedef enum { PD_CFG_STRING, PD_CFG_INT, PD_CFG_BOOL, PD_CFG_DOUBLE } pd_cfg_type_t;
 typedef struct {
@@ -185,6 +201,8 @@ typedef struct {
   int64_t steps_done; /* training steps that ran (warmup and schedule steps) */
   /* The profiler's own cost over the run (written as "profiler_cost"); NULL: null. */
   const pd_prof_cost_t *cost;
+  /* Host memory over the steps (written as "host_memory"); NULL: null. */
+  const pd_host_memory_t *host_memory;
 } pd_run_report_t;
 
 /* Writes the metrics JSON (schema v1, docs/formats.md) through the one output writer

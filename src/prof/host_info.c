@@ -3,6 +3,10 @@
  * freshly started machine, also where all machines share one host name) and its CPU. */
 #include "pd/pd_writers.h"
 
+#include <inttypes.h>
+#include <stdlib.h>
+#include "pd/pd_common.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,4 +42,23 @@ void pd_host_info_read(pd_host_info_t *out) {
   host_read_line("/proc/cpuinfo", "model name", out->cpu, sizeof(out->cpu));
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   out->cpus = n > 0 && n < 1 << 20 ? (int)n : 0;
+}
+
+int pd_host_rss_kib(int64_t *rss_kib, int64_t *peak_kib) {
+  int64_t rss = -1, peak = -1;
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f != NULL) {
+    char line[256];
+    while (fgets(line, sizeof line, f) != NULL) {
+      int64_t *dst = strncmp(line, "VmRSS:", 6) == 0 ? &rss : strncmp(line, "VmHWM:", 6) == 0 ? &peak : NULL;
+      if (dst == NULL) continue;
+      char *end;
+      long long v = strtoll(line + 6, &end, 10);
+      if (end != line + 6 && v >= 0 && v < (1LL << 50)) *dst = v; /* "   1234 kB" */
+    }
+    fclose(f);
+  }
+  if (rss_kib != NULL) *rss_kib = rss;
+  if (peak_kib != NULL) *peak_kib = peak;
+  return rss >= 0 && peak >= 0 ? 0 : PD_EIO;
 }

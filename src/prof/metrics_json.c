@@ -13,6 +13,7 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +109,26 @@ static void add_host(build_t *b, cJSON *root, const pd_host_info_t *h) {
   add_string(b, o, "boot_id", h->boot_id);
   add_string(b, o, "cpu", h->cpu);
   add_number(b, o, "cpus", h->cpus);
+}
+
+/* host_memory: {rss_start_kib, rss_first_cycle_kib, rss_end_kib, rss_peak_kib, steps,
+ * growth_kib}; growth is end minus first cycle (or start without one); null where not
+ * measured. */
+static void add_host_memory(build_t *b, cJSON *root, const pd_host_memory_t *h) {
+  if (h == NULL) {
+    check(b, cJSON_AddNullToObject(root, "host_memory"));
+    return;
+  }
+  cJSON *o = check(b, cJSON_AddObjectToObject(root, "host_memory"));
+#define KIB(v) ((v) >= 0 ? (double)(v) : NAN)
+  add_number(b, o, "rss_start_kib", KIB(h->rss_start_kib));
+  add_number(b, o, "rss_first_cycle_kib", KIB(h->rss_first_cycle_kib));
+  add_number(b, o, "rss_end_kib", KIB(h->rss_end_kib));
+  add_number(b, o, "rss_peak_kib", KIB(h->rss_peak_kib));
+  add_number(b, o, "steps", (double)h->steps);
+  const int64_t from = h->rss_first_cycle_kib >= 0 ? h->rss_first_cycle_kib : h->rss_start_kib;
+  add_number(b, o, "growth_kib", from >= 0 && h->rss_end_kib >= 0 ? (double)(h->rss_end_kib - from) : NAN);
+#undef KIB
 }
 
 /* top_ops (host ranges) and top_kernels (GPU activities by name): the same row fields,
@@ -210,6 +231,7 @@ static cJSON *build_report(const pd_run_report_t *r) {
   } else {
     check(&b, cJSON_AddNullToObject(root, "profiler_cost"));
   }
+  add_host_memory(&b, root, r->host_memory);
   add_op_rows(&b, root, "top_ops", r->top_ops, r->top_ops_limit);
   add_op_rows(&b, root, "top_kernels", r->top_kernels, 0);
   cJSON *files = check(&b, cJSON_AddArrayToObject(root, "trace_files"));

@@ -29,6 +29,9 @@ extern "C" {
 
 #define PD_DEMO_PROG "profiler_demo"
 #define PD_DEMO_PATH_MAX 1024
+/* Most steps one run takes after its warmup (--steps, --repeat x cycle): the per-step
+ * samples are kept, 16 bytes a step. */
+#define PD_DEMO_MAX_STEPS 1000000
 
 /* Exit codes, documented in --help. */
 enum {
@@ -55,6 +58,9 @@ typedef struct {
   bool amp;
   int warmup_steps;
   int profile_steps;
+  int wait_steps;     /* schedule wait: unprofiled steps at the start of each cycle */
+  int repeat;         /* schedule repeat: cycles to record; 0 = until --steps ends */
+  int64_t steps;      /* steps after the warmup; 0 = (wait + 1 + active) x repeat */
   int64_t seed;
   int device;
   /* data pipeline */
@@ -150,6 +156,7 @@ typedef struct {
   const char *stopped_by;           /* "SIGINT"/"SIGTERM" for a run stopped early, else NULL */
   int64_t steps_done;               /* training steps that ran */
   const pd_prof_cost_t *cost;       /* the profiler's own cost; NULL: none (--no_profile) */
+  const pd_host_memory_t *host_memory; /* RSS over the steps; NULL: null */
 } pd_demo_results_t;
 
 /* Writes cfg->output_json atomically from a run's results (schema v1): config (plus

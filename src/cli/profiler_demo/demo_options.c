@@ -95,7 +95,13 @@ static const opt_t opts[] = {
     {"warmup_steps", OPT_INT, OFF(warmup_steps), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_RUN, "10",
      "unprofiled steps before the profiler starts"},
     {"profile_steps", OPT_INT, OFF(profile_steps), 1, 10000, 0, 0, NULL, NULL, 0, "N", G_RUN, "8",
-     "recorded steps: schedule(wait=1, warmup=1, active=N, repeat=1)"},
+     "recorded steps per cycle: schedule(wait=W, warmup=1, active=N, repeat=R)"},
+    {"wait_steps", OPT_INT, OFF(wait_steps), 0, PD_DEMO_MAX_STEPS, 0, 0, NULL, NULL, 0, "W", G_RUN, "1",
+     "unprofiled steps at the start of each cycle (the schedule's wait)"},
+    {"repeat", OPT_INT, OFF(repeat), 0, PD_DEMO_MAX_STEPS, 0, 0, NULL, NULL, 0, "R", G_RUN, "1",
+     "cycles to record, one trace each; 0 repeats them until --steps ends (torch's repeat=0)"},
+    {"steps", OPT_I64, OFF(steps), 0, PD_DEMO_MAX_STEPS, 0, 0, NULL, NULL, 0, "N", G_RUN,
+     "(W + 1 + N) x R", "steps after the warmup; past the last cycle they run unprofiled; needed with --repeat 0"},
     {"seed", OPT_I64, OFF(seed), 0, INT64_MAX, 0, 0, NULL, NULL, 0, "N", G_RUN, "0",
      "seed of the weights and of the synthetic data"},
     {"device", OPT_INT, OFF(device), 0, 1023, 0, 0, NULL, NULL, 0, "N", G_RUN, "0", "CUDA device ordinal"},
@@ -200,6 +206,9 @@ void pd_demo_config_init(pd_demo_config_t *cfg) {
   cfg->amp = false;
   cfg->warmup_steps = 10;
   cfg->profile_steps = 8;
+  cfg->wait_steps = 1;
+  cfg->repeat = 1;
+  cfg->steps = 0;
   cfg->seed = 0;
   cfg->device = 0;
   cfg->num_workers = 2;
@@ -335,6 +344,23 @@ static int opt_set(const opt_t *o, const char *value, pd_demo_config_t *cfg, cha
 }
 
 int pd_demo_config_validate(const pd_demo_config_t *cfg, char *err, size_t errlen) {
+  const int64_t cycle = (int64_t)cfg->wait_steps + 1 + cfg->profile_steps;
+  if (cfg->repeat == 0 && cfg->steps == 0) {
+    snprintf(err, errlen, "--repeat 0 repeats the cycle until the steps end: give --steps N as well");
+    return PD_DEMO_EXIT_USAGE;
+  }
+  if (cfg->steps > 0 && cfg->steps < cycle) {
+    snprintf(err, errlen,
+             "--steps %" PRId64 " is shorter than one cycle (wait %d + warmup 1 + active %d = %" PRId64 " steps)",
+             cfg->steps, cfg->wait_steps, cfg->profile_steps, cycle);
+    return PD_DEMO_EXIT_USAGE;
+  }
+  if (cfg->steps == 0 && cycle * cfg->repeat > PD_DEMO_MAX_STEPS) {
+    snprintf(err, errlen,
+             "--repeat %d cycles of %" PRId64 " steps make %" PRId64 " steps, more than %d; give fewer or --steps N",
+             cfg->repeat, cycle, cycle * cfg->repeat, PD_DEMO_MAX_STEPS);
+    return PD_DEMO_EXIT_USAGE;
+  }
   if (cfg->inject_slowdown > 0.0 && cfg->warmup_steps < 1) {
     snprintf(err, errlen,
              "--inject_slowdown needs --warmup_steps of at least 1 (the slowdown is a fraction of the "

@@ -37,8 +37,6 @@
 #include "pd/pd_stats.h"
 #include "pd/pd_writers.h"
 
-#define PD_DEMO_MAX_TRACES 8
-
 typedef struct {
   const pd_demo_config_t *cfg;
   pd_demo_outputs_t outs;
@@ -52,8 +50,9 @@ typedef struct {
   pd_metrics_t metrics;
   pd_prof_cost_t cost; /* the profiler's own cost over the run, read after it stops */
   int cycles;
-  char traces[PD_DEMO_MAX_TRACES][PD_DEMO_PATH_MAX];
-  int ntraces;
+  char **traces; /* one per cycle (--repeat), in order */
+  int ntraces, traces_cap;
+  pd_host_memory_t mem; /* RSS over the steps after the warmup */
   char cb_error[PD_DEMO_PATH_MAX + 256];
   /* the run */
   cudaStream_t stream;
@@ -96,11 +95,17 @@ static void demo_err(const char *fmt, ...) {
  * Runs on the loop's thread inside pd_prof_step()/pd_prof_stop(). */
 static int demo_trace_ready_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *user) {
   demo_run_t *r = user;
-  if (r->ntraces >= PD_DEMO_MAX_TRACES) {
-    snprintf(r->cb_error, sizeof(r->cb_error), "more than %d profiling cycles", PD_DEMO_MAX_TRACES);
-    return PD_ESTATE;
+  if (r->ntraces == r->traces_cap) {
+    int cap = r->traces_cap > 0 ? 2 * r->traces_cap : 8;
+    char **grown = realloc(r->traces, (size_t)cap * sizeof *grown);
+    if (grown == NULL) {
+      snprintf(r->cb_error, sizeof(r->cb_error), "out of host memory for the trace list");
+      return PD_ENOMEM;
+    }
+    r->traces = grown;
+    r->traces_cap = cap;
   }
-  char *path = r->traces[r->ntraces];
+  char path[PD_DEMO_PATH_MAX];
   int rc = pd_prof_trace_file_path(prof, path, PD_DEMO_PATH_MAX - 3);
   if (rc == 0 && r->cfg->trace_gzip) strcat(path, ".gz"); /* gzipped on the way (pd_out) */
   if (rc != 0) {
@@ -124,8 +129,12 @@ static int demo_trace_ready_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *u
     snprintf(r->cb_error, sizeof(r->cb_error), "writing trace '%s': %s", path, pd_strerror(rc));
     return rc;
   }
+  if ((r->traces[r->ntraces] = strdup(path)) == NULL) {
+    (void)unlink(path);
+    snprintf(r->cb_error, sizeof(r->cb_error), "out of host memory for the trace list");
+    return PD_ENOMEM;
+  }
   r->ntraces++;
-  pd_demo_outputs_track_file(&r->outs, path);
   /* One linked index of the cycle for the key averages and the step metrics. */
   pd_trace_index_t ix;
   rc = pd_trace_index_build(cycle, &ix);
@@ -145,6 +154,7 @@ static int demo_trace_ready_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *u
     return rc;
   }
   r->cycles++;
+  if (r->cycles == 1) (void)pd_host_rss_kib(&r->mem.rss_first_cycle_kib, NULL);
   return 0;
 }
 
@@ -329,7 +339,7 @@ static void demo_print_unprofiled(const demo_run_t *r) {
   const pd_demo_config_t *c = r->cfg;
   const pd_metrics_t *m = &r->metrics;
   if (!c->quiet) {
-    printf("\nQuick stats (%d timed steps, profiler off):\n", c->profile_steps);
+    printf("\nQuick stats (%d timed steps, profiler off):\n", m->steps);
     printf("  %-28s %.6f\n", "avg_step_time_s", m->avg_step_time_s);
     printf("  %-28s %.6f\n", "avg_dataloader_wait_s", m->avg_dataloader_wait_s);
     printf("  %-28s %.6f / %.6f\n", "p50 / p95 step time (s)", m->p50_step_time_s, m->p95_step_time_s);
@@ -360,6 +370,17 @@ static void demo_print_cost(const pd_prof_cost_t *c, double step_s) {
          (long long)c->buffers);
 }
 
+/* One line: host memory over the steps (flat over a long run, or how it grew). */
+static void demo_print_host_memory(const pd_host_memory_t *h, int cycles) {
+  if (h->rss_start_kib < 0 || h->rss_end_kib < 0) return;
+  printf("Host memory: RSS %.1f MiB before the steps", h->rss_start_kib / 1024.0);
+  if (h->rss_first_cycle_kib >= 0 && cycles > 1)
+    printf(", %.1f MiB after the first cycle", h->rss_first_cycle_kib / 1024.0);
+  const int64_t from = h->rss_first_cycle_kib >= 0 && cycles > 1 ? h->rss_first_cycle_kib : h->rss_start_kib;
+  printf(", %.1f MiB after %lld steps (%+.1f MiB), peak %.1f MiB\n", h->rss_end_kib / 1024.0, (long long)h->steps,
+         (h->rss_end_kib - from) / 1024.0, h->rss_peak_kib / 1024.0);
+}
+
 static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, const pd_verdict_t *v) {
   const pd_demo_config_t *c = r->cfg;
   const pd_metrics_t *m = &r->metrics;
@@ -370,13 +391,15 @@ static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, 
       demo_print_config_line(r);
     }
     demo_print_unprofiled(r);
+    demo_print_host_memory(&r->mem, r->cycles);
     return;
   }
   if (!c->quiet) {
     printf("\n%s: scenario %s on %s (sm_%d%d)\n", PD_DEMO_PROG, pd_scenario_name((pd_scenario_t)c->scenario),
            dev->name, dev->compute_major, dev->compute_minor);
     demo_print_config_line(r);
-    printf("\nQuick stats (%d profiled steps):\n", c->profile_steps);
+    printf("\nQuick stats (%d profiled steps%s):\n", m->steps,
+           r->cycles > 1 ? "; GPU-side figures from the last cycle" : "");
     printf("  %-28s %.6f\n", "avg_step_time_s", m->avg_step_time_s);
     printf("  %-28s %.6f\n", "avg_dataloader_wait_s", m->avg_dataloader_wait_s);
     printf("  %-28s %.6f / %.6f\n", "p50 / p95 step time (s)", m->p50_step_time_s, m->p95_step_time_s);
@@ -402,8 +425,17 @@ static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, 
   }
   printf("\n");
   demo_print_cost(&r->cost, m->avg_step_time_s);
+  demo_print_host_memory(&r->mem, r->cycles);
   pd_verdict_print(stdout, v);
-  for (int i = 0; i < r->ntraces; i++) printf("Trace:   %s\n", r->traces[i]);
+  /* a long run's many cycles: the first and the last traces */
+  for (int i = 0; i < r->ntraces; i++) {
+    if (r->ntraces > 8 && i == 3) {
+      printf("Trace:   ... %d more\n", r->ntraces - 6);
+      i = r->ntraces - 3;
+      continue;
+    }
+    printf("Trace:   %s\n", r->traces[i]);
+  }
 }
 
 /* ---- the metrics JSON ------------------------------------------------------------------ */
@@ -435,14 +467,21 @@ int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *
       {.key = "churn_buffers", .type = PD_CFG_INT, .i = m->churn_buffers},
       {.key = "inject_slowdown", .type = PD_CFG_DOUBLE, .d = c->inject_slowdown},
       {.key = "inject_gpu_slowdown", .type = PD_CFG_DOUBLE, .d = c->inject_gpu_slowdown},
-      /* Last, and only when set: profiled runs' config keeps the keys of the baselines
-       * made before the flag existed, so the gate notes no difference for them. */
+      /* Last, and only when not the default: a run's config keeps the keys of the
+       * baselines made before these flags existed, so the gate notes no difference. */
+      {.key = "wait_steps", .type = PD_CFG_INT, .i = c->wait_steps},
+      {.key = "repeat", .type = PD_CFG_INT, .i = c->repeat},
+      {.key = "steps", .type = PD_CFG_INT, .i = c->steps},
       {.key = "no_profile", .type = PD_CFG_BOOL, .b = true},
   };
   const size_t nentries = sizeof(entries) / sizeof(entries[0]);
+  const bool optional_set[4] = {c->wait_steps != 1, c->repeat != 1, c->steps != 0, c->no_profile};
+  size_t nconfig = nentries - 4;
+  for (size_t i = 0; i < 4; i++)
+    if (optional_set[i]) entries[nconfig++] = entries[nentries - 4 + i];
   pd_run_report_t report = {
       .config = entries,
-      .nconfig = c->no_profile ? nentries : nentries - 1,
+      .nconfig = nconfig,
       .device = res->dev,
       .metrics = res->metrics,
       .step_times_s = res->step_s,
@@ -458,6 +497,7 @@ int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *
       .stopped_by = res->stopped_by,
       .steps_done = res->steps_done,
       .cost = res->cost,
+      .host_memory = res->host_memory,
   };
   return pd_metrics_json_write(c->output_json, &report);
 }
@@ -529,6 +569,18 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   r->cfg = cfg;
   double *step_s = NULL, *wait_s = NULL;
   int nsamples = 0;
+  r->mem = (pd_host_memory_t){-1, -1, -1, -1, 0};
+  /* the schedule: cycles of wait, warmup 1 and active steps, repeat times (0: until the
+   * steps end); with --no_profile it only picks which steps are timed */
+  const pd_schedule_t sched = {
+      .skip_first = 0, .wait = cfg->wait_steps, .warmup = 1, .active = cfg->profile_steps, .repeat = cfg->repeat};
+  const int64_t total_steps =
+      cfg->steps > 0 ? cfg->steps : ((int64_t)cfg->wait_steps + 1 + cfg->profile_steps) * cfg->repeat;
+  int active_steps = 0; /* the steps the schedule records, over all cycles */
+  for (int64_t s = 0; s < total_steps; s++) {
+    pd_sched_action_t act = pd_schedule_action(&sched, (int)s);
+    active_steps += act == PD_SCHED_RECORD || act == PD_SCHED_RECORD_AND_SAVE;
+  }
   bool json_written = false;
   const char *config_note = NULL;
 
@@ -590,8 +642,8 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   if (cfg->export_stacks[0] && (r->stacks = pd_op_table_create(PD_GROUP_BY_RANGE)) != NULL)
     stacks_ok = stacks_ok && pd_op_table_set_group_by_stack(r->stacks, PD_STACK_ALL_FRAMES) == 0;
   stacks_ok = stacks_ok && (cfg->group_by_stack_n == 0 || r->by_stack != NULL) && (!cfg->export_stacks[0] || r->stacks != NULL);
-  step_s = calloc((size_t)cfg->profile_steps, sizeof(double));
-  wait_s = calloc((size_t)cfg->profile_steps, sizeof(double));
+  step_s = calloc((size_t)active_steps, sizeof(double));
+  wait_s = calloc((size_t)active_steps, sizeof(double));
   if (r->ops == NULL || r->kernels == NULL || !stacks_ok || step_s == NULL || wait_s == NULL) {
     demo_err("out of host memory");
     exit_code = PD_DEMO_EXIT_RUNTIME;
@@ -697,7 +749,7 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
     r->prev_end_ns = pd_clock_now_ns(); /* the measurement is not data wait */
   }
 
-  /* 6. profiler: schedule(wait=1, warmup=1, active=profile_steps, repeat=1). With
+  /* 6. profiler: schedule(wait=W, warmup=1, active=profile_steps, repeat=R). With
    * --no_profile the schedule only picks which steps are timed, as it would with it. */
   pd_prof_config_t pc;
   pd_prof_config_init(&pc);
@@ -706,7 +758,7 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   pc.record_shapes = true;
   pc.profile_memory = true;
   pc.with_stack = cfg->with_stack;
-  pc.schedule = (pd_schedule_t){.skip_first = 0, .wait = 1, .warmup = 1, .active = cfg->profile_steps, .repeat = 1};
+  pc.schedule = sched;
   pc.on_trace_ready = demo_trace_ready_cb;
   pc.user = r;
   pc.trace_dir = cfg->trace_dir;
@@ -727,9 +779,10 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
     }
   }
 
-  /* 7. exactly 1 + 1 + profile_steps steps, aligned with the schedule */
-  const int total = 2 + cfg->profile_steps;
+  /* 7. the schedule's steps: (wait + 1 + active) x repeat, or --steps */
+  const int total = (int)total_steps;
   const char *phase = cfg->no_profile ? "timed" : "profiled";
+  (void)pd_host_rss_kib(&r->mem.rss_start_kib, NULL);
   r->prev_end_ns = pd_clock_now_ns();
   for (int s = 0; s < total; s++) {
     demo_progress(r, phase, s + 1, total);
@@ -751,7 +804,7 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
       r->metrics.loss_first = loss;
     }
     pd_sched_action_t act = pd_schedule_action(&pc.schedule, s);
-    if ((act == PD_SCHED_RECORD || act == PD_SCHED_RECORD_AND_SAVE) && nsamples < cfg->profile_steps) {
+    if ((act == PD_SCHED_RECORD || act == PD_SCHED_RECORD_AND_SAVE) && nsamples < active_steps) {
       step_s[nsamples] = res.step_s;
       wait_s[nsamples] = res.wait_s;
       nsamples++;
@@ -770,6 +823,8 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   }
 stopped:
   demo_progress_clear(r);
+  r->mem.steps = steps_done - cfg->warmup_steps > 0 ? steps_done - cfg->warmup_steps : 0;
+  (void)pd_host_rss_kib(&r->mem.rss_end_kib, &r->mem.rss_peak_kib);
   /* Stopping inside the active steps flushes CUPTI (forced) and writes the partial cycle. */
   rc = r->prof != NULL ? pd_prof_stop(r->prof) : 0;
   if (rc != 0) {
@@ -780,14 +835,14 @@ stopped:
   }
   if (g_stop_signal != 0) {
     /* a partial run: whatever was recorded, said so in the JSON */
-  } else if (cfg->no_profile && nsamples != cfg->profile_steps) {
-    demo_err("%d of %d active steps were timed; expected all of them", nsamples, cfg->profile_steps);
+  } else if (cfg->no_profile && nsamples != active_steps) {
+    demo_err("%d of %d active steps were timed; expected all of them", nsamples, active_steps);
     exit_code = PD_DEMO_EXIT_RUNTIME;
     goto done;
   }
-  if (g_stop_signal == 0 && !cfg->no_profile && (r->cycles == 0 || nsamples != cfg->profile_steps)) {
-    demo_err("the profiler handed over %d cycles and %d of %d active steps were timed; expected one full cycle",
-             r->cycles, nsamples, cfg->profile_steps);
+  if (g_stop_signal == 0 && !cfg->no_profile && (r->cycles == 0 || nsamples != active_steps)) {
+    demo_err("the profiler handed over %d cycles and %d of %d active steps were timed; expected every cycle",
+             r->cycles, nsamples, active_steps);
     exit_code = PD_DEMO_EXIT_RUNTIME;
     goto done;
   }
@@ -806,9 +861,9 @@ stopped:
   pd_metrics_from_samples(&r->metrics, step_s, wait_s, (size_t)nsamples);
   pd_verdict_t verdict;
   memset(&verdict, 0, sizeof(verdict));
-  if (cfg->no_profile) {
-    r->metrics.steps = nsamples;
-  } else {
+  /* The tables add up every cycle; the GPU-side per-step metrics are the last cycle's. */
+  if (cfg->no_profile || r->cycles > 1) r->metrics.steps = nsamples;
+  if (!cfg->no_profile) {
     (void)pd_prof_cost(r->prof, &r->cost, NULL);
     const double dropped = (double)pd_prof_dropped_records(r->prof);
     if (dropped > r->metrics.dropped_records) r->metrics.dropped_records = dropped;
@@ -847,8 +902,6 @@ stopped:
   {
     pd_host_info_t host;
     pd_host_info_read(&host);
-    const char *trace_list[PD_DEMO_MAX_TRACES];
-    for (int i = 0; i < r->ntraces; i++) trace_list[i] = r->traces[i];
     const pd_demo_results_t results = {
         .cnn_cfg = &r->cnn_cfg,
         .data_cfg = &r->data_cfg,
@@ -861,11 +914,12 @@ stopped:
         .ops = cfg->no_profile ? NULL : r->ops,
         .kernels = cfg->no_profile ? NULL : r->kernels,
         .host = &host,
-        .traces = trace_list,
+        .traces = (const char *const *)r->traces,
         .ntraces = (size_t)r->ntraces,
         .stopped_by = g_stop_signal == 0 ? NULL : g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
         .steps_done = steps_done,
         .cost = cfg->no_profile ? NULL : &r->cost,
+        .host_memory = &r->mem,
     };
     rc = pd_demo_metrics_write(cfg, &results);
     if (rc != 0) {
@@ -894,8 +948,11 @@ done:
   /* A failure takes back this run's files; a run stopped by a signal keeps them. */
   if (exit_code != PD_DEMO_EXIT_OK && exit_code < 128) {
     if (json_written) pd_demo_outputs_track_file(&r->outs, cfg->output_json);
+    for (int i = 0; i < r->ntraces; i++) (void)unlink(r->traces[i]);
     pd_demo_outputs_rollback(&r->outs);
   }
+  for (int i = 0; i < r->ntraces; i++) free(r->traces[i]);
+  free(r->traces);
   if (r->ops != NULL) pd_op_table_destroy(r->ops);
   if (r->kernels != NULL) pd_op_table_destroy(r->kernels);
   pd_op_table_destroy(r->by_stack);

@@ -1,4 +1,5 @@
-/* test_signals.c: profiler_demo stopped by a signal, and with a tiny CUPTI buffer budget,
+/* test_signals.c: profiler_demo stopped by a signal, with a tiny CUPTI buffer budget, and
+ * over repeated cycles (--repeat 0),
  * on a GPU (exit 77 without one).
  *
  *  - SIGINT during the profiled steps: exit 130, the trace of the steps recorded so far
@@ -215,4 +216,58 @@ Test(signals, tiny_cupti_buffer_budget_reports_dropped_records) {
   char err[512];
   cr_expect_eq(pd_trace_read_file(trace, t, err, sizeof err), 0, "%s", err);
   pd_trace_destroy(t);
+}
+
+/* repeat=0 (cycles until --steps ends): one complete trace per cycle, every active step
+ * timed, the tables' "steps" over all cycles, host memory reported. The flatness over
+ * 10,000 steps is scripts/long_run.sh's (too long for the suite). */
+Test(signals, repeat_zero_writes_a_trace_per_cycle) {
+  /* cycles of 15 wait + 1 warmup + 4 active = 20 steps; 210 steps: 10 full cycles and
+   * 10 steps of an 11th that end in its wait (no trace) */
+  pid_t pid = start_demo((const char *const[]){"--scenario", "clean", "--warmup_steps", "2", "--repeat", "0",
+                                               "--steps", "210", "--wait_steps", "15", "--profile_steps", "4", NULL});
+  int rc = wait_exit(pid, 600);
+  cr_assert_eq(rc, 0, "exit %d", rc);
+  char json[256], traces[256], trace[512];
+  snprintf(json, sizeof json, "%s/m.json", g_dir);
+  snprintf(traces, sizeof traces, "%s/traces", g_dir);
+  cJSON *m = load_json(json);
+  cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(m, "trace_files")), 10);
+  cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(m, "steps")), 40, "4 active steps x 10 cycles");
+  cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(m, "step_times_s")), 40);
+  const cJSON *cfg = cJSON_GetObjectItem(m, "config");
+  cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(cfg, "repeat")), 0);
+  cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(cfg, "steps")), 210);
+  const cJSON *h = cJSON_GetObjectItem(m, "host_memory");
+  cr_assert(cJSON_IsObject(h), "no host_memory object");
+  cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(h, "steps")), 210);
+  double start = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "rss_start_kib"));
+  double first = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "rss_first_cycle_kib"));
+  double end = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "rss_end_kib"));
+  double peak = cJSON_GetNumberValue(cJSON_GetObjectItem(h, "rss_peak_kib"));
+  cr_expect(start > 0 && first > 0 && end > 0 && peak >= end, "rss %g %g %g %g", start, first, end, peak);
+  const cJSON *loss = cJSON_GetObjectItem(cJSON_GetObjectItem(m, "metrics"), "loss_last");
+  cr_expect(cJSON_IsNumber(loss), "a finished long run has its last loss");
+  cJSON_Delete(m);
+  bool has_tmp;
+  cr_expect_eq(count_in(traces, &has_tmp, trace, sizeof trace), 10);
+  cr_expect(!has_tmp);
+  /* every trace is complete: read each */
+  DIR *d = opendir(traces);
+  cr_assert_not_null(d);
+  struct dirent *de;
+  int read_ok = 0;
+  while ((de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.') continue;
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", traces, de->d_name);
+    pd_trace_t *t = pd_trace_create();
+    char err[512];
+    int r = pd_trace_read_file(path, t, err, sizeof err);
+    cr_expect_eq(r, 0, "%s", err);
+    read_ok += r == 0;
+    pd_trace_destroy(t);
+  }
+  closedir(d);
+  cr_expect_eq(read_ok, 10);
 }

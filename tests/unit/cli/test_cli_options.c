@@ -129,6 +129,22 @@ Test(cli_options, last_repeated_flag_wins_and_bounds_are_inclusive) {
   cr_expect_eq(c.profile_steps, 1);
 }
 
+Test(cli_options, schedule_flags) {
+  pd_demo_config_t c;
+  char err[512];
+  cr_assert_eq(PARSE(&c, err, "--repeat", "0", "--steps", "10000", "--wait_steps=990"), 0, "%s", err);
+  cr_expect_eq(c.repeat, 0);
+  cr_expect_eq(c.steps, 10000);
+  cr_expect_eq(c.wait_steps, 990);
+  cr_assert_eq(PARSE(&c, err, "--quiet"), 0, "%s", err);
+  cr_expect_eq(c.repeat, 1, "one cycle by default, as before");
+  cr_expect_eq(c.wait_steps, 1);
+  cr_expect_eq(c.steps, 0);
+  /* one cycle exactly; and more steps than the cycles take (they run unprofiled) */
+  cr_assert_eq(PARSE(&c, err, "--wait_steps", "0", "--profile_steps", "3", "--steps", "4"), 0, "%s", err);
+  cr_assert_eq(PARSE(&c, err, "--repeat", "2", "--steps", "1000000"), 0, "%s", err);
+}
+
 Test(cli_options, actions) {
   pd_demo_config_t c;
   char err[512];
@@ -220,6 +236,13 @@ static const bad_case_t bad_cases[] = {
     {{"--with_stack", "--export_stacks", "m.json", "--output_json=m.json"},
      "--export_stacks must differ from --output_json and --trace_dir, got 'm.json'"},
     {{"--export_stacks="}, "--export_stacks must be a non-empty path of at most 1023 bytes, got ''"},
+    {{"--repeat", "0"}, "--repeat 0 repeats the cycle until the steps end: give --steps N as well"},
+    {{"--repeat", "-1"}, "--repeat must be an integer from 0 to 1000000, got '-1'"},
+    {{"--wait_steps", "x"}, "--wait_steps must be an integer from 0 to 1000000, got 'x'"},
+    {{"--steps", "1000001"}, "--steps must be an integer from 0 to 1000000, got '1000001'"},
+    {{"--steps", "9"}, "--steps 9 is shorter than one cycle (wait 1 + warmup 1 + active 8 = 10 steps)"},
+    {{"--repeat", "1000", "--wait_steps", "999"},
+     "--repeat 1000 cycles of 1008 steps make 1008000 steps, more than 1000000; give fewer or --steps N"},
 };
 
 Test(cli_options, bad_values_name_the_flag_and_what_is_allowed) {

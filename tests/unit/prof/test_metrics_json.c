@@ -206,6 +206,51 @@ Test(metrics_json, host_info_reads_this_machine) {
   /* Linux has a boot id: 36 characters of a UUID */
   cr_expect_eq(strlen(h.boot_id), 36, "boot_id '%s'", h.boot_id);
   pd_host_info_read(NULL); /* no crash */
+  int64_t rss = -1, peak = -1;
+  cr_assert_eq(pd_host_rss_kib(&rss, &peak), 0);
+  cr_expect_gt(rss, 100, "a process has more than 100 KiB resident");
+  cr_expect_geq(peak, rss);
+  /* 64 MiB touched shows in the resident set and the peak */
+  size_t n = (size_t)64 << 20;
+  char *big = malloc(n);
+  cr_assert_not_null(big);
+  memset(big, 1, n);
+  int64_t rss2 = -1, peak2 = -1;
+  cr_assert_eq(pd_host_rss_kib(&rss2, &peak2), 0);
+  cr_expect_geq(rss2 - rss, 60 << 10, "%lld -> %lld KiB", (long long)rss, (long long)rss2);
+  cr_expect_geq(peak2, rss2);
+  free(big);
+}
+
+Test(metrics_json, host_memory_with_growth_and_nulls) {
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  pd_host_memory_t h = {.rss_start_kib = 1000, .rss_first_cycle_kib = 1500, .rss_end_kib = 1520,
+                        .rss_peak_kib = 1600, .steps = 10000};
+  pd_run_report_t r = {.metrics = &m, .host_memory = &h};
+  char path[512];
+  snprintf(path, sizeof path, "%s/mem.json", tmpdir);
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+  cJSON *j = pd_test_read_json(path);
+  const cJSON *o = cJSON_GetObjectItem(j, "host_memory");
+  cr_assert(cJSON_IsObject(o));
+  cr_expect_eq(num(o, "rss_start_kib"), 1000);
+  cr_expect_eq(num(o, "rss_first_cycle_kib"), 1500);
+  cr_expect_eq(num(o, "rss_end_kib"), 1520);
+  cr_expect_eq(num(o, "rss_peak_kib"), 1600);
+  cr_expect_eq(num(o, "steps"), 10000);
+  cr_expect_eq(num(o, "growth_kib"), 20, "from the first cycle to the end");
+  cJSON_Delete(j);
+  /* no cycle (--no_profile): growth from the start; an unknown value is null */
+  h.rss_first_cycle_kib = -1;
+  h.rss_peak_kib = -1;
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+  j = pd_test_read_json(path);
+  o = cJSON_GetObjectItem(j, "host_memory");
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(o, "rss_first_cycle_kib")));
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(o, "rss_peak_kib")));
+  cr_expect_eq(num(o, "growth_kib"), 520);
+  cJSON_Delete(j);
 }
 
 Test(metrics_json, minimal_report_has_every_section) {
@@ -219,13 +264,14 @@ Test(metrics_json, minimal_report_has_every_section) {
   static const char *const keys[] = {"schema_version", "tool",  "config",  "device",  "metrics",
                                      "steps",          "step_times_s", "dataloader_wait_s", "verdict",
                                      "top_ops",        "top_kernels",  "host",       "trace_files",
-                                     "profiler_cost"};
+                                     "profiler_cost",  "host_memory"};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
     cr_expect(cJSON_HasObjectItem(j, keys[i]), "key %s missing", keys[i]);
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "device")));
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "verdict")));
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "host")));
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "profiler_cost")), "no profiler (--no_profile): null");
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "host_memory")));
   cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_ops")), 0);
   cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_kernels")), 0);
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metrics"), "gpu_busy_fraction")));

@@ -1,0 +1,31 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2154  # build and root come from the sourcing script
+# gpu_libpath.sh: sourced (". scripts/gpu_libpath.sh") from the repository root with
+# $build (the build directory, absolute) and $root set, by the scripts that run the
+# project's programs on a GPU host: gpu_acceptance.sh, long_run.sh, gpu_sanitize.sh.
+# Puts CUDA's own libraries of the host on LD_LIBRARY_PATH, then those of .gpu_bundle/lib
+# (scripts/gpu_prepare.sh) that this host lacks, and only those: a bundled copy of a
+# library the host has could clash with the host's ctest or driver.
+libpath=()
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/extras/CUPTI/lib64; do
+  [ -d "$d" ] && libpath+=("$d")
+done
+if [ -d .gpu_bundle/lib ]; then
+  ldconfig_bin=$(command -v ldconfig || echo /sbin/ldconfig)
+  host_libs=$("$ldconfig_bin" -p 2>/dev/null || true)
+  missing_dir=$build/.host_missing_libs
+  rm -rf "$missing_dir" && mkdir -p "$missing_dir"
+  nmiss=0
+  for lib in .gpu_bundle/lib/*; do
+    [ -f "$lib" ] || continue
+    name=$(basename "$lib")
+    if [ -z "$host_libs" ] || ! grep -q "^[[:space:]]$name " <<<"$host_libs"; then
+      ln -s "$root/$lib" "$missing_dir/$name"
+      nmiss=$((nmiss + 1))
+    fi
+  done
+  echo "$(basename "$0" .sh): $nmiss bundled libraries this host lacks: $(ls "$missing_dir" | tr '\n' ' ')"
+  libpath=("$missing_dir" "${libpath[@]}")
+fi
+LD_LIBRARY_PATH=$(IFS=:; echo "${libpath[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH
