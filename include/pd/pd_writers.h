@@ -154,6 +154,10 @@ void pd_host_info_read(pd_host_info_t *out);
  * /proc/self/status), in KiB. Returns 0, or PD_EIO where the kernel does not tell (both
  * then -1). */
 int pd_host_rss_kib(int64_t *rss_kib, int64_t *peak_kib);
+/* Bytes the C library's allocator has handed out and not had back (glibc's mallinfo2:
+ * arena chunks in use plus mmapped chunks), in KiB; -1 where unknown. Against the RSS it
+ * tells a leak (this grows) from memory the allocator keeps (only the RSS grows). */
+int64_t pd_host_heap_in_use_kib(void);
 
 /* Host memory over a run's steps (a long run shows whether it stays flat). -1: not
  * measured. */
@@ -163,6 +167,7 @@ typedef struct {
                                   buffers, the tables and the writer have grown to size) */
   int64_t rss_end_kib;         /* after the last step, before the outputs are written */
   int64_t rss_peak_kib;        /* the process's peak up to the end */
+  int64_t heap_start_kib, heap_first_cycle_kib, heap_end_kib; /* pd_host_heap_in_use_kib */
   int64_t steps;               /* steps between start and end */
 } pd_host_memory_t;
 

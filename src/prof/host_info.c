@@ -4,6 +4,7 @@
 #include "pd/pd_writers.h"
 
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include "pd/pd_common.h"
 
@@ -61,4 +62,13 @@ int pd_host_rss_kib(int64_t *rss_kib, int64_t *peak_kib) {
   if (rss_kib != NULL) *rss_kib = rss;
   if (peak_kib != NULL) *peak_kib = peak;
   return rss >= 0 && peak >= 0 ? 0 : PD_EIO;
+}
+
+int64_t pd_host_heap_in_use_kib(void) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  struct mallinfo2 mi = mallinfo2();
+  return (int64_t)((mi.uordblks + mi.hblkhd) >> 10);
+#else
+  return -1;
+#endif
 }

@@ -111,8 +111,8 @@ static void add_host(build_t *b, cJSON *root, const pd_host_info_t *h) {
   add_number(b, o, "cpus", h->cpus);
 }
 
-/* host_memory: {rss_start_kib, rss_first_cycle_kib, rss_end_kib, rss_peak_kib, steps,
- * growth_kib}; growth is end minus first cycle (or start without one); null where not
+/* host_memory: {rss_start_kib, rss_first_cycle_kib, rss_end_kib, rss_peak_kib,
+ * heap_start_kib, heap_first_cycle_kib, heap_end_kib, steps, growth_kib}; growth is end minus first cycle (or start without one); null where not
  * measured. */
 static void add_host_memory(build_t *b, cJSON *root, const pd_host_memory_t *h) {
   if (h == NULL) {
@@ -125,6 +125,9 @@ static void add_host_memory(build_t *b, cJSON *root, const pd_host_memory_t *h) 
   add_number(b, o, "rss_first_cycle_kib", KIB(h->rss_first_cycle_kib));
   add_number(b, o, "rss_end_kib", KIB(h->rss_end_kib));
   add_number(b, o, "rss_peak_kib", KIB(h->rss_peak_kib));
+  add_number(b, o, "heap_start_kib", KIB(h->heap_start_kib));
+  add_number(b, o, "heap_first_cycle_kib", KIB(h->heap_first_cycle_kib));
+  add_number(b, o, "heap_end_kib", KIB(h->heap_end_kib));
   add_number(b, o, "steps", (double)h->steps);
   const int64_t from = h->rss_first_cycle_kib >= 0 ? h->rss_first_cycle_kib : h->rss_start_kib;
   add_number(b, o, "growth_kib", from >= 0 && h->rss_end_kib >= 0 ? (double)(h->rss_end_kib - from) : NAN);

@@ -154,7 +154,10 @@ static int demo_trace_ready_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *u
     return rc;
   }
   r->cycles++;
-  if (r->cycles == 1) (void)pd_host_rss_kib(&r->mem.rss_first_cycle_kib, NULL);
+  if (r->cycles == 1) {
+    (void)pd_host_rss_kib(&r->mem.rss_first_cycle_kib, NULL);
+    r->mem.heap_first_cycle_kib = pd_host_heap_in_use_kib();
+  }
   return 0;
 }
 
@@ -377,8 +380,12 @@ static void demo_print_host_memory(const pd_host_memory_t *h, int cycles) {
   if (h->rss_first_cycle_kib >= 0 && cycles > 1)
     printf(", %.1f MiB after the first cycle", h->rss_first_cycle_kib / 1024.0);
   const int64_t from = h->rss_first_cycle_kib >= 0 && cycles > 1 ? h->rss_first_cycle_kib : h->rss_start_kib;
-  printf(", %.1f MiB after %lld steps (%+.1f MiB), peak %.1f MiB\n", h->rss_end_kib / 1024.0, (long long)h->steps,
+  printf(", %.1f MiB after %lld steps (%+.1f MiB), peak %.1f MiB", h->rss_end_kib / 1024.0, (long long)h->steps,
          (h->rss_end_kib - from) / 1024.0, h->rss_peak_kib / 1024.0);
+  const int64_t heap_from = h->heap_first_cycle_kib >= 0 && cycles > 1 ? h->heap_first_cycle_kib : h->heap_start_kib;
+  if (heap_from >= 0 && h->heap_end_kib >= 0)
+    printf("; malloc heap in use %.1f -> %.1f MiB", heap_from / 1024.0, h->heap_end_kib / 1024.0);
+  printf("\n");
 }
 
 static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, const pd_verdict_t *v) {
@@ -569,7 +576,7 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   r->cfg = cfg;
   double *step_s = NULL, *wait_s = NULL;
   int nsamples = 0;
-  r->mem = (pd_host_memory_t){-1, -1, -1, -1, 0};
+  r->mem = (pd_host_memory_t){-1, -1, -1, -1, -1, -1, -1, 0};
   /* the schedule: cycles of wait, warmup 1 and active steps, repeat times (0: until the
    * steps end); with --no_profile it only picks which steps are timed */
   const pd_schedule_t sched = {
@@ -783,6 +790,7 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   const int total = (int)total_steps;
   const char *phase = cfg->no_profile ? "timed" : "profiled";
   (void)pd_host_rss_kib(&r->mem.rss_start_kib, NULL);
+  r->mem.heap_start_kib = pd_host_heap_in_use_kib();
   r->prev_end_ns = pd_clock_now_ns();
   for (int s = 0; s < total; s++) {
     demo_progress(r, phase, s + 1, total);
@@ -825,6 +833,7 @@ stopped:
   demo_progress_clear(r);
   r->mem.steps = steps_done - cfg->warmup_steps > 0 ? steps_done - cfg->warmup_steps : 0;
   (void)pd_host_rss_kib(&r->mem.rss_end_kib, &r->mem.rss_peak_kib);
+  r->mem.heap_end_kib = pd_host_heap_in_use_kib();
   /* Stopping inside the active steps flushes CUPTI (forced) and writes the partial cycle. */
   rc = r->prof != NULL ? pd_prof_stop(r->prof) : 0;
   if (rc != 0) {

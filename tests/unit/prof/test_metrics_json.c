@@ -215,6 +215,8 @@ Test(metrics_json, host_info_reads_this_machine) {
   char *big = malloc(n);
   cr_assert_not_null(big);
   memset(big, 1, n);
+  int64_t heap = pd_host_heap_in_use_kib();
+  cr_expect_geq(heap, 64 << 10, "the 64 MiB block is in use: %lld KiB", (long long)heap);
   int64_t rss2 = -1, peak2 = -1;
   cr_assert_eq(pd_host_rss_kib(&rss2, &peak2), 0);
   cr_expect_geq(rss2 - rss, 60 << 10, "%lld -> %lld KiB", (long long)rss, (long long)rss2);
@@ -226,7 +228,8 @@ Test(metrics_json, host_memory_with_growth_and_nulls) {
   pd_metrics_t m;
   pd_metrics_init(&m);
   pd_host_memory_t h = {.rss_start_kib = 1000, .rss_first_cycle_kib = 1500, .rss_end_kib = 1520,
-                        .rss_peak_kib = 1600, .steps = 10000};
+                        .rss_peak_kib = 1600, .heap_start_kib = 500, .heap_first_cycle_kib = 800,
+                        .heap_end_kib = -1, .steps = 10000};
   pd_run_report_t r = {.metrics = &m, .host_memory = &h};
   char path[512];
   snprintf(path, sizeof path, "%s/mem.json", tmpdir);
@@ -240,6 +243,9 @@ Test(metrics_json, host_memory_with_growth_and_nulls) {
   cr_expect_eq(num(o, "rss_peak_kib"), 1600);
   cr_expect_eq(num(o, "steps"), 10000);
   cr_expect_eq(num(o, "growth_kib"), 20, "from the first cycle to the end");
+  cr_expect_eq(num(o, "heap_start_kib"), 500);
+  cr_expect_eq(num(o, "heap_first_cycle_kib"), 800);
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(o, "heap_end_kib")), "-1 is not measured: null");
   cJSON_Delete(j);
   /* no cycle (--no_profile): growth from the start; an unknown value is null */
   h.rss_first_cycle_kib = -1;
