@@ -62,7 +62,8 @@ for c in "${configs[@]}"; do
     ours=0 lib=0
     if [ "$tool" = racecheck ]; then
       # each hazard report names the kernel it happened in
-      ours=$(grep -E 'Race reported|Hazard' -A3 "$log" | grep -cE '(^|[^A-Za-z0-9_])(k|pd)_[a-z0-9_]+\(' || true)
+      # ("at k_adamw(float *, ...)+0x1a0", "at void k_im2col_nchw<float>(...)+0x..")
+      ours=$(grep -E 'Race reported|Hazard' -A3 "$log" | grep -cE '(^|[^A-Za-z0-9_])(k|pd)_[a-z0-9_]+[<(+]' || true)
       lib=$(grep -cE 'Race reported|Hazard' "$log" || true)
       lib=$((lib > ours ? lib - ours : 0))
     fi
@@ -78,6 +79,10 @@ for c in "${configs[@]}"; do
     fi
     printf '%-13s %-10s %5s %7s %6s/%-6s %6s %s\n' "$name" "$tool" "$rc" "$errors" "$ours" "$lib" "$secs" "$status"
     [ "$status" = ok ] || tail -20 "$log" | sed 's/^/    /'
+    if [ "$tool" = racecheck ] && [ "$lib" -gt 0 ]; then
+      grep -oE 'Race reported between [A-Za-z]+ access at [^+ ]+' "$log" | awk '{print $NF}' | sort | uniq -c |
+        sed 's/^/    library kernel with hazards: /'
+    fi
   done
 done
 if [ "$fail" -eq 0 ]; then echo "gpu_sanitize.sh: clean (logs in $out)"; else echo "gpu_sanitize.sh: FAILED (logs in $out)"; fi

@@ -20,14 +20,19 @@ mkdir -p "$logdir"
 mapfile -t progs < <(cd "$build" && ctest -L unit -R "$regex" --show-only=json-v1 | python3 -c '
 import json, sys
 for t in json.load(sys.stdin)["tests"]:
-    print(t["name"] + "\t" + t["command"][0])')
+    print("\t".join([t["name"]] + t["command"]))')
 failed=() total=0
 for line in "${progs[@]}"; do
-  name=${line%%$'\t'*} exe=${line#*$'\t'}
+  IFS=$'\t' read -r -a cmd <<<"$line"
+  name=${cmd[0]}
+  cmd=("${cmd[@]:1}")
+  # Criterion programs get --ascii (plain output); a test run through a shell script
+  # keeps its arguments (valgrind follows the shell into the programs it starts)
+  case "${cmd[0]}" in */bash | */sh) ;; *) cmd+=(--ascii) ;; esac
   t0=$SECONDS
   (cd "$build" && PD_SOURCE_DIR=$root PD_BINARY_DIR=$root/$build valgrind --tool=memcheck --trace-children=yes \
     --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite \
-    --track-origins=yes "--suppressions=$root/scripts/valgrind.supp" -q "$exe" --ascii) >"$logdir/$name.log" 2>&1
+    --track-origins=yes "--suppressions=$root/scripts/valgrind.supp" -q "${cmd[@]}") >"$logdir/$name.log" 2>&1
   rc=$?
   total=$((total + 1))
   if [ "$rc" -eq 0 ]; then
