@@ -5,7 +5,8 @@
 #
 # Targets: trace_analyze (trace reader, every analysis, HTML/JSON/console reports),
 # gate_docs (metrics/baseline loading, comparison, promote, A/B, report writers),
-# demo_options (profiler_demo's option parser). New inputs the fuzzer finds go to
+# demo_options, analyze_options, compare_options (the option parsers of profiler_demo,
+# profile_analyze and profile_compare). New inputs the fuzzer finds go to
 # $PD_FUZZ_BUILD_DIR/work/<target>/corpus (the committed corpus is only read); a crash,
 # leak, sanitizer report or timeout stops the target, is saved there as crash-*/leak-*/
 # timeout-*, and fails the script. Each target's executions are printed (libFuzzer's
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$secs" in '' | *[!0-9]* | 0) echo "fuzz.sh: --time must be a positive integer of seconds, got '$secs'" >&2; exit 2 ;; esac
-all=(trace_analyze gate_docs demo_options)
+all=(trace_analyze gate_docs demo_options analyze_options compare_options)
 [ "${#targets[@]}" -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
   [ -d "tests/fuzz/$t" ] || { echo "fuzz.sh: no target '$t' (allowed: ${all[*]})" >&2; exit 2; }
@@ -52,10 +53,11 @@ san=("-fsanitize=address,undefined" "-fno-sanitize-recover=undefined" -fno-omit-
 read -r -a cjson_cflags <<<"$(pkg-config --cflags libcjson)"
 read -r -a cjson_libs <<<"$(pkg-config --libs libcjson libdw)"
 cflags=(-std=gnu11 -g -O1 -fsanitize=fuzzer-no-link "${san[@]}" -Iinclude -Isrc/prof -Isrc/analyze -Isrc/gate
-  -Isrc/cli/profiler_demo -Itests/fuzz "-I$cuda/include" "-I$cuda/extras/CUPTI/include"
+  -Isrc/cli/profiler_demo -Isrc/cli/profile_analyze -Isrc/cli/profile_compare -Itests/fuzz "-I$cuda/include" "-I$cuda/extras/CUPTI/include"
   "-DPD_FUZZ_SOURCE_DIR=\"$root\"" "${cjson_cflags[@]}")
 objs=()
-for src in src/prof/*.c src/analyze/*.c src/gate/*.c src/scen/scenarios.c src/cli/profiler_demo/demo_options.c; do
+for src in src/prof/*.c src/analyze/*.c src/gate/*.c src/scen/scenarios.c src/cli/profiler_demo/demo_options.c \
+  src/cli/profile_analyze/analyze_options.c src/cli/profile_compare/compare_options.c; do
   case "$src" in src/prof/cupti_source.c | src/prof/profiler.c) continue ;; esac
   o=$out/obj/$(echo "$src" | tr / _).o
   if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ -n "$(find include src -name '*.h' -newer "$o" -print -quit)" ]; then

@@ -95,6 +95,9 @@ void pd_out_cleanup_on_signals(void);
 void pd_term_write(FILE *out, const char *s);
 /* The same into buf (always NUL-terminated, cut short if needed); returns buf. */
 char *pd_term_escape(char *buf, size_t len, const char *s);
+/* As pd_term_escape, and tab and newline shown as \x09 and \x0a too: a message that
+ * quotes user input (a flag's value) stays one line whatever that input holds. */
+char *pd_term_escape_line(char *buf, size_t len, const char *s);
 
 /* A stream that writes to under what pd_term_write() would: programs put their stdout and
  * stderr behind one (stdout = pd_term_stream(stdout)) so no name in any table or message

@@ -518,7 +518,7 @@ int pd_out_probe(const char *path) {
  * become \xNN. With hold_tail, a valid but cut-short character at the end is not written:
  * *held receives its length. Returns the bytes written to buf. */
 static size_t term_escape_n(FILE *out, char *buf, size_t len, const unsigned char *p, size_t n, bool hold_tail,
-                            size_t *held) {
+                            size_t *held, bool one_line) {
   static const char hex[] = "0123456789abcdef";
   size_t used = 0, i = 0;
   if (held != NULL) *held = 0;
@@ -536,7 +536,7 @@ static size_t term_escape_n(FILE *out, char *buf, size_t len, const unsigned cha
       }
     }
     bool c1 = seq == 2 && c == 0xC2 && p[i + 1] < 0xA0; /* U+0080..U+009F */
-    if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7F || (c >= 0x80 && (seq == 0 || seq == SIZE_MAX || c1))) {
+    if ((c < 0x20 && ((c != '\t' && c != '\n') || one_line)) || c == 0x7F || (c >= 0x80 && (seq == 0 || seq == SIZE_MAX || c1))) {
       unsigned char b = c1 ? p[i + 1] : c;
       esc[2] = hex[b >> 4];
       esc[3] = hex[b & 15];
@@ -560,13 +560,20 @@ static size_t term_escape_n(FILE *out, char *buf, size_t len, const unsigned cha
 }
 
 void pd_term_write(FILE *out, const char *s) {
-  if (out != NULL && s != NULL) (void)term_escape_n(out, NULL, 0, (const unsigned char *)s, strlen(s), false, NULL);
+  if (out != NULL && s != NULL) (void)term_escape_n(out, NULL, 0, (const unsigned char *)s, strlen(s), false, NULL, false);
+}
+
+char *pd_term_escape_line(char *buf, size_t len, const char *s) {
+  if (buf == NULL || len == 0) return buf;
+  if (s == NULL) s = "";
+  (void)term_escape_n(NULL, buf, len, (const unsigned char *)s, strlen(s), false, NULL, true);
+  return buf;
 }
 
 char *pd_term_escape(char *buf, size_t len, const char *s) {
   if (buf == NULL || len == 0) return buf;
   if (s == NULL) s = "";
-  (void)term_escape_n(NULL, buf, len, (const unsigned char *)s, strlen(s), false, NULL);
+  (void)term_escape_n(NULL, buf, len, (const unsigned char *)s, strlen(s), false, NULL, false);
   return buf;
 }
 
@@ -582,14 +589,14 @@ static ssize_t term_cookie_write(void *cookie, const char *buf, size_t n) {
   term_stream_t *t = cookie;
   unsigned char *all = malloc(t->npend + n);
   if (all == NULL) { /* out of memory: the bytes escaped one by one, no holding back */
-    (void)term_escape_n(t->under, NULL, 0, (const unsigned char *)buf, n, false, NULL);
+    (void)term_escape_n(t->under, NULL, 0, (const unsigned char *)buf, n, false, NULL, false);
     fflush(t->under);
     return (ssize_t)n;
   }
   memcpy(all, t->pend, t->npend);
   memcpy(all + t->npend, buf, n);
   size_t total = t->npend + n, held = 0;
-  (void)term_escape_n(t->under, NULL, 0, all, total, true, &held);
+  (void)term_escape_n(t->under, NULL, 0, all, total, true, &held, false);
   memcpy(t->pend, all + total - held, held);
   t->npend = held;
   free(all);
@@ -599,7 +606,7 @@ static ssize_t term_cookie_write(void *cookie, const char *buf, size_t n) {
 
 static int term_cookie_close(void *cookie) {
   term_stream_t *t = cookie;
-  (void)term_escape_n(t->under, NULL, 0, t->pend, t->npend, false, NULL);
+  (void)term_escape_n(t->under, NULL, 0, t->pend, t->npend, false, NULL, false);
   fflush(t->under);
   free(t);
   return 0;

@@ -26,6 +26,8 @@
 #include "pd/pd_common.h"
 #include "pd/pd_stats.h"
 
+#include "analyze_cli.h"
+
 #define EXIT_OK 0
 #define EXIT_FAILURE_ 1
 #define EXIT_BAD_INPUT 2
@@ -66,20 +68,6 @@ static const char k_help[] =
     "\n"
     "exit status: 0 ok, 1 failure, 2 bad input\n";
 
-typedef struct {
-  const char *trace;
-  int top;
-  pd_top_opts_t opts;
-  bool breakdown;
-  const char *html;
-  const char *diff;
-  const char *json;
-  int group_by_stack_n;  /* 0: off */
-  const char *export_stacks;
-  pd_sort_key_t stacks_metric;
-  bool stacks_metric_set;
-} options_t;
-
 /* Prints one line naming the fault and the synopsis; returns the bad-input status. */
 static int bad_input(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int bad_input(const char *fmt, ...) {
@@ -92,127 +80,22 @@ static int bad_input(const char *fmt, ...) {
   return EXIT_BAD_INPUT;
 }
 
-static bool parse_int(const char *s, long lo, long hi, int *out) {
-  if (s == NULL || *s == 0) return false;
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno != 0 || *end != 0 || v < lo || v > hi) return false;
-  *out = (int)v;
-  return true;
-}
-
-static bool parse_seconds(const char *s, double *out) {
-  if (s == NULL || *s == 0) return false;
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno != 0 || *end != 0 || !isfinite(v) || v < 0 || v > 1e6) return false;
-  *out = v;
-  return true;
-}
-
-static bool same_file(const char *a, const char *b) {
-  struct stat sa, sb;
-  if (strcmp(a, b) == 0) return true;
-  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
-/* Fills *o from argv; returns -1 to go on, or the exit status (help, version, bad input). */
-static int parse_options(int argc, char **argv, options_t *o) {
-  memset(o, 0, sizeof(*o));
-  o->top = 10;
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-      fputs(k_help, stdout);
-      return EXIT_OK;
-    }
-    if (strcmp(arg, "--version") == 0) {
-      printf("profile_analyze %s\n", PD_VERSION_STRING);
-      return EXIT_OK;
-    }
-    if (arg[0] != '-' || strcmp(arg, "-") == 0) {
-      if (o->trace != NULL) return bad_input("more than one TRACE given ('%s' and '%s')", o->trace, arg);
-      o->trace = arg;
-      continue;
-    }
-    if (strcmp(arg, "--breakdown") == 0) {
-      o->breakdown = true;
-      continue;
-    }
-    /* The rest take a value: "--flag VALUE" or "--flag=VALUE". */
-    char flag[64];
-    const char *value = NULL;
-    const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-    if (eq != NULL) {
-      snprintf(flag, sizeof flag, "%.*s", (int)(eq - arg), arg);
-      value = eq + 1;
-    } else {
-      snprintf(flag, sizeof flag, "%s", arg);
-    }
-    static const char *const valued[] = {"-t",     "--top",  "--aggregate-by", "--order-by",         "--min-time",
-                                         "--type", "--html", "--diff",         "--json",             "--group_by_stack_n",
-                                         "--export_stacks", "--stacks_metric"};
-    bool known = false;
-    for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= strcmp(flag, valued[k]) == 0;
-    if (!known) return bad_input("unknown option '%s'", arg);
-    if (value == NULL) {
-      if (i + 1 >= argc) return bad_input("%s needs a value", flag);
-      value = argv[++i];
-    }
-    if (strcmp(flag, "-t") == 0 || strcmp(flag, "--top") == 0) {
-      if (!parse_int(value, 1, INT_MAX, &o->top))
-        return bad_input("bad %s value '%s' (allowed: an integer >= 1)", flag, value);
-    } else if (strcmp(flag, "--aggregate-by") == 0) {
-      if (strcmp(value, "name") == 0) o->opts.aggregate = PD_AGG_NAME;
-      else if (strcmp(value, "type") == 0) o->opts.aggregate = PD_AGG_TYPE;
-      else return bad_input("bad --aggregate-by value '%s' (allowed: name, type)", value);
-    } else if (strcmp(flag, "--order-by") == 0) {
-      if (strcmp(value, "time") == 0) o->opts.order = PD_ORDER_TIME;
-      else if (strcmp(value, "memory") == 0) o->opts.order = PD_ORDER_MEMORY;
-      else if (strcmp(value, "calls") == 0) o->opts.order = PD_ORDER_CALLS;
-      else return bad_input("bad --order-by value '%s' (allowed: time, memory, calls)", value);
-    } else if (strcmp(flag, "--min-time") == 0) {
-      double s;
-      if (!parse_seconds(value, &s))
-        return bad_input("bad --min-time value '%s' (allowed: seconds, 0 <= S <= 1e6)", value);
-      o->opts.min_time_ns = (int64_t)llround(s * 1e9);
-    } else if (strcmp(flag, "--group_by_stack_n") == 0) {
-      if (!parse_int(value, 1, 100, &o->group_by_stack_n))
-        return bad_input("bad --group_by_stack_n value '%s' (allowed: an integer from 1 to 100)", value);
-    } else if (strcmp(flag, "--stacks_metric") == 0) {
-      if (strcmp(value, "self_cuda_time_total") == 0) o->stacks_metric = PD_SORT_SELF_CUDA_TIME_TOTAL;
-      else if (strcmp(value, "self_cpu_time_total") == 0) o->stacks_metric = PD_SORT_SELF_CPU_TIME_TOTAL;
-      else return bad_input("bad --stacks_metric value '%s' (allowed: self_cuda_time_total, self_cpu_time_total)", value);
-      o->stacks_metric_set = true;
-    } else if (strcmp(flag, "--type") == 0) {
-      if (*value == 0) return bad_input("--type needs a non-empty NAME");
-      o->opts.type = value;
-    } else {
-      if (*value == 0) return bad_input("%s needs a file name", flag);
-      if (strcmp(flag, "--html") == 0) o->html = value;
-      else if (strcmp(flag, "--diff") == 0) o->diff = value;
-      else if (strcmp(flag, "--export_stacks") == 0) o->export_stacks = value;
-      else o->json = value;
-    }
+/* Fills *o from argv (analyze_options.c); returns -1 to go on, or the exit status (help,
+ * version, bad input). */
+static int parse_options(int argc, char **argv, pd_analyze_cli_t *o) {
+  char err[1024];
+  switch (pd_analyze_cli_parse(argc, argv, o, err, sizeof err)) {
+  case PD_ACLI_HELP:
+    fputs(k_help, stdout);
+    return EXIT_OK;
+  case PD_ACLI_VERSION:
+    printf("profile_analyze %s\n", PD_VERSION_STRING);
+    return EXIT_OK;
+  case PD_ACLI_RUN:
+    return -1;
+  default:
+    return bad_input("%s", err);
   }
-  if (o->trace == NULL) return bad_input("no TRACE given");
-  if (o->stacks_metric_set && o->export_stacks == NULL) return bad_input("--stacks_metric needs --export_stacks");
-  if (!o->stacks_metric_set) o->stacks_metric = PD_SORT_SELF_CUDA_TIME_TOTAL;
-  const char *inputs[] = {o->trace, o->diff};
-  const char *outputs[] = {o->html, o->json, o->export_stacks};
-  for (size_t i = 0; i < 2; i++) {
-    for (size_t j = 0; j < 3; j++) {
-      if (inputs[i] != NULL && outputs[j] != NULL && same_file(inputs[i], outputs[j]))
-        return bad_input("output '%s' would overwrite the input trace", outputs[j]);
-    }
-  }
-  for (size_t i = 0; i < 3; i++)
-    for (size_t j = i + 1; j < 3; j++)
-      if (outputs[i] != NULL && outputs[j] != NULL && same_file(outputs[i], outputs[j]))
-        return bad_input("two outputs name the same file '%s'", outputs[i]);
-  return -1;
 }
 
 /* ---- progress line ------------------------------------------------------------------------ */
@@ -295,7 +178,7 @@ static int stack_table(const pd_trace_t *trace, const char *path, const char *fl
   return 0;
 }
 
-static int run(const options_t *o) {
+static int run(const pd_analyze_cli_t *o) {
   pd_trace_t *ta = NULL, *tb = NULL;
   pd_trace_info_t ia, ib;
   pd_analysis_t *a = NULL, *b = NULL;
@@ -406,7 +289,7 @@ static int run(const options_t *o) {
 }
 
 /* Checks that each output can be written before the (possibly long) read. */
-static int probe_outputs(const options_t *o) {
+static int probe_outputs(const pd_analyze_cli_t *o) {
   const char *outputs[] = {o->html, o->json};
   const char *flags[] = {"--html", "--json"};
   for (size_t i = 0; i < 2; i++) {
@@ -423,7 +306,7 @@ int main(int argc, char **argv) {
   pd_term_guard_t term;
   pd_term_begin(&term);
   pd_out_cleanup_on_signals();
-  options_t o;
+  pd_analyze_cli_t o;
   int status = parse_options(argc, argv, &o);
   if (status < 0) status = probe_outputs(&o);
   if (status < 0) status = run(&o);

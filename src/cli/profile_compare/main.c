@@ -20,6 +20,8 @@
 #include "pd/pd_gate.h"
 #include "pd/pd_out.h"
 
+#include "compare_cli.h"
+
 #define EXIT_PASS 0
 #define EXIT_REGRESSED 1
 #define EXIT_BAD_INPUT 2
@@ -80,68 +82,40 @@ static void put_markdown(FILE *out, const void *ctx) {
   pd_cmp_report_write_markdown(out, (const pd_cmp_report_t *)ctx);
 }
 
-static int cmd_slug(int argc, char **argv) {
-  if (argc != 3) return usage_error("--slug takes exactly one metrics JSON");
+static int cmd_slug(const pd_compare_cli_t *c) {
   char why[1024], slug[256];
   cJSON *doc = NULL;
-  if (pd_cmp_doc_load(argv[2], &doc, why, sizeof(why)) != 0) {
+  if (pd_cmp_doc_load(c->files[0], &doc, why, sizeof(why)) != 0) {
     fprintf(stderr, "profile_compare: %s\n", why);
     return EXIT_BAD_INPUT;
   }
   const char *name = cJSON_GetObjectItemCaseSensitive(
                          cJSON_GetObjectItemCaseSensitive(doc, "device"), "name")->valuestring;
   int rc = pd_gpu_slug(name, slug, sizeof(slug));
-  if (rc != 0) fprintf(stderr, "profile_compare: %s: device name '%s' gives no slug\n", argv[2], name);
+  if (rc != 0) fprintf(stderr, "profile_compare: %s: device name '%s' gives no slug\n", c->files[0], name);
   else printf("%s\n", slug);
   cJSON_Delete(doc);
   return rc != 0 ? EXIT_BAD_INPUT : EXIT_PASS;
 }
 
-static int cmd_promote(int argc, char **argv) {
-  const char *out = NULL;
-  pd_promote_info_t info = {0};
-  const char **paths = calloc((size_t)argc, sizeof(*paths));
-  cJSON **docs = calloc((size_t)argc, sizeof(*docs));
-  size_t n = 0;
+static int cmd_promote(const pd_compare_cli_t *c) {
+  pd_promote_info_t info = {.git_commit = c->commit, .command = c->command, .date = c->date};
+  const size_t n = c->nruns;
+  cJSON **docs = calloc(n, sizeof(*docs));
   int status = EXIT_BAD_INPUT;
-  if (paths == NULL || docs == NULL) {
+  if (docs == NULL) {
     fprintf(stderr, "profile_compare: out of memory\n");
-    goto done;
-  }
-  for (int i = 2; i < argc; i++) {
-    const char *a = argv[i];
-    const char **dst = strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 ? &out
-                       : strcmp(a, "--commit") == 0                        ? &info.git_commit
-                       : strcmp(a, "--command") == 0                       ? &info.command
-                       : strcmp(a, "--date") == 0                          ? &info.date
-                                                                           : NULL;
-    if (dst != NULL) {
-      if (i + 1 >= argc) {
-        usage_error("%s needs a value", a);
-        goto done;
-      }
-      *dst = argv[++i];
-    } else if (a[0] == '-' && a[1] != '\0') {
-      usage_error("unknown option for --promote: %s", a);
-      goto done;
-    } else {
-      paths[n++] = a;
-    }
-  }
-  if (n == 0 || out == NULL) {
-    usage_error("--promote needs at least one metrics JSON and -o BASELINE.json");
-    goto done;
+    return status;
   }
   char why[1024];
   for (size_t i = 0; i < n; i++) {
-    if (pd_cmp_doc_load(paths[i], &docs[i], why, sizeof(why)) != 0) {
+    if (pd_cmp_doc_load(c->runs[i], &docs[i], why, sizeof(why)) != 0) {
       fprintf(stderr, "profile_compare: %s\n", why);
       goto done;
     }
   }
   cJSON *base = NULL;
-  int rc = pd_baseline_promote((const cJSON *const *)docs, paths, n, &info, &base, why,
-                               sizeof(why));
+  int rc = pd_baseline_promote((const cJSON *const *)docs, c->runs, n, &info, &base, why, sizeof(why));
   if (rc != 0) {
     fprintf(stderr, "profile_compare: cannot promote: %s\n", why);
     goto done;
@@ -152,16 +126,15 @@ static int cmd_promote(int argc, char **argv) {
     fprintf(stderr, "profile_compare: out of memory printing the baseline\n");
     goto done;
   }
-  rc = write_atomic(out, put_text, text);
+  rc = write_atomic(c->out, put_text, text);
   free(text);
   if (rc == 0) {
-    printf("profile_compare: promoted %zu file%s into %s\n", n, n == 1 ? "" : "s", out);
+    printf("profile_compare: promoted %zu file%s into %s\n", n, n == 1 ? "" : "s", c->out);
     status = EXIT_PASS;
   }
 done:
-  for (size_t i = 0; docs != NULL && i < n; i++) cJSON_Delete(docs[i]);
+  for (size_t i = 0; i < n; i++) cJSON_Delete(docs[i]);
   free(docs);
-  free(paths);
   return status;
 }
 
@@ -209,94 +182,12 @@ static int load_all(const char *const *paths, size_t n, cJSON **docs) {
   return 0;
 }
 
-static int cmd_compare(int argc, char **argv) {
-  const char *json_out = NULL, *md_out = NULL;
-  /* files[0..nfiles): positional (CURRENT, BASELINE); or, in A/B, the base runs then
-   * the head runs, each list collected after its flag. */
-  const char **base = calloc((size_t)argc, sizeof(*base)), **head = calloc((size_t)argc, sizeof(*head));
-  const char *files[2] = {NULL, NULL};
-  size_t nfiles = 0, nbase = 0, nhead = 0;
-  int list = 0; /* 0 positional, 1 after --base, 2 after --head */
-  bool quiet = false, ab = false;
-  pd_cmp_options_t opt = {.alpha = 0.01};
+static int cmd_compare(const pd_compare_cli_t *c) {
+  const char *const *base = c->base, *const *head = c->head, *const *files = c->files;
+  const size_t nbase = c->nbase, nhead = c->nhead;
+  const bool ab = c->mode == PD_CCLI_AB;
+  pd_cmp_options_t opt = {.alpha = c->alpha};
   int status = EXIT_BAD_INPUT;
-  if (base == NULL || head == NULL) {
-    fprintf(stderr, "profile_compare: out of memory\n");
-    goto out;
-  }
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--json") == 0 || strcmp(a, "--markdown") == 0 || strcmp(a, "--alpha") == 0) {
-      list = 0;
-      if (i + 1 >= argc) {
-        usage_error("%s needs a value", a);
-        goto out;
-      }
-      const char *v = argv[++i];
-      if (a[2] == 'j') {
-        json_out = v;
-      } else if (a[2] == 'm') {
-        md_out = v;
-      } else {
-        char *end = NULL;
-        errno = 0;
-        opt.alpha = strtod(v, &end);
-        if (errno != 0 || end == v || *end != '\0' || !(opt.alpha > 0.0 && opt.alpha <= 0.5)) {
-          usage_error("--alpha must be a number with 0 < alpha <= 0.5, got '%s'", v);
-          goto out;
-        }
-      }
-    } else if (strcmp(a, "--base") == 0 || strcmp(a, "--head") == 0) {
-      ab = true;
-      list = a[2] == 'b' ? 1 : 2;
-    } else if (strcmp(a, "--quiet") == 0) {
-      list = 0;
-      quiet = true;
-    } else if (a[0] == '-' && a[1] != '\0') {
-      usage_error("unknown option: %s", a);
-      goto out;
-    } else if (list == 1) {
-      base[nbase++] = a;
-    } else if (list == 2) {
-      head[nhead++] = a;
-    } else if (nfiles < 2) {
-      files[nfiles++] = a;
-    } else {
-      usage_error("one CURRENT and one BASELINE file, got a third: %s", a);
-      goto out;
-    }
-  }
-  if (ab && nfiles > 0) {
-    usage_error("with --base/--head every file follows one of them; '%s' does not", files[0]);
-    goto out;
-  }
-  if (ab && (nbase < 2 || nbase != nhead)) {
-    usage_error("--base and --head take one run per round each, the same number, at least 2; got %zu and %zu",
-                nbase, nhead);
-    goto out;
-  }
-  if (!ab && nfiles != 2) {
-    usage_error("need CURRENT.json and BASELINE.json (or --base RUN.json... --head RUN.json...)");
-    goto out;
-  }
-  /* An output must not overwrite an input: the comparison would destroy its own evidence. */
-  for (int o = 0; o < 2; o++) {
-    const char *outp = o == 0 ? json_out : md_out;
-    if (outp == NULL) continue;
-    const char *const *lists[3] = {files, base, head};
-    const size_t counts[3] = {nfiles, nbase, nhead};
-    for (int l = 0; l < 3; l++)
-      for (size_t k = 0; k < counts[l]; k++)
-        if (strcmp(lists[l][k], outp) == 0) {
-          usage_error("%s %s is also an input; choose another file", o == 0 ? "--json" : "--markdown", outp);
-          goto out;
-        }
-  }
-  if (json_out != NULL && md_out != NULL && strcmp(json_out, md_out) == 0) {
-    usage_error("--json and --markdown name the same file %s", json_out);
-    goto out;
-  }
-
   char why[1024];
   pd_cmp_report_t rep;
   int rc;
@@ -340,12 +231,10 @@ static int cmd_compare(int argc, char **argv) {
     goto out;
   }
   status = rep.failed ? EXIT_REGRESSED : EXIT_PASS;
-  if (!quiet) pd_cmp_report_print(stdout, &rep);
-  status = write_reports(&rep, json_out, md_out, status);
+  if (!c->quiet) pd_cmp_report_print(stdout, &rep);
+  status = write_reports(&rep, c->json_out, c->md_out, status);
   pd_cmp_report_free(&rep);
 out:
-  free(base);
-  free(head);
   return status;
 }
 
@@ -362,15 +251,36 @@ int main(int argc, char **argv) {
 }
 
 static int run_main(int argc, char **argv) {
-  if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    fputs(k_usage, stdout);
-    return EXIT_PASS;
+  pd_compare_cli_t c;
+  char err[1024];
+  int rc = pd_compare_cli_parse(argc, argv, &c, err, sizeof err);
+  int status = EXIT_BAD_INPUT;
+  if (rc == PD_ENOMEM) {
+    fprintf(stderr, "profile_compare: out of memory\n");
+  } else if (rc != 0) {
+    usage_error("%s", err);
+  } else {
+    switch (c.mode) {
+    case PD_CCLI_HELP:
+      fputs(k_usage, stdout);
+      status = EXIT_PASS;
+      break;
+    case PD_CCLI_VERSION:
+      printf("profile_compare %s\n", PD_VERSION_STRING);
+      status = EXIT_PASS;
+      break;
+    case PD_CCLI_SLUG:
+      status = cmd_slug(&c);
+      break;
+    case PD_CCLI_PROMOTE:
+      status = cmd_promote(&c);
+      break;
+    case PD_CCLI_COMPARE:
+    case PD_CCLI_AB:
+      status = cmd_compare(&c);
+      break;
+    }
   }
-  if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
-    printf("profile_compare %s\n", PD_VERSION_STRING);
-    return EXIT_PASS;
-  }
-  if (argc >= 2 && strcmp(argv[1], "--slug") == 0) return cmd_slug(argc, argv);
-  if (argc >= 2 && strcmp(argv[1], "--promote") == 0) return cmd_promote(argc, argv);
-  return cmd_compare(argc, argv);
+  pd_compare_cli_free(&c);
+  return status;
 }

@@ -12,6 +12,7 @@
 #include "demo.h"
 #include "pd/pd_cnn.h"
 #include "pd/pd_common.h"
+#include "pd/pd_out.h"
 #include "pd/pd_scen.h"
 #include "pd/pd_stats.h"
 
@@ -403,7 +404,7 @@ int pd_demo_config_validate(const pd_demo_config_t *cfg, char *err, size_t errle
   return 0;
 }
 
-int pd_demo_config_parse(int argc, char *const argv[], pd_demo_config_t *cfg, char *err, size_t errlen) {
+static int config_parse(int argc, char *const argv[], pd_demo_config_t *cfg, char *err, size_t errlen) {
   pd_demo_config_init(cfg);
   if (errlen > 0) err[0] = '\0';
   for (int i = 1; i < argc; i++) {
@@ -447,6 +448,17 @@ int pd_demo_config_parse(int argc, char *const argv[], pd_demo_config_t *cfg, ch
     if (cfg->action == PD_DEMO_HELP || cfg->action == PD_DEMO_VERSION) return 0;
   }
   return pd_demo_config_validate(cfg, err, errlen);
+}
+
+int pd_demo_config_parse(int argc, char *const argv[], pd_demo_config_t *cfg, char *err, size_t errlen) {
+  int rc = config_parse(argc, argv, cfg, err, errlen);
+  if (rc != 0 && errlen > 0) {
+    /* a value with a newline or an escape keeps the message one line */
+    char line[2048];
+    snprintf(line, sizeof line, "%s", err);
+    pd_term_escape_line(err, errlen, line);
+  }
+  return rc;
 }
 
 /* ---- usage and help --------------------------------------------------------------------- */

@@ -1,7 +1,7 @@
 /* fuzz_demo_options.c: profiler_demo's option parser and validator. The input is split at
  * NUL bytes into argv[1..]; parse, validate, and the help and usage texts must hold up to
- * any of it. (profile_analyze's and profile_compare's parsers are static in their
- * programs and are exercised by the unit tests that run the programs.) */
+ * any of it. (profile_analyze's and profile_compare's parsers have their own targets,
+ * analyze_options and compare_options.) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +27,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   argv[argc] = NULL;
   pd_demo_config_t cfg;
   char err[1024] = "";
-  if (pd_demo_config_parse(argc, argv, &cfg, err, sizeof err) == 0) (void)pd_demo_config_validate(&cfg, err, sizeof err);
+  int rc = pd_demo_config_parse(argc, argv, &cfg, err, sizeof err);
+  if (rc != 0 && (err[0] == 0 || strchr(err, '\n') != NULL)) abort(); /* one line, never empty */
+  if (rc == 0) (void)pd_demo_config_validate(&cfg, err, sizeof err);
   fputs(err, g_null);
   free(buf);
   return 0;

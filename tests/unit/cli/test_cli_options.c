@@ -236,6 +236,7 @@ static const bad_case_t bad_cases[] = {
     {{"--with_stack", "--export_stacks", "m.json", "--output_json=m.json"},
      "--export_stacks must differ from --output_json and --trace_dir, got 'm.json'"},
     {{"--export_stacks="}, "--export_stacks must be a non-empty path of at most 1023 bytes, got ''"},
+    {{"--scenario", "x\ny"}, "--scenario must be one of clean, dataloader, sync, tiny_ops, memory_churn, got 'x\\x0ay'"},
     {{"--repeat", "0"}, "--repeat 0 repeats the cycle until the steps end: give --steps N as well"},
     {{"--repeat", "-1"}, "--repeat must be an integer from 0 to 1000000, got '-1'"},
     {{"--wait_steps", "x"}, "--wait_steps must be an integer from 0 to 1000000, got 'x'"},
