@@ -67,6 +67,9 @@ int pd_host_rss_kib(int64_t *rss_kib, int64_t *peak_kib) {
 int64_t pd_host_heap_in_use_kib(void) {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
   struct mallinfo2 mi = mallinfo2();
+  /* Another allocator in place (AddressSanitizer's, a preloaded one) leaves glibc's
+   * arena untouched: its figures would read as 0, which is not the answer. */
+  if (mi.arena == 0 && mi.hblkhd == 0) return -1;
   return (int64_t)((mi.uordblks + mi.hblkhd) >> 10);
 #else
   return -1;
