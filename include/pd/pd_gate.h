@@ -174,9 +174,14 @@ size_t pd_cmp_run_quantiles(const cJSON *doc, const char *samples, double q, dou
 /* The largest metrics JSON or baseline pd_cmp_doc_load() reads (checked before it allocates). */
 #define PD_CMP_MAX_FILE_BYTES (256 << 20)
 
-/* Reads and validates a metrics JSON or baseline (an object, schema_version 1, metrics an
- * object, device.name a string). Returns 0 and *out (free with cJSON_Delete), or
- * PD_EIO / PD_EPARSE / PD_ESCHEMA with one line in why naming the file and the fault. */
+/* The most steps a metrics JSON, a baseline or one of its runs may count. */
+#define PD_CMP_MAX_STEPS 100000000
+
+/* Reads and validates a metrics JSON or baseline (an object, schema_version 1 or 2, metrics
+ * an object, device.name a string, per-step samples finite and >= 0, step counts integers
+ * in range, a baseline's runs' steps adding up to its samples). Returns 0 and *out (free
+ * with cJSON_Delete), or PD_EIO / PD_ENOTREG / PD_ETOOBIG / PD_EPARSE / PD_ESCHEMA /
+ * PD_ENOMEM with one line in why naming the file and the fault. */
 int pd_cmp_doc_load(const char *path, cJSON **out, char *why, size_t whylen);
 
 /* Writes the GPU slug of a device name ("NVIDIA H100 80GB HBM3" ->

@@ -105,6 +105,70 @@ static bool cmp_doc_samples_bad(const cJSON *doc, const char *path, char *why, s
   return false;
 }
 
+/* True (with why) when a step count at key is present and not an integer in
+ * [lo, PD_CMP_MAX_STEPS]; *v gets the count (0 when absent). */
+static bool cmp_doc_count_bad(const cJSON *obj, const char *key, double lo, const char *path, const char *where,
+                              double *v, char *why, size_t whylen) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+  *v = 0;
+  if (it == NULL) return false;
+  if (!cJSON_IsNumber(it) || !(it->valuedouble >= lo && it->valuedouble <= PD_CMP_MAX_STEPS) ||
+      it->valuedouble != floor(it->valuedouble)) {
+    cmp_why(why, whylen, "%s: \"%s%s\" must be an integer from %.0f to %d", path, where, key, lo,
+            PD_CMP_MAX_STEPS);
+    return true;
+  }
+  *v = it->valuedouble;
+  return false;
+}
+
+/* True (with why) when the step counts do not fit the document: "steps" and
+ * "tables_steps" integers in range; a baseline's "runs" an array of objects whose "steps"
+ * (each at least 1) add up to the pooled per-step arrays' length, since a comparison
+ * splits the samples by those counts. Checked at load, so no later arithmetic meets a
+ * count that is not a small integer. */
+static bool cmp_doc_counts_bad(const cJSON *doc, const char *path, char *why, size_t whylen) {
+  double steps = 0, tables = 0, one = 0;
+  if (cmp_doc_count_bad(doc, "steps", 0, path, "", &steps, why, whylen) ||
+      cmp_doc_count_bad(doc, "tables_steps", 0, path, "", &tables, why, whylen))
+    return true;
+  const cJSON *runs = cJSON_GetObjectItemCaseSensitive(doc, "runs");
+  if (runs == NULL) return false;
+  if (!cJSON_IsArray(runs)) {
+    cmp_why(why, whylen, "%s: \"runs\" is not an array", path);
+    return true;
+  }
+  double total = 0;
+  size_t i = 0;
+  const cJSON *run = NULL;
+  cJSON_ArrayForEach(run, runs) {
+    char where[48];
+    snprintf(where, sizeof where, "runs[%zu].", i);
+    if (!cJSON_IsObject(run)) {
+      cmp_why(why, whylen, "%s: \"runs[%zu]\" is not an object", path, i);
+      return true;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(run, "steps") == NULL) {
+      cmp_why(why, whylen, "%s: \"runs[%zu].steps\" is missing", path, i);
+      return true;
+    }
+    if (cmp_doc_count_bad(run, "steps", 1, path, where, &one, why, whylen)) return true;
+    total += one; /* at most 2^31 runs of at most PD_CMP_MAX_STEPS: exact in a double */
+    i++;
+  }
+  static const char *const keys[] = {"step_times_s", "dataloader_wait_s"};
+  for (size_t k = 0; k < 2; k++) {
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, keys[k]);
+    int n = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0;
+    if (i > 0 && n > 0 && (double)n != total) {
+      cmp_why(why, whylen, "%s: the runs' \"steps\" add up to %.0f but \"%s\" holds %d samples", path, total,
+              keys[k], n);
+      return true;
+    }
+  }
+  return false;
+}
+
 int pd_cmp_doc_load(const char *path, cJSON **out, char *why, size_t whylen) {
   *out = NULL;
   char *text = NULL;
@@ -146,9 +210,9 @@ int pd_cmp_doc_load(const char *path, cJSON **out, char *why, size_t whylen) {
     fault = "\"metrics\" is missing or not an object";
   } else if (!cJSON_IsString(name) || name->valuestring[0] == '\0') {
     fault = "\"device.name\" is missing; cannot tell which GPU the numbers are from";
-  } else if (cmp_doc_samples_bad(doc, path, why, whylen)) {
+  } else if (cmp_doc_samples_bad(doc, path, why, whylen) || cmp_doc_counts_bad(doc, path, why, whylen)) {
     cJSON_Delete(doc);
-    return PD_EPARSE; /* why names the array and the index */
+    return PD_EPARSE; /* why names the field (and the index) */
   } else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "incomplete"))) {
     fault = "\"incomplete\": true: the run was stopped early (a signal); its numbers cover only part of "
             "the steps, so it is neither compared nor promoted";

@@ -6,7 +6,8 @@
  *    (complete, readable) and a metrics JSON with "incomplete": true, "stopped_by":
  *    "SIGINT" and "steps_done"; no temporary left;
  *  - SIGTERM during the warmup: exit 143, the metrics JSON marked incomplete, no trace;
- *  - two SIGTERMs at once: exit 143 at once, no temporary and no partial file left.
+ *  - two SIGTERMs at once: exit 143 at once, no temporary and no partial file left;
+ *  - two runs writing into one trace directory at once: two complete traces.
  * The signal is sent after a fixed delay; the test checks which phase it landed in from
  * steps_done and fails with a clear message when the delay missed the phase it wants.
  */
@@ -40,15 +41,19 @@ static void teardown(void) {
 }
 TestSuite(signals, .init = setup, .fini = teardown);
 
-/* Starts profiler_demo with the given flags (plus --trace_dir/--output_json in g_dir). */
-static pid_t start_demo(const char *const *flags) {
+/* Starts profiler_demo with the given flags, --trace_dir g_dir/traces and --output_json
+ * g_dir/json_name; its output goes to the log named by tag (see log_path()). */
+static pid_t start_demo_as(const char *const *flags, const char *json_name, int tag) {
   const char *bin = getenv("PD_BINARY_DIR");
   cr_assert_not_null(bin, "PD_BINARY_DIR is not set (run through ctest)");
-  static char exe[512], trace_dir[256], json[256], log[256];
+  char exe[512], trace_dir[256], json[256], log[256];
   snprintf(exe, sizeof exe, "%s/src/cli/profiler_demo/profiler_demo", bin);
   snprintf(trace_dir, sizeof trace_dir, "%s/traces", g_dir);
-  snprintf(json, sizeof json, "%s/m.json", g_dir);
-  snprintf(log, sizeof log, "%s/../pd_accept_sig_%d.log", g_dir, (int)getpid());
+  snprintf(json, sizeof json, "%s/%s", g_dir, json_name);
+  if (tag == 0)
+    snprintf(log, sizeof log, "%s/../pd_accept_sig_%d.log", g_dir, (int)getpid());
+  else
+    snprintf(log, sizeof log, "%s/../pd_accept_sig_%d.%d.log", g_dir, (int)getpid(), tag);
   const char *argv[40] = {exe, "--trace_dir", trace_dir, "--output_json", json, "--quiet"};
   int argc = 6;
   for (int i = 0; flags[i] != NULL && argc < 39; i++) argv[argc++] = flags[i];
@@ -66,6 +71,9 @@ static pid_t start_demo(const char *const *flags) {
   }
   return pid;
 }
+
+/* Starts profiler_demo with the given flags (plus --trace_dir/--output_json in g_dir). */
+static pid_t start_demo(const char *const *flags) { return start_demo_as(flags, "m.json", 0); }
 
 static void sleep_s(double s) {
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -270,4 +278,42 @@ Test(signals, repeat_zero_writes_a_trace_per_cycle) {
   }
   closedir(d);
   cr_expect_eq(read_ok, 10);
+}
+
+/* Two runs writing into one trace directory at once: each writes its own complete trace
+ * (names carry host, pid and time) and its own metrics JSON naming that trace; no
+ * temporary is left and neither run's file is the other's. */
+Test(signals, two_runs_share_a_trace_directory) {
+  const char *const flags[] = {"--scenario", "tiny_ops", "--warmup_steps", "2", "--profile_steps", "6", NULL};
+  pid_t a = start_demo_as(flags, "a.json", 1);
+  pid_t b = start_demo_as(flags, "b.json", 2);
+  int rca = wait_exit(a, 600), rcb = wait_exit(b, 600);
+  cr_assert(rca == 0 && rcb == 0, "exit %d and %d", rca, rcb);
+  char traces[256];
+  snprintf(traces, sizeof traces, "%s/traces", g_dir);
+  bool has_tmp;
+  cr_assert_eq(count_in(traces, &has_tmp, NULL, 0), 2, "one trace per run");
+  cr_expect(!has_tmp, "a temporary was left in %s", traces);
+  char named[2][512] = {{0}};
+  const char *names[2] = {"a.json", "b.json"};
+  for (int k = 0; k < 2; k++) {
+    char json[256];
+    snprintf(json, sizeof json, "%s/%s", g_dir, names[k]);
+    cJSON *m = load_json(json);
+    const cJSON *files = cJSON_GetObjectItem(m, "trace_files");
+    cr_assert_eq(cJSON_GetArraySize(files), 1, "%s names one trace", names[k]);
+    const char *path = cJSON_GetStringValue(cJSON_GetArrayItem(files, 0));
+    cr_assert_not_null(path);
+    snprintf(named[k], sizeof named[k], "%s", path);
+    cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(m, "steps")), 6);
+    cJSON_Delete(m);
+    pd_trace_t *t = pd_trace_create();
+    char err[512];
+    cr_expect_eq(pd_trace_read_file(named[k], t, err, sizeof err), 0, "%s", err);
+    cr_expect_gt(pd_trace_count(t), 1000u, "%s holds the 6 tiny_ops steps", named[k]);
+    pd_trace_destroy(t);
+  }
+  cr_expect_str_neq(named[0], named[1], "the two runs wrote one trace name");
+  count_in(g_dir, &has_tmp, NULL, 0);
+  cr_expect(!has_tmp, "a temporary was left in %s", g_dir);
 }

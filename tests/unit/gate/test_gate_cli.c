@@ -897,3 +897,50 @@ Test(cli, promote_refuses_null_and_negative_samples) {
   cr_assert_eq(pc_run("--promote", fx_write(w, "neg.json"), "-o", out, NULL), 2, "%s", g_out);
   cr_assert(strstr(g_out, "\"dataloader_wait_s\"[0] is negative") != NULL, "%s", g_out);
 }
+
+/* A baseline's runs[].steps split its pooled samples: a count that wraps past 2^64 to the
+ * sample count, one beyond any integer, a fraction, zero, a missing one or counts that do
+ * not add up to the samples are refused at load, naming the path and the field; neither
+ * the comparison's --json nor --promote's -o is written. */
+Test(cli, baseline_run_step_counts_are_checked_against_the_samples) {
+  char cur[512], js[512], out[512]; /* path_in's buffers rotate: keep copies */
+  snprintf(cur, sizeof cur, "%s", fx_write(fx_run(1.0, NSTEPS), "cur.json"));
+  snprintf(js, sizeof js, "%s", path_in("r.json"));
+  snprintf(out, sizeof out, "%s", path_in("promoted.json"));
+  static const struct {
+    const char *steps; /* the raw JSON text put in runs[0].steps (NULL: key removed) */
+    const char *says;
+  } cases[] = {
+      {"18446744073709551632", "\"runs[0].steps\" must be an integer from 1 to 100000000"}, /* 2^64 + 16 */
+      {"1e115", "\"runs[0].steps\" must be an integer from 1 to 100000000"},
+      {"2.5", "\"runs[0].steps\" must be an integer from 1 to 100000000"},
+      {"0", "\"runs[0].steps\" must be an integer from 1 to 100000000"},
+      {"\"16\"", "\"runs[0].steps\" must be an integer from 1 to 100000000"},
+      {NULL, "\"runs[0].steps\" is missing"},
+      {"17", "the runs' \"steps\" add up to"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cJSON *b = fx_load(fx_baseline());
+    cJSON *run0 = cJSON_GetArrayItem(cJSON_GetObjectItem(b, "runs"), 0);
+    cr_assert_not_null(run0);
+    if (cases[i].steps == NULL)
+      cJSON_DeleteItemFromObject(run0, "steps");
+    else
+      cJSON_ReplaceItemInObject(run0, "steps", cJSON_CreateRaw(cases[i].steps));
+    char name[32];
+    snprintf(name, sizeof name, "bad_steps_%zu.json", i);
+    const char *bad = fx_write(b, name);
+    cr_assert_eq(pc_run(cur, bad, "--json", js, "--quiet", NULL), 2, "case %zu: %s", i, g_out);
+    cr_expect(strstr(g_out, bad) != NULL && strstr(g_out, cases[i].says) != NULL, "case %zu: %s", i, g_out);
+    cr_expect(strchr(g_out, '\n') == strrchr(g_out, '\n'), "case %zu: one line: %s", i, g_out);
+    cr_expect_neq(access(js, F_OK), 0, "case %zu: a --json was written", i);
+    cr_assert_eq(pc_run("--promote", bad, cur, "-o", out, NULL), 2, "case %zu: %s", i, g_out);
+    cr_expect(strstr(g_out, cases[i].says) != NULL, "case %zu: %s", i, g_out);
+    cr_expect_neq(access(out, F_OK), 0, "case %zu: a baseline was written", i);
+  }
+  /* a run's own "steps" is range-checked the same way */
+  cJSON *r = fx_run(1.0, NSTEPS);
+  cJSON_ReplaceItemInObject(r, "steps", cJSON_CreateNumber(-3));
+  cr_assert_eq(pc_run(fx_write(r, "neg_steps.json"), fx_baseline(), NULL), 2, "%s", g_out);
+  cr_expect(strstr(g_out, "neg_steps.json: \"steps\" must be an integer") != NULL, "%s", g_out);
+}
