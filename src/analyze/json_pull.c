@@ -97,13 +97,15 @@ static bool str_put(an_json_t *p, const char *s, size_t n) {
   if (p->len + n + 1 > p->cap) {
     if (p->len + n > AN_JSON_MAX_STRING) {
       fail(p, "string longer than %zu MiB", AN_JSON_MAX_STRING >> 20);
+      p->over_limit = true;
       return false;
     }
     size_t cap = p->cap ? p->cap : 256;
     while (cap < p->len + n + 1) cap *= 2;
     char *ns = realloc(p->str, cap);
     if (ns == NULL) {
-      fail(p, "out of memory");
+      fail(p, "out of memory for a string of %zu bytes", cap);
+      p->out_of_memory = true;
       return false;
     }
     p->str = ns;
@@ -292,6 +294,7 @@ static int read_number(an_json_t *p, bool convert) {
       if (n == AN_JSON_MAX_NUMBER) {
         p->num_text[n] = 0;
         fail(p, "number longer than %d characters", AN_JSON_MAX_NUMBER);
+        p->over_limit = true;
         return -1;
       }
       p->num_text[n++] = c;
@@ -317,6 +320,7 @@ static int read_literal(an_json_t *p, const char *word) {
 static int push(an_json_t *p, char c) {
   if (p->depth == AN_JSON_MAX_DEPTH) {
     fail(p, "nesting deeper than %d levels", AN_JSON_MAX_DEPTH);
+    p->over_limit = true;
     return -1;
   }
   p->stack[p->depth] = c;

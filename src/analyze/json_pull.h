@@ -63,6 +63,8 @@ typedef struct {
   /* the first error; an_json_* return AN_JSON_ERROR / -1 once it is set */
   bool failed;
   bool read_failed;      /* the source failed (I/O or gzip), not the text */
+  bool out_of_memory;    /* an allocation failed, not the text */
+  bool over_limit;       /* valid text beyond a limit (string, number, nesting) */
   char err[256];
 } an_json_t;
 

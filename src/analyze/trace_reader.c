@@ -332,6 +332,19 @@ static int get_i64(conv_t *cv, const num_t *n, const char *what, int64_t dflt, i
   return 0;
 }
 
+/* An integer field stored as 32 bits (grid, block, registers, shared memory, device
+ * properties): get_i64, then an error when it lies beyond int32. */
+static int get_i32(conv_t *cv, const num_t *n, const char *what, int64_t dflt, int32_t *out) {
+  int64_t v;
+  *out = (int32_t)dflt;
+  if (get_i64(cv, n, what, dflt, &v) != 0) return cv->rc;
+  if (v < INT32_MIN || v > INT32_MAX)
+    return conv_fail(cv, PD_EPARSE, "'%s': traceEvents[%zu] %s %lld is out of range (a 32-bit integer)", cv->label,
+                     cv->index, what, (long long)v);
+  *out = (int32_t)v;
+  return 0;
+}
+
 /* ts or dur in microseconds, checked against TIME_LIMIT_US. */
 static int get_time(conv_t *cv, const num_t *n, const char *what, double *us) {
   *us = n->d;
@@ -653,15 +666,14 @@ static int convert_x(conv_t *cv, pd_event_kind_t kind, const int64_t *arg) {
   switch (kind) {
   case PD_EVENT_KERNEL: {
     for (int i = 0; i < 3; i++) {
-      int64_t g, b;
-      if (get_i64(cv, &e->grid[i], "args.grid", 0, &g) != 0 || get_i64(cv, &e->block[i], "args.block", 0, &b) != 0)
+      if (get_i32(cv, &e->grid[i], "args.grid", 0, &ev.u.kernel.grid[i]) != 0 ||
+          get_i32(cv, &e->block[i], "args.block", 0, &ev.u.kernel.block[i]) != 0)
         return cv->rc;
-      ev.u.kernel.grid[i] = (int32_t)g;
-      ev.u.kernel.block[i] = (int32_t)b;
     }
-    ev.u.kernel.registers_per_thread = (int32_t)arg[ARG_REGISTERS];
-    /* the writers put static + dynamic here; it comes back as static */
-    ev.u.kernel.static_smem_bytes = (int32_t)arg[ARG_SHARED_MEM];
+    /* the writers put static + dynamic shared memory in one field; it comes back as static */
+    if (get_i32(cv, &e->arg[ARG_REGISTERS], "args.registers per thread", 0, &ev.u.kernel.registers_per_thread) != 0 ||
+        get_i32(cv, &e->arg[ARG_SHARED_MEM], "args.shared memory", 0, &ev.u.kernel.static_smem_bytes) != 0)
+      return cv->rc;
     /* CUPTI's mangled names, shown readable as Kineto shows them */
     char readable[1024];
     if (name != NULL && name[0] == '_' && an_demangle(name, readable, sizeof readable)) {
@@ -890,6 +902,11 @@ static int read_device(conv_t *cv, an_json_t *p, pd_device_props_t *d) {
       int64_t v;
       read_num(p, &n);
       if (get_i64(cv, &n, "deviceProperties value", 0, &v) != 0) return -1;
+      if (total ? v < 0 : (v < INT32_MIN || v > INT32_MAX)) {
+        conv_fail(cv, PD_EPARSE, "'%s': deviceProperties %s %lld is out of range", cv->label,
+                  total ? "totalGlobalMem" : device_ints[i].key, (long long)v);
+        return -1;
+      }
       if (total) d->total_global_mem = (uint64_t)v;
       else *(int *)((char *)d + device_ints[i].off) = (int)v;
     } else if (an_json_skip(p) != 0) {
@@ -1019,8 +1036,9 @@ static long file_read(void *user, char *buf, size_t cap, char *err, size_t errle
   if (got < 0) {
     msg = gzerror(s->gz, &zerr);
     set_err(err, errlen, "%s", zerr == Z_ERRNO ? strerror(errno) : (msg ? msg : "read error"));
-    s->rc = zerr == Z_ERRNO ? PD_EIO : PD_EPARSE;
+    s->rc = zerr == Z_ERRNO ? PD_EIO : zerr == Z_MEM_ERROR ? PD_ENOMEM : PD_EPARSE;
     if (zerr == Z_DATA_ERROR) set_err(err, errlen, "corrupt gzip data (%s)", msg ? msg : "unknown");
+    if (zerr == Z_MEM_ERROR) set_err(err, errlen, "out of memory inflating gzip data");
     return -1;
   }
   if (got == 0) {
@@ -1049,6 +1067,15 @@ static int finish_read(conv_t *cv, an_json_t *p, int walk, bool have_events, int
   if (walk != 0 && p->read_failed) {
     set_err(err, errlen, "cannot read '%s': %s", label, p->err);
     return src_rc != 0 ? src_rc : PD_EIO;
+  }
+  if (walk != 0 && p->out_of_memory) {
+    set_err(err, errlen, "cannot read '%s': %s", label, p->err);
+    return PD_ENOMEM;
+  }
+  if (walk != 0 && p->over_limit) {
+    set_err(err, errlen, "cannot read '%s': %s (a reader limit; trace names, shapes and numbers are far shorter)",
+            label, p->err);
+    return PD_ETOOBIG;
   }
   if (walk != 0) {
     if (an_json_offset(p) == 0 && p->at_eof) set_err(err, errlen, "'%s' is empty (not JSON)", label);

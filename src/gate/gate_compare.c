@@ -182,11 +182,19 @@ int pd_cmp_doc_load(const char *path, cJSON **out, char *why, size_t whylen) {
     return PD_EPARSE;
   }
   const char *end = NULL;
-  /* len + 1: the terminating NUL is part of what cJSON checks for trailing garbage. */
+  /* len + 1: the terminating NUL is part of what cJSON checks for trailing garbage.
+   * cJSON says only that the parse failed; malloc's ENOMEM tells running out of memory
+   * (a failure, not bad input) from text that is not JSON. */
+  errno = 0;
   cJSON *doc = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
   if (doc == NULL) {
+    bool oom = errno == ENOMEM;
     size_t at = end != NULL && end >= text ? (size_t)(end - text) : 0;
     free(text);
+    if (oom) {
+      cmp_why(why, whylen, "%s: out of memory parsing the file (%zu bytes)", path, len);
+      return PD_ENOMEM;
+    }
     cmp_why(why, whylen, "%s: not valid JSON (parse error at byte %zu)", path, at);
     return PD_EPARSE;
   }

@@ -6,7 +6,9 @@
  *   profile_compare --slug METRICS.json
  *
  * Exit status: 0 within policy, 1 regression, 2 bad input (missing file, not JSON, wrong
- * schema, different GPU or scenario: explained, nothing compared, nothing written).
+ * schema, different GPU or scenario: explained, nothing compared, nothing written), or
+ * no verdict for another reason (out of memory, an output that cannot be written): never
+ * 1, which a gate reads as a regression.
  * Output files are written to a temporary name and renamed, so a failure leaves nothing.
  */
 #include <errno.h>
@@ -46,7 +48,8 @@ static const char k_usage[] =
     "  profile_compare --slug METRICS.json\n"
     "      print the GPU slug of the file's device (the baselines/<slug>/ folder)\n"
     "  profile_compare --help | --version\n"
-    "exit status: 0 within policy, 1 regression, 2 bad input\n";
+    "exit status: 0 within policy, 1 regression, 2 bad input or no verdict (out of memory,\n"
+    "an output that cannot be written)\n";
 
 /* Prints one line naming the fault, then the usage; returns the bad-input status. */
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

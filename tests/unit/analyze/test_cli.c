@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,6 +50,9 @@ static void slurp_into(const char *path, char *buf, size_t cap) {
 }
 
 /* Runs profile_analyze with a NULL-terminated argument list; returns its exit status. */
+/* The address-space limit of the next runs in MiB (0: none), to make them run out of memory. */
+static long g_as_limit_mib;
+
 static int pa_run(const char *first, ...) {
   const char *bin = getenv("PD_BINARY_DIR");
   cr_assert_not_null(bin, "PD_BINARY_DIR is not set (run through ctest)");
@@ -72,6 +76,10 @@ static int pa_run(const char *first, ...) {
     if (fo < 0 || fe < 0) _exit(126);
     dup2(fo, 1);
     dup2(fe, 2);
+    if (g_as_limit_mib > 0) {
+      struct rlimit rl = {.rlim_cur = (rlim_t)g_as_limit_mib << 20, .rlim_max = (rlim_t)g_as_limit_mib << 20};
+      if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(125);
+    }
     execv(exe, (char *const *)argv);
     _exit(127);
   }
@@ -204,6 +212,37 @@ Test(cli, bad_input_number_out_of_range) {
   int rc = pa_run(p, "--json", in_dir("x.json"), NULL);
   unlink(p);
   expect_bad_input(rc, "ts 1e400 is out of range");
+}
+
+/* Running out of memory is a failure (exit 1) that says so and names the file, not bad
+ * input: a trace of 300,000 kernels needs about 60 MiB, read under a 32 MiB address-space
+ * limit that a small trace runs within. Nothing is written. */
+Test(cli, out_of_memory_is_a_failure_not_bad_input) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  cr_skip_test("a sanitizer's runtime reserves more address space than any limit this test could set");
+#endif
+  const char *p = in_dir("big.json");
+  FILE *f = fopen(p, "w");
+  cr_assert_not_null(f);
+  fputs("{\"traceEvents\":[", f);
+  for (int i = 0; i < 300000; i++)
+    fprintf(f, "%s{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":%d,\"dur\":1}", i ? "," : "", 2 * i);
+  fputs("]}", f);
+  cr_assert_eq(fclose(f), 0);
+  char big[512], out[512];
+  snprintf(big, sizeof big, "%s", p);
+  snprintf(out, sizeof out, "%s", in_dir("r.json"));
+  g_as_limit_mib = 32;
+  int small = pa_run(fixture("torch_sync.pt.trace.json.gz"), NULL);
+  int rc = pa_run(big, "--json", out, NULL);
+  g_as_limit_mib = 0;
+  cr_assert_eq(small, 0, "the control: a small trace runs within 32 MiB (stderr: %s)", g_err);
+  cr_expect_eq(rc, 1, "exit %d (1: failure), stderr: %s", rc, g_err);
+  cr_expect(strstr(g_err, "out of host memory") != NULL && strstr(g_err, big) != NULL, "stderr: %s", g_err);
+  cr_expect(strchr(g_err, '\n') == strrchr(g_err, '\n'), "one line: %s", g_err);
+  cr_expect_str_eq(g_out, "", "nothing on stdout");
+  cr_expect(!exists(out), "nothing written");
+  unlink(big);
 }
 
 Test(cli, bad_input_fifo_is_refused_not_waited_on) {

@@ -311,10 +311,14 @@ static void expect_error(const char *path, int want, const char *words) {
   pd_trace_destroy(t);
 }
 
-static void expect_text_error(const char *name, const char *text, const char *words) {
+static void expect_text_error_rc(const char *name, const char *text, int want, const char *words) {
   const char *path = in_dir(name);
   write_text(path, text);
-  expect_error(path, PD_EPARSE, words);
+  expect_error(path, want, words);
+}
+
+static void expect_text_error(const char *name, const char *text, const char *words) {
+  expect_text_error_rc(name, text, PD_EPARSE, words);
 }
 
 #define EVENT_HEAD "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,"
@@ -404,6 +408,19 @@ Test(stream, numbers_out_of_range, .init = make_dir, .fini = remove_dir) {
   expect_text_error("corr.json", EVENT_HEAD "\"ts\":1,\"args\":{\"correlation\":-1e300}}]}",
                     "args.correlation -1e300|out of range");
   expect_text_error("grid.json", EVENT_HEAD "\"ts\":1,\"args\":{\"grid\":[1,1e20,1]}}]}", "args.grid 1e20");
+  /* within int64 but beyond the 32 bits the event keeps */
+  expect_text_error("grid32.json", EVENT_HEAD "\"ts\":1,\"args\":{\"grid\":[1,3000000000,1]}}]}",
+                    "args.grid 3000000000 is out of range (a 32-bit integer)");
+  expect_text_error("block32.json", EVENT_HEAD "\"ts\":1,\"args\":{\"block\":[-2147483649]}}]}",
+                    "args.block -2147483649 is out of range");
+  expect_text_error("regs32.json", EVENT_HEAD "\"ts\":1,\"args\":{\"registers per thread\":4294967296}}]}",
+                    "args.registers per thread 4294967296 is out of range");
+  expect_text_error("smem32.json", EVENT_HEAD "\"ts\":1,\"args\":{\"shared memory\":1e12}}]}",
+                    "args.shared memory 1000000000000 is out of range");
+  expect_text_error("sms.json", "{\"deviceProperties\":[{\"id\":0,\"numSms\":1e12}],\"traceEvents\":[]}",
+                    "deviceProperties numSms 1000000000000 is out of range");
+  expect_text_error("mem_total.json", "{\"deviceProperties\":[{\"totalGlobalMem\":-1}],\"traceEvents\":[]}",
+                    "deviceProperties totalGlobalMem -1 is out of range");
   expect_text_error("mem.json",
                     "{\"traceEvents\":[{\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\",\"ts\":1,"
                     "\"args\":{\"Bytes\":1e400}}]}",
@@ -430,7 +447,7 @@ Test(stream, numbers_out_of_range, .init = make_dir, .fini = remove_dir) {
   int n = snprintf(json, sizeof json, "{\"traceEvents\":[");
   for (int i = 0; i < 300; i++) json[n++] = '7';
   snprintf(json + n, sizeof json - (size_t)n, "]}");
-  expect_text_error("digits.json", json, "number longer than 255");
+  expect_text_error_rc("digits.json", json, PD_ETOOBIG, "number longer than 255|a reader limit");
 
   /* just inside the limits: read, not rejected */
   static const char ok[] = EVENT_HEAD "\"ts\":4.5e15,\"dur\":4.5e15,\"args\":{\"correlation\":9223372036854775807}}]}";
@@ -451,7 +468,7 @@ Test(stream, nesting_and_token_limits, .init = make_dir, .fini = remove_dir) {
   size_t k = (size_t)snprintf(deep, 64, "{\"traceEvents\":[{\"args\":{\"x\":");
   memset(deep + k, '[', n - k);
   deep[n] = 0;
-  expect_text_error("deep.json", deep, "nesting deeper than 64 levels");
+  expect_text_error_rc("deep.json", deep, PD_ETOOBIG, "nesting deeper than 64 levels|a reader limit");
   /* 63 levels are fine */
   k = (size_t)snprintf(deep, 64, "{\"traceEvents\":[");
   for (int i = 0; i < 61; i++) deep[k++] = '[';
@@ -478,7 +495,7 @@ Test(stream, nesting_and_token_limits, .init = make_dir, .fini = remove_dir) {
   snprintf(s + k + big, 128, "\"}]}");
   write_text(in_dir("long.json"), s);
   free(s);
-  expect_error(in_dir("long.json"), PD_EPARSE, "string longer than 4 MiB");
+  expect_error(in_dir("long.json"), PD_ETOOBIG, "string longer than 4 MiB|a reader limit");
 }
 
 Test(stream, gzip_garbage, .init = make_dir, .fini = remove_dir) {

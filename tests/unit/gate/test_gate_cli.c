@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,6 +54,9 @@ static const char *data_file(const char *name) {
   return b;
 }
 
+/* The address-space limit of the next runs in MiB (0: none), to make them run out of memory. */
+static long g_as_limit_mib;
+
 /* Runs profile_compare with a NULL-terminated argument list; returns its exit status and
  * leaves its output in g_out. */
 static int pc_run(const char *first, ...) {
@@ -75,6 +79,10 @@ static int pc_run(const char *first, ...) {
     if (fd < 0) _exit(126);
     dup2(fd, 1);
     dup2(fd, 2);
+    if (g_as_limit_mib > 0) {
+      struct rlimit rl = {.rlim_cur = (rlim_t)g_as_limit_mib << 20, .rlim_max = (rlim_t)g_as_limit_mib << 20};
+      if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(125);
+    }
     execv(exe, (char *const *)argv);
     _exit(127);
   }
@@ -943,4 +951,44 @@ Test(cli, baseline_run_step_counts_are_checked_against_the_samples) {
   cJSON_ReplaceItemInObject(r, "steps", cJSON_CreateNumber(-3));
   cr_assert_eq(pc_run(fx_write(r, "neg_steps.json"), fx_baseline(), NULL), 2, "%s", g_out);
   cr_expect(strstr(g_out, "neg_steps.json: \"steps\" must be an integer") != NULL, "%s", g_out);
+}
+
+/* Running out of memory while parsing says so (not "not valid JSON"), names the file and
+ * gives no verdict (exit 2, never 1): a baseline padded with 3 million numbers (about 200
+ * MiB of parsed nodes from 6 MB of text) under a 64 MiB address-space limit within which
+ * a plain comparison runs. */
+Test(cli, out_of_memory_is_said_and_is_no_verdict) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  cr_skip_test("a sanitizer's runtime reserves more address space than any limit this test could set");
+#endif
+  char cur[512], base[512], big[512], js[512];
+  snprintf(cur, sizeof cur, "%s", fx_write(fx_run(1.0, NSTEPS), "cur.json"));
+  snprintf(base, sizeof base, "%s", fx_baseline());
+  snprintf(js, sizeof js, "%s", path_in("r.json"));
+  /* the baseline's text with a large array spliced in before its last '}' */
+  char *text = pd_test_slurp(base);
+  cr_assert_not_null(text);
+  char *close = strrchr(text, '}');
+  cr_assert_not_null(close);
+  *close = '\0';
+  snprintf(big, sizeof big, "%s", path_in("big_base.json"));
+  FILE *f = fopen(big, "w");
+  cr_assert_not_null(f);
+  fputs(text, f);
+  fputs(", \"pad\": [", f);
+  for (int i = 0; i < 3000000; i++) fputs(i ? ",1" : "1", f);
+  fputs("]}", f);
+  cr_assert_eq(fclose(f), 0);
+  free(text);
+  g_as_limit_mib = 64;
+  int control = pc_run(cur, base, "--quiet", NULL);
+  char control_out[1024];
+  snprintf(control_out, sizeof control_out, "%.1000s", g_out);
+  int rc = pc_run(cur, big, "--json", js, "--quiet", NULL);
+  g_as_limit_mib = 0;
+  cr_assert_eq(control, 0, "the control runs within 64 MiB: %s", control_out);
+  cr_expect_eq(rc, 2, "exit %d: %s", rc, g_out);
+  cr_expect(strstr(g_out, "big_base.json: out of memory parsing the file") != NULL, "%s", g_out);
+  cr_expect(strchr(g_out, '\n') == strrchr(g_out, '\n'), "one line: %s", g_out);
+  cr_expect_neq(access(js, F_OK), 0, "nothing written");
 }
