@@ -97,9 +97,17 @@ typedef struct {
 /* Fills cfg with defaults: CPU|CUDA, schedule(wait=1, warmup=1, active=1, repeat=1). */
 void pd_prof_config_init(pd_prof_config_t *cfg);
 
+/* Checks the profiler's environment knobs without a GPU: PD_CUPTI_OPTIONS (a comma list
+ * of capture options), PD_PROF_CALIBRATE and PD_PROF_CUPTI_DETACH (unset, "0" or "1").
+ * Returns 0, or PD_EINVAL with one line in err naming the variable, its value and what is
+ * allowed. pd_prof_create() makes the same check; a program calls it first to refuse a
+ * bad value before any work. */
+int pd_prof_env_check(char *err, size_t errlen);
+
 /* Creates a profiler. On success *out owns it; free with pd_prof_destroy(). Fails with
- * PD_EINVAL on a bad config, PD_ENODEV/PD_ECUPTI/PD_ECUPTI_BUSY when CUDA activity is
- * asked for and CUPTI cannot be used. Only one profiler may exist at a time. */
+ * PD_EINVAL on a bad config or environment knob (pd_prof_env_check), PD_ENODEV/PD_ECUPTI/
+ * PD_ECUPTI_BUSY when CUDA activity is asked for and CUPTI cannot be used. Only one
+ * profiler may exist at a time. */
 int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out);
 /* Starts step 0 of the schedule. */
 int pd_prof_start(pd_prof_t *prof);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cupti_source.h"
+#include "pd/pd_out.h"
 #include "pd/pd_prof.h"
 #include "pd/pd_stats.h"
 #include "prof_internal.h"
@@ -118,6 +119,29 @@ static bool cupti_detach_wanted(void) {
   return v == NULL || strcmp(v, "0") != 0;
 }
 
+/* Whether the on/off knob name is unset, "0" or "1"; else err names it and its value. */
+static bool env_switch_ok(const char *name, char *err, size_t errlen) {
+  const char *v = getenv(name);
+  if (v == NULL || strcmp(v, "0") == 0 || strcmp(v, "1") == 0) return true;
+  char shown[80];
+  if (err != NULL && errlen > 0)
+    snprintf(err, errlen, "environment %s='%s' is not allowed (0 or 1, or unset)", name,
+             pd_term_escape_line(shown, sizeof shown, v));
+  return false;
+}
+
+int pd_prof_env_check(char *err, size_t errlen) {
+  if (!env_switch_ok("PD_PROF_CALIBRATE", err, errlen) || !env_switch_ok("PD_PROF_CUPTI_DETACH", err, errlen))
+    return PD_EINVAL;
+  unsigned bits = 0;
+  char why[256];
+  if (pd_cupti_capture_parse(getenv("PD_CUPTI_OPTIONS"), &bits, why, sizeof why) != 0) {
+    if (err != NULL && errlen > 0) snprintf(err, errlen, "environment PD_CUPTI_OPTIONS: %s", why);
+    return PD_EINVAL;
+  }
+  return 0;
+}
+
 static double ms_since(int64_t t0) { return (double)(pd_clock_now_ns() - t0) * 1e-6; }
 
 /* ---- calibration: what tracing adds to one CUDA call and one host range, on this host ---- */
@@ -194,6 +218,7 @@ int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out) {
   }
   *out = NULL;
   int rc = validate(cfg, g_create_error, sizeof(g_create_error));
+  if (rc == 0) rc = pd_prof_env_check(g_create_error, sizeof(g_create_error));
   if (rc != 0) return rc;
   if (atomic_flag_test_and_set(&g_one_profiler)) {
     snprintf(g_create_error, sizeof(g_create_error),
@@ -227,7 +252,7 @@ int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out) {
         .detach = cupti_detach_wanted(),
     };
     rc = pd_cupti_capture_parse(getenv("PD_CUPTI_OPTIONS"), &opt.capture, g_create_error,
-                                sizeof(g_create_error));
+                                sizeof(g_create_error)); /* checked above: cannot fail here */
     if (rc != 0) goto fail;
     rc = pd_cupti_source_create(&opt, &p->cupti, g_create_error, sizeof(g_create_error));
     if (rc != 0) goto fail;

@@ -603,10 +603,12 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   bool json_written = false;
   const char *config_note = NULL;
 
-  /* 1. output directories and paths, proven writable before the GPU is even looked for:
-   * a bad path is the user's to fix whatever machine this is (exit 2, one line) */
+  /* 1. the profiler's environment knobs, output directories and paths, proven good
+   * before the GPU is even looked for: a bad value or path is the user's to fix whatever
+   * machine this is (exit 2, one line) */
   char err[PD_DEMO_PATH_MAX + 256];
-  if (pd_demo_outputs_prepare(cfg, &r->outs, err, sizeof(err)) != 0) {
+  if ((!cfg->no_profile && pd_prof_env_check(err, sizeof(err)) != 0) ||
+      pd_demo_outputs_prepare(cfg, &r->outs, err, sizeof(err)) != 0) {
     demo_err("%s", err);
     free(r);
     return PD_DEMO_EXIT_USAGE;

@@ -208,3 +208,36 @@ Test(cli_binary, output_paths_are_checked_before_the_device) {
   unlink(file);
   rmdir(side);
 }
+
+/* The profiler's environment knobs are input too: a bad value is exit 2 with one line
+ * naming the variable, before the GPU is looked for, nothing created. --no_profile does
+ * not use them and runs as before (exit 3 here without a GPU). */
+Test(cli_binary, environment_knobs_are_checked_before_the_device) {
+  static const struct {
+    const char *name, *value, *needle;
+  } cases[] = {
+      {"PD_PROF_CALIBRATE", "yes", "environment PD_PROF_CALIBRATE='yes' is not allowed (0 or 1, or unset)"},
+      {"PD_PROF_CUPTI_DETACH", "", "environment PD_PROF_CUPTI_DETACH='' is not allowed"},
+      {"PD_PROF_CALIBRATE", "1\n2", "environment PD_PROF_CALIBRATE='1\\x0a2'"},
+      {"PD_CUPTI_OPTIONS", "kernels_only,turbo",
+       "environment PD_CUPTI_OPTIONS: unknown CUPTI capture option 'turbo' (known: default,"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cr_assert_eq(setenv(cases[i].name, cases[i].value, 1), 0);
+    EXPECT_BAD_OUTPUT(cases[i].needle, "--scenario", "clean", "--output_json", "m.json");
+    cr_assert_eq(unsetenv(cases[i].name), 0);
+  }
+  cr_assert_eq(setenv("PD_CUPTI_OPTIONS", "kernels_only,,cupti_clock", 1), 0);
+  cr_assert_eq(setenv("PD_PROF_CALIBRATE", "0", 1), 0);
+  if (no_gpu_here()) { /* good values pass the check and meet the device check */
+    run_t r = RUN("--scenario", "clean");
+    cr_expect_eq(r.status, 3, "exit %d, stderr: %s", r.status, r.err);
+    run_free(&r);
+  }
+  cr_assert_eq(setenv("PD_PROF_CALIBRATE", "yes", 1), 0);
+  if (no_gpu_here()) {
+    run_t r = RUN("--scenario", "clean", "--no_profile");
+    cr_expect_eq(r.status, 3, "--no_profile does not read the knobs: exit %d, stderr: %s", r.status, r.err);
+    run_free(&r);
+  }
+}
