@@ -128,9 +128,9 @@ static bool cmp_doc_count_bad(const cJSON *obj, const char *key, double lo, cons
  * splits the samples by those counts. Checked at load, so no later arithmetic meets a
  * count that is not a small integer. */
 static bool cmp_doc_counts_bad(const cJSON *doc, const char *path, char *why, size_t whylen) {
-  double steps = 0, tables = 0, one = 0;
-  if (cmp_doc_count_bad(doc, "steps", 0, path, "", &steps, why, whylen) ||
-      cmp_doc_count_bad(doc, "tables_steps", 0, path, "", &tables, why, whylen))
+  double one = 0;
+  if (cmp_doc_count_bad(doc, "steps", 0, path, "", &one, why, whylen) ||
+      cmp_doc_count_bad(doc, "tables_steps", 0, path, "", &one, why, whylen))
     return true;
   const cJSON *runs = cJSON_GetObjectItemCaseSensitive(doc, "runs");
   if (runs == NULL) return false;
