@@ -109,7 +109,11 @@ rc=$?
 absorbed=$(grep -o '^test_scenarios: [a-z0-9_]* regressed against [^ ]* in its first run but not in a fresh rerun' \
   "$build/Testing/Temporary/LastTest.log" 2>/dev/null | sed 's/^test_scenarios: \([a-z0-9_]*\) .*/\1/' | sort -u | tr '\n' ' ')
 if [ -n "$absorbed" ]; then
-  echo "gpu_acceptance: regressions absorbed by a confirmation rerun: $absorbed(details in $build/Testing/Temporary/LastTest.log)"
+  echo "gpu_acceptance: regressions absorbed by a confirmation rerun: $absorbed(full reports in $build/Testing/Temporary/LastTest.log)"
+  # the first runs' regressed rows, as the test printed them
+  awk '/in its first run but not in a fresh rerun/ { on = 1; print; next }
+       on && /^end of the report:/ { on = 0; next }
+       on { print "  " $0 }' "$build/Testing/Temporary/LastTest.log"
 else
   echo "gpu_acceptance: no stored-baseline comparison needed a confirmation rerun"
 fi

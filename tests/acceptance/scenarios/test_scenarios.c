@@ -165,6 +165,25 @@ static const char *log_tail(const char *path) {
   return tail;
 }
 
+/* The table rows of a profile_compare log whose verdict is "regressed" (the header and the
+ * summary line left out), for the message that a confirmation rerun absorbed them. */
+static const char *regressed_rows(const char *path) {
+  static char rows[2048];
+  rows[0] = '\0';
+  char *text = read_text(path, NULL);
+  if (text == NULL) return "(no log)";
+  size_t used = 0;
+  for (char *save = NULL, *line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+    if (strstr(line, " regressed ") == NULL || strstr(line, "metrics:") != NULL || strncmp(line, "result:", 7) == 0)
+      continue;
+    int n = snprintf(rows + used, sizeof(rows) - used, "%s\n", line);
+    if (n < 0 || (size_t)n >= sizeof(rows) - used) break;
+    used += (size_t)n;
+  }
+  free(text);
+  return used > 0 ? rows : "(no row marked regressed)\n";
+}
+
 /* Runs profiler_demo once per test binary for key (scenario plus extra flags) and returns
  * the run, its metrics JSON loaded. Fails the calling test when the run failed. */
 static run_t *scen_run(const char *key, const char *scenario, const char *const *extra) {
@@ -464,9 +483,11 @@ static int gate_verdict(run_t *first, const char *key, const char *scenario,
   if (rc != 1) return rc;
   char again[96];
   snprintf(again, sizeof(again), "%s_confirm", key);
+  char first_log[700], first_report[4096];
+  snprintf(first_log, sizeof(first_log), "%s/compare.log", first->dir);
+  snprintf(first_report, sizeof(first_report), "regressed rows:\n%send of the report:\n%s", regressed_rows(first_log),
+           report);
   run_t *second = scen_run(again, scenario, extra);
-  char first_report[2048];
-  snprintf(first_report, sizeof(first_report), "%s", report);
   *last = second;
   rc = compare_with(second, base, report, len);
   if (rc == 0)
