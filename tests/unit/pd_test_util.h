@@ -102,6 +102,25 @@ static inline cJSON *pd_test_read_json(const char *path) {
 }
 #endif
 
+/* Skips the calling test where an address-space limit cannot make a child run out of
+ * memory the way it would alone: under ASan or TSan (their runtimes reserve more address
+ * space than any limit) and under valgrind (which preloads itself into every child and
+ * needs far more). */
+#define PD_TEST_SKIP_UNLESS_AS_LIMIT_WORKS()                                                         \
+  do {                                                                                             \
+    const char *pd_pre_ = getenv("LD_PRELOAD");                                                     \
+    if (pd_test_sanitized() || (pd_pre_ != NULL && strstr(pd_pre_, "vgpreload") != NULL))           \
+      cr_skip_test("under a sanitizer or valgrind an address-space limit starves the tool itself"); \
+  } while (0)
+
+static inline bool pd_test_sanitized(void) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return true;
+#else
+  return false;
+#endif
+}
+
 /* Returns the next of 64 rotating path buffers (512 bytes): a test keeps fewer paths than
  * that alive at once. */
 static inline char *pd_test_buf(void) {

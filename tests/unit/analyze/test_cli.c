@@ -218,9 +218,7 @@ Test(cli, bad_input_number_out_of_range) {
  * input: a trace of 300,000 kernels needs about 60 MiB, read under a 32 MiB address-space
  * limit that a small trace runs within. Nothing is written. */
 Test(cli, out_of_memory_is_a_failure_not_bad_input) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  cr_skip_test("a sanitizer's runtime reserves more address space than any limit this test could set");
-#endif
+  PD_TEST_SKIP_UNLESS_AS_LIMIT_WORKS();
   const char *p = in_dir("big.json");
   FILE *f = fopen(p, "w");
   cr_assert_not_null(f);

@@ -958,9 +958,7 @@ Test(cli, baseline_run_step_counts_are_checked_against_the_samples) {
  * MiB of parsed nodes from 6 MB of text) under a 64 MiB address-space limit within which
  * a plain comparison runs. */
 Test(cli, out_of_memory_is_said_and_is_no_verdict) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  cr_skip_test("a sanitizer's runtime reserves more address space than any limit this test could set");
-#endif
+  PD_TEST_SKIP_UNLESS_AS_LIMIT_WORKS();
   char cur[512], base[512], big[512], js[512];
   snprintf(cur, sizeof cur, "%s", fx_write(fx_run(1.0, NSTEPS), "cur.json"));
   snprintf(base, sizeof base, "%s", fx_baseline());
