@@ -11,15 +11,19 @@
  * The signal is sent after a fixed delay; the test checks which phase it landed in from
  * steps_done and fails with a clear message when the delay missed the phase it wants.
  */
+#define _GNU_SOURCE /* unshare */
 #include <criterion/criterion.h>
 #include <cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,19 +45,25 @@ static void teardown(void) {
 }
 TestSuite(signals, .init = setup, .fini = teardown);
 
-/* Starts profiler_demo with the given flags, --trace_dir g_dir/traces and --output_json
- * g_dir/json_name; its output goes to the log named by tag (see log_path()). */
-static pid_t start_demo_as(const char *const *flags, const char *json_name, int tag) {
+/* The log of the run started with tag (0: the plain start_demo()). */
+static void log_path(int tag, char *buf, size_t len) {
+  if (tag == 0)
+    snprintf(buf, len, "%s/../pd_accept_sig_%d.log", g_dir, (int)getpid());
+  else
+    snprintf(buf, len, "%s/../pd_accept_sig_%d.%d.log", g_dir, (int)getpid(), tag);
+}
+
+/* Starts profiler_demo with the given flags, --trace_dir DIR/traces and --output_json
+ * DIR/json_name (DIR: dir, or g_dir when NULL); its output goes to log_path(tag). */
+static pid_t start_demo_in(const char *const *flags, const char *dir, const char *json_name, int tag) {
   const char *bin = getenv("PD_BINARY_DIR");
   cr_assert_not_null(bin, "PD_BINARY_DIR is not set (run through ctest)");
   char exe[512], trace_dir[256], json[256], log[256];
+  if (dir == NULL) dir = g_dir;
   snprintf(exe, sizeof exe, "%s/src/cli/profiler_demo/profiler_demo", bin);
-  snprintf(trace_dir, sizeof trace_dir, "%s/traces", g_dir);
-  snprintf(json, sizeof json, "%s/%s", g_dir, json_name);
-  if (tag == 0)
-    snprintf(log, sizeof log, "%s/../pd_accept_sig_%d.log", g_dir, (int)getpid());
-  else
-    snprintf(log, sizeof log, "%s/../pd_accept_sig_%d.%d.log", g_dir, (int)getpid(), tag);
+  snprintf(trace_dir, sizeof trace_dir, "%s/traces", dir);
+  snprintf(json, sizeof json, "%s/%s", dir, json_name);
+  log_path(tag, log, sizeof log);
   const char *argv[40] = {exe, "--trace_dir", trace_dir, "--output_json", json, "--quiet"};
   int argc = 6;
   for (int i = 0; flags[i] != NULL && argc < 39; i++) argv[argc++] = flags[i];
@@ -70,6 +80,10 @@ static pid_t start_demo_as(const char *const *flags, const char *json_name, int 
     _exit(127);
   }
   return pid;
+}
+
+static pid_t start_demo_as(const char *const *flags, const char *json_name, int tag) {
+  return start_demo_in(flags, NULL, json_name, tag);
 }
 
 /* Starts profiler_demo with the given flags (plus --trace_dir/--output_json in g_dir). */
@@ -316,4 +330,94 @@ Test(signals, two_runs_share_a_trace_directory) {
   cr_expect_str_neq(named[0], named[1], "the two runs wrote one trace name");
   count_in(g_dir, &has_tmp, NULL, 0);
   cr_expect(!has_tmp, "a temporary was left in %s", g_dir);
+}
+
+/* Mounts a tmpfs of size_kib on dir (created) in a private mount namespace of this test's
+ * process, which profiler_demo started from it inherits; it vanishes with the process.
+ * Skips the calling test, saying so, where this process may not mount. */
+static void mount_tmpfs_or_skip(const char *dir, int size_kib) {
+  cr_assert_eq(mkdir(dir, 0700), 0);
+  char opts[64];
+  snprintf(opts, sizeof opts, "size=%dk,mode=0700", size_kib);
+  if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+      mount("tmpfs", dir, "tmpfs", 0, opts) != 0)
+    cr_skip_test("cannot mount a tmpfs here (%s): the full-disk and read-only runs were NOT made", strerror(errno));
+}
+
+/* The whole log of the run started with tag. */
+static void read_log(int tag, char *text, size_t len) {
+  char log[256];
+  log_path(tag, log, sizeof log);
+  FILE *f = fopen(log, "r");
+  cr_assert_not_null(f, "no log %s", log);
+  size_t n = fread(text, 1, len - 1, f);
+  fclose(f);
+  text[n] = 0;
+}
+
+/* The files under dir (not directories), and whether one is a temporary. */
+static int files_under(const char *dir, bool *has_tmp) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "find '%s' -type f", dir);
+  FILE *p = popen(cmd, "r");
+  cr_assert_not_null(p);
+  char line[512];
+  int n = 0;
+  *has_tmp = false;
+  while (fgets(line, sizeof line, p) != NULL) {
+    n++;
+    if (strstr(line, ".tmp.") != NULL) *has_tmp = true;
+  }
+  pclose(p);
+  return n;
+}
+
+/* A disk that fills while the trace is written (a 64 KiB tmpfs holds the directories but
+ * not a trace): exit 1, one message naming the trace's path and "no space left", no
+ * temporary and no file left (the run takes back what it made). */
+Test(signals, full_disk_while_writing_the_trace_fails_cleanly) {
+  char fs[256];
+  snprintf(fs, sizeof fs, "%s/fs", g_dir);
+  mount_tmpfs_or_skip(fs, 64);
+  pid_t pid = start_demo_in((const char *const[]){"--scenario", "clean", "--warmup_steps", "2", "--profile_steps", "4",
+                                                  NULL},
+                            fs, "m.json", 3);
+  int rc = wait_exit(pid, 300);
+  char text[16384];
+  read_log(3, text, sizeof text);
+  cr_assert_eq(rc, 1, "exit %d (expected 1: the trace could not be written); log:\n%s", rc, text);
+  cr_expect(strstr(text, "no space left on device") != NULL && strstr(text, fs) != NULL,
+            "the message names the path and the cause:\n%s", text);
+  bool has_tmp;
+  cr_expect_eq(files_under(fs, &has_tmp), 0, "files were left in %s", fs);
+  cr_expect(!has_tmp, "a temporary was left in %s", fs);
+  umount(fs);
+}
+
+/* The file system turns read-only during the profiled steps (a tmpfs remounted read-only):
+ * the trace cannot be written at the cycle's end: exit 1, the message names the path and
+ * "read-only", nothing partial or temporary is left. */
+Test(signals, read_only_file_system_while_profiling_fails_cleanly) {
+  char fs[256];
+  snprintf(fs, sizeof fs, "%s/fs", g_dir);
+  mount_tmpfs_or_skip(fs, 256 << 10);
+  /* dataloader steps take about 70 ms: 150 of them outlast the delay on any GPU */
+  pid_t pid = start_demo_in((const char *const[]){"--scenario", "dataloader", "--warmup_steps", "3", "--profile_steps",
+                                                  "150", NULL},
+                            fs, "m.json", 4);
+  sleep_s(10.0); /* CUDA start, model, warmup, then into the profiled steps */
+  int remount = mount(NULL, fs, NULL, MS_REMOUNT | MS_RDONLY, NULL);
+  int remount_errno = errno;
+  int rc = wait_exit(pid, 300);
+  char text[16384];
+  read_log(4, text, sizeof text);
+  cr_assert_eq(remount, 0, "remount read-only: %s", strerror(remount_errno));
+  cr_assert_neq(rc, 0, "the run finished with exit 0 before or despite the remount; log:\n%s", text);
+  cr_assert_eq(rc, 1, "exit %d (expected 1); log:\n%s", rc, text);
+  cr_expect(strstr(text, "read-only file system") != NULL && strstr(text, fs) != NULL,
+            "the message names the path and the cause:\n%s", text);
+  bool has_tmp;
+  cr_expect_eq(files_under(fs, &has_tmp), 0, "files were left in %s", fs);
+  cr_expect(!has_tmp, "a temporary was left in %s", fs);
+  umount(fs);
 }
