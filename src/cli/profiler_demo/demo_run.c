@@ -127,7 +127,7 @@ static int demo_trace_ready_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *u
   if (pd_prof_cost(prof, NULL, &cycle_cost) == 0) meta.cost = &cycle_cost;
   rc = pd_trace_write_file(path, cycle, &meta);
   if (rc != 0) {
-    snprintf(r->cb_error, sizeof(r->cb_error), "writing trace '%s': %s", path, pd_strerror(rc));
+    snprintf(r->cb_error, sizeof(r->cb_error), "cannot write trace '%s': %s", path, pd_strerror(rc));
     return rc;
   }
   if ((r->traces[r->ntraces] = strdup(path)) == NULL) {
@@ -293,6 +293,18 @@ static int demo_step_failed(const demo_run_t *r, const demo_step_result_t *res, 
              detail[0] ? ": " : "", detail);
   }
   return code;
+}
+
+/* Reports a failed pd_prof_step() (step >= 0) or pd_prof_stop() (step < 0). A failure of
+ * this program's own trace-ready handler (writing a trace, say) is said in its own words,
+ * which name the path and the cause; any other is the profiler's, with its detail. */
+static void demo_profiler_failed(const demo_run_t *r, const char *what, int step, int rc) {
+  char at[48] = "";
+  if (step >= 0) snprintf(at, sizeof at, " at profiler step %d", step);
+  if (r->cb_error[0] != '\0')
+    demo_err("%s%s", r->cb_error, at);
+  else
+    demo_err("%s%s: %s (%s)", what, at, pd_strerror(rc), pd_prof_last_error(r->prof));
 }
 
 static void demo_progress(const demo_run_t *r, const char *phase, int i, int n) {
@@ -836,8 +848,7 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
     if (r->cycles != cycles_before) demo_release_heap();
     if (rc != 0) {
       demo_progress_clear(r);
-      demo_err("profiler step %d: %s (%s%s%s)", s, pd_strerror(rc), pd_prof_last_error(r->prof),
-               r->cb_error[0] ? "; " : "", r->cb_error);
+      demo_profiler_failed(r, "profiler step", s, rc);
       exit_code = PD_DEMO_EXIT_RUNTIME;
       goto done;
     }
@@ -853,8 +864,7 @@ stopped:
   /* Stopping inside the active steps flushes CUPTI (forced) and writes the partial cycle. */
   rc = r->prof != NULL ? pd_prof_stop(r->prof) : 0;
   if (rc != 0) {
-    demo_err("profiler stop: %s (%s%s%s)", pd_strerror(rc), pd_prof_last_error(r->prof), r->cb_error[0] ? "; " : "",
-             r->cb_error);
+    demo_profiler_failed(r, "profiler stop", -1, rc);
     exit_code = PD_DEMO_EXIT_RUNTIME;
     goto done;
   }

@@ -386,7 +386,8 @@ Test(signals, full_disk_while_writing_the_trace_fails_cleanly) {
   char text[16384];
   read_log(3, text, sizeof text);
   cr_assert_eq(rc, 1, "exit %d (expected 1: the trace could not be written); log:\n%s", rc, text);
-  cr_expect(strstr(text, "no space left on device") != NULL && strstr(text, fs) != NULL,
+  cr_expect(strstr(text, "profiler_demo: cannot write trace '") != NULL && strstr(text, "no space left on device") != NULL &&
+                strstr(text, fs) != NULL,
             "the message names the path and the cause:\n%s", text);
   bool has_tmp;
   cr_expect_eq(files_under(fs, &has_tmp), 0, "files were left in %s", fs);
@@ -414,7 +415,8 @@ Test(signals, read_only_file_system_while_profiling_fails_cleanly) {
   cr_assert_eq(remount, 0, "remount read-only: %s", strerror(remount_errno));
   cr_assert_neq(rc, 0, "the run finished with exit 0 before or despite the remount; log:\n%s", text);
   cr_assert_eq(rc, 1, "exit %d (expected 1); log:\n%s", rc, text);
-  cr_expect(strstr(text, "read-only file system") != NULL && strstr(text, fs) != NULL,
+  cr_expect(strstr(text, "profiler_demo: cannot write trace '") != NULL && strstr(text, "read-only file system") != NULL &&
+                strstr(text, fs) != NULL,
             "the message names the path and the cause:\n%s", text);
   bool has_tmp;
   cr_expect_eq(files_under(fs, &has_tmp), 0, "files were left in %s", fs);
