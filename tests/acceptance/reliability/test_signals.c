@@ -372,6 +372,22 @@ static int files_under(const char *dir, bool *has_tmp) {
   return n;
 }
 
+/* A run (log tag) whose trace could not be written on the file system at fs for cause:
+ * exit 1, one line "cannot write trace '<fs>/...': <cause>", no file and no temporary
+ * left on fs. Unmounts fs. */
+static void expect_trace_write_failed(int rc, int tag, const char *fs, const char *cause) {
+  char text[16384];
+  read_log(tag, text, sizeof text);
+  cr_assert_eq(rc, 1, "exit %d (expected 1: the trace could not be written); log:\n%s", rc, text);
+  cr_expect(strstr(text, "profiler_demo: cannot write trace '") != NULL && strstr(text, cause) != NULL &&
+                strstr(text, fs) != NULL,
+            "the message names the path and '%s':\n%s", cause, text);
+  bool has_tmp;
+  cr_expect_eq(files_under(fs, &has_tmp), 0, "files were left in %s", fs);
+  cr_expect(!has_tmp, "a temporary was left in %s", fs);
+  umount(fs);
+}
+
 /* A disk that fills while the trace is written (a 64 KiB tmpfs holds the directories but
  * not a trace): exit 1, one message naming the trace's path and "no space left", no
  * temporary and no file left (the run takes back what it made). */
@@ -382,17 +398,7 @@ Test(signals, full_disk_while_writing_the_trace_fails_cleanly) {
   pid_t pid = start_demo_in((const char *const[]){"--scenario", "clean", "--warmup_steps", "2", "--profile_steps", "4",
                                                   NULL},
                             fs, "m.json", 3);
-  int rc = wait_exit(pid, 300);
-  char text[16384];
-  read_log(3, text, sizeof text);
-  cr_assert_eq(rc, 1, "exit %d (expected 1: the trace could not be written); log:\n%s", rc, text);
-  cr_expect(strstr(text, "profiler_demo: cannot write trace '") != NULL && strstr(text, "no space left on device") != NULL &&
-                strstr(text, fs) != NULL,
-            "the message names the path and the cause:\n%s", text);
-  bool has_tmp;
-  cr_expect_eq(files_under(fs, &has_tmp), 0, "files were left in %s", fs);
-  cr_expect(!has_tmp, "a temporary was left in %s", fs);
-  umount(fs);
+  expect_trace_write_failed(wait_exit(pid, 300), 3, fs, "no space left on device");
 }
 
 /* The file system turns read-only during the profiled steps (a tmpfs remounted read-only):
@@ -410,16 +416,7 @@ Test(signals, read_only_file_system_while_profiling_fails_cleanly) {
   int remount = mount(NULL, fs, NULL, MS_REMOUNT | MS_RDONLY, NULL);
   int remount_errno = errno;
   int rc = wait_exit(pid, 300);
-  char text[16384];
-  read_log(4, text, sizeof text);
   cr_assert_eq(remount, 0, "remount read-only: %s", strerror(remount_errno));
-  cr_assert_neq(rc, 0, "the run finished with exit 0 before or despite the remount; log:\n%s", text);
-  cr_assert_eq(rc, 1, "exit %d (expected 1); log:\n%s", rc, text);
-  cr_expect(strstr(text, "profiler_demo: cannot write trace '") != NULL && strstr(text, "read-only file system") != NULL &&
-                strstr(text, fs) != NULL,
-            "the message names the path and the cause:\n%s", text);
-  bool has_tmp;
-  cr_expect_eq(files_under(fs, &has_tmp), 0, "files were left in %s", fs);
-  cr_expect(!has_tmp, "a temporary was left in %s", fs);
-  umount(fs);
+  cr_assert_neq(rc, 0, "the run finished with exit 0 before or despite the remount");
+  expect_trace_write_failed(rc, 4, fs, "read-only file system");
 }
