@@ -314,21 +314,31 @@ if [ "$built" -eq 1 ]; then
   covdir=$build/coverage
   rm -rf "$covdir"
   mkdir -p "$covdir"
-  gcovr --config gcovr.cfg --root "$root" --object-directory "$build" -j "$jobs" \
+  # gcov has printed a negative branch count ("branch 1 taken -4") for code run on several
+  # threads (GCC bug 68080; the build now updates counters atomically). gcovr 5.2 stops at
+  # such a line, and with -j it hung there instead of exiting. So: no -j (it gains nothing
+  # here, the whole report takes about a second), such lines skipped and counted in the
+  # summary, and a time limit as the last guard against a stalled CI job.
+  timeout 600 gcovr --config gcovr.cfg --root "$root" --object-directory "$build" --gcov-ignore-parse-errors \
     --html-details "$covdir/index.html" --xml "$covdir/coverage.xml" --txt "$covdir/summary.txt" \
-    --print-summary --fail-under-line 80 | tee "$covdir/gcovr.log"
+    --print-summary --fail-under-line 80 2>&1 | tee "$covdir/gcovr.log"
   rc=${PIPESTATUS[0]}
+  parse_errors=$(grep -c '^(WARNING) Unrecognized GCOV output' "$covdir/gcovr.log" || true)
+  cov_note=""
+  [ "${parse_errors:-0}" -gt 0 ] && cov_note="; $parse_errors gcov line(s) unreadable and skipped (see $covdir/gcovr.log)"
   cov_line=$(grep -m1 '^lines:' "$covdir/gcovr.log" || echo "lines: none")
   # For information, not gated: the same over every src/**/*.c, the GPU-only files that
   # gcovr.cfg leaves out included (the unit tests cannot reach them without a GPU).
-  all_line=$(gcovr --config /dev/null --root "$root" --object-directory "$build" -j "$jobs" \
+  all_line=$(timeout 600 gcovr --config /dev/null --root "$root" --object-directory "$build" --gcov-ignore-parse-errors \
     --filter 'src/.*\.c$' --print-summary --txt "$covdir/summary-all.txt" 2>/dev/null | grep -m1 '^lines:')
   echo "coverage report: $covdir/index.html (Cobertura: $covdir/coverage.xml)"
   echo "for information, with the GPU-only files counted: ${all_line:-lines: none}"
   if [ "$rc" -eq 0 ]; then
-    record coverage ok "$cov_line (gate 80 %; GPU-only files counted too: ${all_line#lines: })"
+    record coverage ok "$cov_line (gate 80 %; GPU-only files counted too: ${all_line#lines: })$cov_note"
   elif [ "$rc" -eq 2 ]; then
-    record coverage FAILED "$cov_line is under the 80 % gate"
+    record coverage FAILED "$cov_line is under the 80 % gate$cov_note"
+  elif [ "$rc" -eq 124 ]; then
+    record coverage FAILED "gcovr did not finish in 600 s"
   else
     record coverage FAILED "gcovr exit $rc"
   fi
