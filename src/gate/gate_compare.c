@@ -80,22 +80,25 @@ static int cmp_read_file(const char *path, char **text, size_t *len, char *why, 
   return 0;
 }
 
+/* The per-step sample arrays of a metrics JSON or baseline. */
+static const char *const k_sample_keys[] = {"step_times_s", "dataloader_wait_s"};
+
 /* True (with why) when a per-step sample array is not an array of finite numbers >= 0:
  * checked at load, so --promote never writes a baseline that a comparison refuses. */
 static bool cmp_doc_samples_bad(const cJSON *doc, const char *path, char *why, size_t whylen) {
-  static const char *const keys[] = {"step_times_s", "dataloader_wait_s"};
   for (size_t k = 0; k < 2; k++) {
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, keys[k]);
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, k_sample_keys[k]);
     if (arr == NULL) continue;
     if (!cJSON_IsArray(arr)) {
-      cmp_why(why, whylen, "%s: \"%s\" is not an array", path, keys[k]);
+      cmp_why(why, whylen, "%s: \"%s\" is not an array", path, k_sample_keys[k]);
       return true;
     }
     size_t i = 0;
     const cJSON *it = NULL;
     cJSON_ArrayForEach(it, arr) {
       if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < 0) {
-        cmp_why(why, whylen, "%s: \"%s\"[%zu] is %s, expected a finite number of seconds >= 0", path, keys[k], i,
+        cmp_why(why, whylen, "%s: \"%s\"[%zu] is %s, expected a finite number of seconds >= 0", path,
+                k_sample_keys[k], i,
                 cJSON_IsNull(it) ? "null (NaN)" : cJSON_IsNumber(it) ? "negative" : "not a number");
         return true;
       }
@@ -156,13 +159,12 @@ static bool cmp_doc_counts_bad(const cJSON *doc, const char *path, char *why, si
     total += one; /* at most 2^31 runs of at most PD_CMP_MAX_STEPS: exact in a double */
     i++;
   }
-  static const char *const keys[] = {"step_times_s", "dataloader_wait_s"};
   for (size_t k = 0; k < 2; k++) {
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, keys[k]);
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, k_sample_keys[k]);
     int n = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0;
     if (i > 0 && n > 0 && (double)n != total) {
       cmp_why(why, whylen, "%s: the runs' \"steps\" add up to %.0f but \"%s\" holds %d samples", path, total,
-              keys[k], n);
+              k_sample_keys[k], n);
       return true;
     }
   }
@@ -676,14 +678,13 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
   }
 
   /* The per-step arrays, read once. */
-  static const char *const keys[] = {"step_times_s", "dataloader_wait_s"};
   cmp_samples_t sb[2], sn[2];
   memset(sb, 0, sizeof(sb));
   memset(sn, 0, sizeof(sn));
   int rc = 0;
   for (size_t k = 0; k < 2 && rc == 0; k++) {
-    rc = cmp_samples_read(baseline, keys[k], base_who, &sb[k], why, whylen);
-    if (rc == 0) rc = cmp_samples_read(current, keys[k], cur_who, &sn[k], why, whylen);
+    rc = cmp_samples_read(baseline, k_sample_keys[k], base_who, &sb[k], why, whylen);
+    if (rc == 0) rc = cmp_samples_read(current, k_sample_keys[k], cur_who, &sn[k], why, whylen);
   }
   double base_step = NAN;
   bool no_step = false;
@@ -717,14 +718,14 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
       continue;
     }
     const char *skey = pd_cmp_metric_samples_key(it->string);
-    size_t k = skey != NULL && strcmp(skey, keys[1]) == 0 ? 1 : 0;
+    size_t k = skey != NULL && strcmp(skey, k_sample_keys[1]) == 0 ? 1 : 0;
     cmp_eval(r, skey ? &sb[k] : NULL, skey ? &sn[k] : NULL, rep->alpha);
   }
   /* The gate's own statistics from the per-step samples, where the baseline has them. */
   size_t nderived = 0;
   const pd_cmp_derived_t *derived = pd_cmp_derived_metrics(&nderived);
   for (size_t d = 0; d < nderived && rc == 0; d++) {
-    size_t k = strcmp(derived[d].samples, keys[1]) == 0 ? 1 : 0;
+    size_t k = strcmp(derived[d].samples, k_sample_keys[1]) == 0 ? 1 : 0;
     if (sb[k].n == 0) continue;
     size_t cap = sb[k].n > sn[k].n ? sb[k].n : sn[k].n;
     double *vals = malloc((cap + 1) * sizeof(*vals));

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "pd/pd_event.h"
@@ -101,6 +102,14 @@ static inline cJSON *pd_test_read_json(const char *path) {
   return j;
 }
 #endif
+
+/* In a forked child before exec: limits its address space to mib MiB (0: no limit), so
+ * the program run there meets out of memory; _exit(125) when the limit cannot be set. */
+static inline void pd_test_child_limit_as(long mib) {
+  if (mib <= 0) return;
+  struct rlimit rl = {.rlim_cur = (rlim_t)mib << 20, .rlim_max = (rlim_t)mib << 20};
+  if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(125);
+}
 
 /* Skips the calling test where an address-space limit cannot make a child run out of
  * memory the way it would alone: under ASan or TSan (their runtimes reserve more address

@@ -53,6 +53,17 @@ static void log_path(int tag, char *buf, size_t len) {
     snprintf(buf, len, "%s/../pd_accept_sig_%d.%d.log", g_dir, (int)getpid(), tag);
 }
 
+/* The whole log of the run started with tag. */
+static void read_log(int tag, char *text, size_t len) {
+  char log[256];
+  log_path(tag, log, sizeof log);
+  FILE *f = fopen(log, "r");
+  cr_assert_not_null(f, "no log %s", log);
+  size_t n = fread(text, 1, len - 1, f);
+  fclose(f);
+  text[n] = 0;
+}
+
 /* Starts profiler_demo with the given flags, --trace_dir DIR/traces and --output_json
  * DIR/json_name (DIR: dir, or g_dir when NULL); its output goes to log_path(tag). */
 static pid_t start_demo_in(const char *const *flags, const char *dir, const char *json_name, int tag) {
@@ -217,20 +228,15 @@ Test(signals, tiny_cupti_buffer_budget_reports_dropped_records) {
                                                "30", "--cupti_buffer_budget_mib", "1", NULL});
   int rc = wait_exit(pid, 600);
   cr_assert_eq(rc, 0, "exit %d", rc);
-  char json[256], traces[256], trace[512], log[256];
+  char json[256], traces[256], trace[512];
   snprintf(json, sizeof json, "%s/m.json", g_dir);
   snprintf(traces, sizeof traces, "%s/traces", g_dir);
   cJSON *m = load_json(json);
   double dropped = cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "metrics"), "dropped_records"));
   cr_expect_gt(dropped, 0, "a 1 MiB budget for 30 tiny_ops steps must drop records");
   cJSON_Delete(m);
-  snprintf(log, sizeof log, "%s/../pd_accept_sig_%d.log", g_dir, (int)getpid());
-  FILE *f = fopen(log, "r");
-  cr_assert_not_null(f);
   char text[8192];
-  size_t n = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[n] = 0;
+  read_log(0, text, sizeof text);
   cr_expect_not_null(strstr(text, "warning: CUPTI dropped"), "no warning in:\n%s", text);
   bool has_tmp;
   cr_assert_eq(count_in(traces, &has_tmp, trace, sizeof trace), 1);
@@ -342,17 +348,6 @@ static void mount_tmpfs_or_skip(const char *dir, int size_kib) {
   if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
       mount("tmpfs", dir, "tmpfs", 0, opts) != 0)
     cr_skip_test("cannot mount a tmpfs here (%s): the full-disk and read-only runs were NOT made", strerror(errno));
-}
-
-/* The whole log of the run started with tag. */
-static void read_log(int tag, char *text, size_t len) {
-  char log[256];
-  log_path(tag, log, sizeof log);
-  FILE *f = fopen(log, "r");
-  cr_assert_not_null(f, "no log %s", log);
-  size_t n = fread(text, 1, len - 1, f);
-  fclose(f);
-  text[n] = 0;
 }
 
 /* The files under dir (not directories), and whether one is a temporary. */

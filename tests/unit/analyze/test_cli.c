@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,10 +75,7 @@ static int pa_run(const char *first, ...) {
     if (fo < 0 || fe < 0) _exit(126);
     dup2(fo, 1);
     dup2(fe, 2);
-    if (g_as_limit_mib > 0) {
-      struct rlimit rl = {.rlim_cur = (rlim_t)g_as_limit_mib << 20, .rlim_max = (rlim_t)g_as_limit_mib << 20};
-      if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(125);
-    }
+    pd_test_child_limit_as(g_as_limit_mib);
     execv(exe, (char *const *)argv);
     _exit(127);
   }

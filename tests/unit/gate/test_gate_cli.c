@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,10 +78,7 @@ static int pc_run(const char *first, ...) {
     if (fd < 0) _exit(126);
     dup2(fd, 1);
     dup2(fd, 2);
-    if (g_as_limit_mib > 0) {
-      struct rlimit rl = {.rlim_cur = (rlim_t)g_as_limit_mib << 20, .rlim_max = (rlim_t)g_as_limit_mib << 20};
-      if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(125);
-    }
+    pd_test_child_limit_as(g_as_limit_mib);
     execv(exe, (char *const *)argv);
     _exit(127);
   }
