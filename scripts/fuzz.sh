@@ -51,14 +51,13 @@ mkdir -p "$out/obj" "$out/work"
 # CUDA or CUPTI code is reached from these entry points; the headers are still needed).
 san=("-fsanitize=address,undefined" "-fno-sanitize-recover=undefined" -fno-omit-frame-pointer)
 read -r -a cjson_cflags <<<"$(pkg-config --cflags libcjson)"
-read -r -a cjson_libs <<<"$(pkg-config --libs libcjson libdw)"
-cflags=(-std=gnu11 -g -O1 -fsanitize=fuzzer-no-link "${san[@]}" -Iinclude -Isrc/prof -Isrc/analyze -Isrc/gate
+read -r -a cjson_libs <<<"$(pkg-config --libs libcjson)"
+cflags=(-std=gnu11 -g -O1 -fsanitize=fuzzer-no-link "${san[@]}" -Iinclude -Isrc/model -Isrc/analyze -Isrc/gate
   -Isrc/cli/profiler_demo -Isrc/cli/profile_analyze -Isrc/cli/profile_compare -Itests/fuzz "-I$cuda/include" "-I$cuda/extras/CUPTI/include"
   "-DPD_FUZZ_SOURCE_DIR=\"$root\"" "${cjson_cflags[@]}")
 objs=()
-for src in src/prof/*.c src/analyze/*.c src/gate/*.c src/scen/scenarios.c src/cli/profiler_demo/demo_options.c \
+for src in src/model/*.c src/analyze/*.c src/gate/*.c src/scen/scenarios.c src/cli/profiler_demo/demo_options.c \
   src/cli/profile_analyze/analyze_options.c src/cli/profile_compare/compare_options.c; do
-  case "$src" in src/prof/cupti_source.c | src/prof/profiler.c) continue ;; esac
   o=$out/obj/$(echo "$src" | tr / _).o
   if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ -n "$(find include src -name '*.h' -newer "$o" -print -quit)" ]; then
     "$cc" "${cflags[@]}" -c "$src" -o "$o"

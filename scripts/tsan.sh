@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tsan.sh: the thread-shared host code under ThreadSanitizer (tests/tsan/tsan_threads.c):
-# host ranges recorded on many threads while the profiler collects them (src/prof/ranges.c),
+# host ranges recorded on many threads while the profiler collects them (src/capture/ranges.c),
 # the data pipeline's bounded queues and worker threads (src/scen/data_queue.c), and the
-# output writer's table of live temporaries and input registry (src/prof/out_file.c).
+# output writer's table of live temporaries and input registry (src/model/out_file.c).
 # A plain program: Criterion cannot start under ThreadSanitizer (Snaipe/Criterion#274).
 # Any ThreadSanitizer report fails it.
 #

@@ -16,42 +16,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "pd/pd_classify.h" /* PD_RANGE_DATA_WAIT: the data pipeline names its wait range */
 #include "pd/pd_common.h"
 #include "pd/pd_event.h"
+#include "pd/pd_schedule.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---- schedule ---------------------------------------------------------------- */
-
-/* One table for schedule actions: X(NAME, text). */
-#define PD_SCHED_ACTION_MAP(X)  \
-  X(NONE, "NONE")               \
-  X(WARMUP, "WARMUP")           \
-  X(RECORD, "RECORD")           \
-  X(RECORD_AND_SAVE, "RECORD_AND_SAVE")
-
-typedef enum {
-#define PD_SCHED_GEN(name, text) PD_SCHED_##name,
-  PD_SCHED_ACTION_MAP(PD_SCHED_GEN)
-#undef PD_SCHED_GEN
-} pd_sched_action_t;
-
-typedef struct {
-  int skip_first; /* steps ignored before the first cycle */
-  int wait;       /* steps off at the start of each cycle */
-  int warmup;     /* steps traced but discarded */
-  int active;     /* steps recorded; must be >= 1 */
-  int repeat;     /* cycles; 0 = cycle until the job ends */
-} pd_schedule_t;
-
-/* Returns 0 when the schedule is valid, PD_EINVAL otherwise (negative counts, active < 1). */
-int pd_schedule_validate(const pd_schedule_t *s);
-/* Returns the action for step number `step` (0-based), torch.profiler semantics. */
-pd_sched_action_t pd_schedule_action(const pd_schedule_t *s, int64_t step);
-/* Returns a static string ("RECORD_AND_SAVE"); never NULL. */
-const char *pd_sched_action_name(pd_sched_action_t a);
 
 /* ---- profiler ---------------------------------------------------------------- */
 
@@ -149,25 +121,6 @@ int pd_range_push(const char *name);
 int pd_range_push_shape(const char *name, const char *shape);
 /* Closes the innermost range of the calling thread. PD_ESTATE when none is open. */
 int pd_range_pop(void);
-
-/* Data-wait range names, one table: X(name). The data pipeline names the range in which
- * a step waits for its batch as torch's DataLoader iterators do (worker threads: the
- * multi-process iterator; num_workers=0: the single-process one), so torch-tb-profiler's
- * DataLoader category and HTA see it. "DataLoader.wait" is the name traces written
- * before used; it is still recognized. */
-#define PD_RANGE_DATA_WAIT_MAP(X)                                  \
-  X("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__") \
-  X("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")   \
-  X("DataLoader.wait")
-
-/* The data-wait range with worker threads, and without (loading on the main thread). */
-#define PD_RANGE_DATA_WAIT "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
-#define PD_RANGE_DATA_WAIT_MAIN "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
-
-/* Returns true for a data-wait range: every name of PD_RANGE_DATA_WAIT_MAP, and any other
- * torch DataLoader/DataPipe iterator range ("enumerate(DataLoader)#...", as
- * torch-tb-profiler matches them). NULL: false. */
-bool pd_range_is_data_wait(const char *name);
 
 /* Scoped range: PD_RANGE_SCOPE("forward") { ... } closes the range when the block
  * ends (also on break). Do not return or goto out of the block. */

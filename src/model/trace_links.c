@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pd/pd_prof.h"
+#include "pd/pd_classify.h"
 
 /* ---- u64 -> int64 map (open addressing; key 0 kept aside) -------------------------------- */
 

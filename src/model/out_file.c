@@ -30,7 +30,7 @@
 #include <zlib.h>
 
 #include "pd/pd_common.h"
-#include "prof_internal.h"
+#include "model_internal.h"
 
 #define OUT_BUFFER_BYTES (1u << 20) /* the stdio buffer in front of the filter */
 #define OUT_MAX_LIVE 64             /* temporaries the signal table can track at once */

@@ -10,7 +10,7 @@
  */
 #define _GNU_SOURCE /* fwrite_unlocked, putc_unlocked: the trace writer calls these hot */
 #include "pd/pd_writers.h"
-#include "prof_internal.h"
+#include "model_internal.h"
 
 #include <locale.h>
 #include <math.h>

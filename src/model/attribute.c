@@ -19,7 +19,7 @@
  *     A gap with no launching call in the trace is OTHER.
  * The causes are disjoint and sum to the step's wall time. O(n log n).
  */
-#include "pd/pd_prof.h"
+#include "pd/pd_classify.h"
 #include "pd/pd_stats.h"
 
 #include <ctype.h>

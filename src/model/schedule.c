@@ -6,7 +6,11 @@
  * ends; otherwise every step after `repeat` cycles is NONE. This mirrors torch's
  * schedule_fn line by line, so a torch user's schedule behaves the same here.
  */
-#include "pd/pd_prof.h"
+#include "pd/pd_schedule.h"
+
+#include <stddef.h>
+
+#include "pd/pd_common.h"
 
 int pd_schedule_validate(const pd_schedule_t *s) {
   if (s == NULL) return PD_EINVAL;

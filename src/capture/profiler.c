@@ -23,7 +23,7 @@
 #include "pd/pd_out.h"
 #include "pd/pd_prof.h"
 #include "pd/pd_stats.h"
-#include "prof_internal.h"
+#include "capture_internal.h"
 
 typedef enum { ST_CREATED, ST_RUNNING, ST_STOPPED } prof_state_t;
 

@@ -2,7 +2,7 @@
  * what tracing adds to one CUDA call (pd_prof_create's calibration, pd_prof_cost_t). */
 #include <cuda_runtime.h>
 
-#include "prof_internal.h"
+#include "capture_internal.h"
 
 static __global__ void pd_calibration_empty(void) {}
 

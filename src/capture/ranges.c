@@ -16,7 +16,7 @@
  * once (stacks.c, cached per address) into the events' stack text.
  *
  * A completed range is kept only if it was pushed and popped in the same recording
- * session (see prof_internal.h). Buffers of exited threads stay on the global list until
+ * session (see capture_internal.h). Buffers of exited threads stay on the global list until
  * drained, then are freed.
  */
 #include <nvtx3/nvToolsExt.h>
@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "pd/pd_prof.h"
-#include "prof_internal.h"
+#include "capture_internal.h"
 #include "stacks.h"
 
 #define NO_SHAPE UINT32_MAX
@@ -472,19 +472,4 @@ uint32_t pd_ranges_step_begin(const char *name, uint64_t *nvtx_id) {
 void pd_ranges_step_end(uint64_t nvtx_id) {
   nvtxRangeEnd((nvtxRangeId_t)nvtx_id);
   if (t_state != NULL) t_state->step_level = -1;
-}
-
-/* ---- data-wait names ------------------------------------------------------------------ */
-
-static const char *const data_wait_names[] = {
-#define PD_DATA_WAIT_GEN(name) name,
-    PD_RANGE_DATA_WAIT_MAP(PD_DATA_WAIT_GEN)
-#undef PD_DATA_WAIT_GEN
-};
-
-bool pd_range_is_data_wait(const char *name) {
-  if (name == NULL) return false;
-  for (size_t i = 0; i < sizeof data_wait_names / sizeof data_wait_names[0]; i++)
-    if (strcmp(name, data_wait_names[i]) == 0) return true;
-  return strncmp(name, "enumerate(DataLoader)#", 22) == 0 || strncmp(name, "enumerate(DataPipe)#", 20) == 0;
 }

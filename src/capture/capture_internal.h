@@ -1,12 +1,13 @@
-/* prof_internal.h: what profiler.c needs from ranges.c (host ranges), not public.
+/* capture_internal.h: what profiler.c needs from ranges.c (host ranges) and the
+ * calibration kernel, not public.
  *
  * Host ranges are recorded per thread (ranges.c). The profiler opens a recording
  * "session" when a traced phase begins and collects completed ranges at the end of a
  * cycle. A range is kept only when it was pushed and popped within the same session, so
  * warmup ranges and ranges that straddle a cycle boundary never leak into a cycle.
  */
-#ifndef PD_PROF_INTERNAL_H
-#define PD_PROF_INTERNAL_H
+#ifndef PD_CAPTURE_INTERNAL_H
+#define PD_CAPTURE_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -49,11 +50,4 @@ int pd_calibration_launch(int n, void *stream);
  * Called when the profiler is destroyed. */
 void pd_ranges_release(void);
 
-/* UTF-8: the length (2..4, or 1 for ASCII) of the well-formed sequence starting at s, of
- * which avail bytes may be read; 0 when the bytes are not well-formed, SIZE_MAX when the
- * avail bytes are a valid but cut-short start. *valid_prefix receives how many bytes
- * form the maximal subpart to replace with one U+FFFD (Unicode's "substitution of
- * maximal subparts"). json_text.c. */
-size_t pd_utf8_seq(const unsigned char *s, size_t avail, size_t *valid_prefix);
-
-#endif /* PD_PROF_INTERNAL_H */
+#endif /* PD_CAPTURE_INTERNAL_H */

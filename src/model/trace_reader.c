@@ -19,12 +19,12 @@
  * Copy/set kinds are parsed from Kineto's names ("Memcpy HtoD (Pinned -> Device)"), and
  * the name is dropped when the kinds regenerate it, so our traces round-trip exactly.
  * Mangled kernel names ("_ZN...", as CUPTI reports our own kernels) are demangled to the
- * qualified name with template arguments (analyze_demangle.c), as Kineto shows them.
+ * qualified name with template arguments (demangle.c), as Kineto shows them.
  * Range depth is rebuilt from time nesting per thread after sorting.
  */
 #define _GNU_SOURCE
 #include "pd/pd_out.h"
-#include "pd/pd_analyze.h"
+#include "pd/pd_reader.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,7 +38,6 @@
 
 #include <zlib.h>
 
-#include "analyze_internal.h"
 #include "json_pull.h"
 
 /* ---- small helpers ----------------------------------------------------------------------- */
@@ -676,7 +675,7 @@ static int convert_x(conv_t *cv, pd_event_kind_t kind, const int64_t *arg) {
       return cv->rc;
     /* CUPTI's mangled names, shown readable as Kineto shows them */
     char readable[1024];
-    if (name != NULL && name[0] == '_' && an_demangle(name, readable, sizeof readable)) {
+    if (name != NULL && name[0] == '_' && pd_demangle(name, readable, sizeof readable)) {
       ev.name = readable;
       return pd_trace_add(cv->out, &ev); /* interns the name before readable goes */
     }

@@ -32,7 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pd/pd_prof.h"
+#include "pd/pd_classify.h"
 #include "trace_links.h"
 
 /* ---- occupancy ----------------------------------------------------------------------------- */

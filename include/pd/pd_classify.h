@@ -1,0 +1,38 @@
+/* pd_classify.h: classifiers of the event model (model layer): which names are what.
+ *
+ * One definition per question ("is this a data-wait range"), read by the capture layer,
+ * the model's metrics and writers, and the analyzer alike.
+ */
+#ifndef PD_CLASSIFY_H
+#define PD_CLASSIFY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Data-wait range names, one table: X(name). The data pipeline names the range in which
+ * a step waits for its batch as torch's DataLoader iterators do (worker threads: the
+ * multi-process iterator; num_workers=0: the single-process one), so torch-tb-profiler's
+ * DataLoader category and HTA see it. "DataLoader.wait" is the name traces written
+ * before used; it is still recognized. */
+#define PD_RANGE_DATA_WAIT_MAP(X)                                  \
+  X("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__") \
+  X("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")   \
+  X("DataLoader.wait")
+
+/* The data-wait range with worker threads, and without (loading on the main thread). */
+#define PD_RANGE_DATA_WAIT "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+#define PD_RANGE_DATA_WAIT_MAIN "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+/* Returns true for a data-wait range: every name of PD_RANGE_DATA_WAIT_MAP, and any other
+ * torch DataLoader/DataPipe iterator range ("enumerate(DataLoader)#...", as
+ * torch-tb-profiler matches them). NULL: false. */
+bool pd_range_is_data_wait(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PD_CLASSIFY_H */
