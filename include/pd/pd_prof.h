@@ -20,6 +20,7 @@
 #include "pd/pd_common.h"
 #include "pd/pd_event.h"
 #include "pd/pd_schedule.h"
+#include "pd/pd_source.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,6 +65,12 @@ typedef struct {
    * records instead of the process growing: pd_prof_dropped_records() counts them. */
   size_t cupti_buffer_bytes;
   size_t cupti_buffer_budget_bytes;
+  /* The record source for PD_ACTIVITY_CUDA (pd_source.h); NULL: the CUPTI source, made
+   * and destroyed by the profiler (the cupti_buffer_* fields and the environment knobs
+   * configure it). A given source is borrowed: destroy it after pd_prof_destroy(). The
+   * profiler then makes no CUDA or CUPTI call at all (no calibration), so unit tests
+   * drive the whole cycle with a scripted source and no GPU. */
+  pd_record_source_t *source;
 } pd_prof_config_t;
 
 /* Fills cfg with defaults: CPU|CUDA, schedule(wait=1, warmup=1, active=1, repeat=1). */
@@ -77,8 +84,9 @@ void pd_prof_config_init(pd_prof_config_t *cfg);
 int pd_prof_env_check(char *err, size_t errlen);
 
 /* Creates a profiler. On success *out owns it; free with pd_prof_destroy(). Fails with
- * PD_EINVAL on a bad config or environment knob (pd_prof_env_check), PD_ENODEV/PD_ECUPTI/
- * PD_ECUPTI_BUSY when CUDA activity is asked for and CUPTI cannot be used. Only one
+ * PD_EINVAL on a bad config (a given source without PD_ACTIVITY_CUDA or with an operation
+ * missing) or environment knob (pd_prof_env_check), PD_ENODEV/PD_ECUPTI/PD_ECUPTI_BUSY
+ * when CUDA activity is asked for without a given source and CUPTI cannot be used. Only one
  * profiler may exist at a time. */
 int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out);
 /* Starts step 0 of the schedule. */

@@ -1,5 +1,5 @@
-/* capture_internal.h: what profiler.c needs from ranges.c (host ranges) and the
- * calibration kernel, not public.
+/* capture_internal.h: what profiler.c needs from the capture layer's other files (host
+ * ranges, calibration, environment knobs), not public.
  *
  * Host ranges are recorded per thread (ranges.c). The profiler opens a recording
  * "session" when a traced phase begins and collects completed ranges at the end of a
@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "pd/pd_event.h"
+#include "pd/pd_source.h"
 
 /* Starts a new recording session (drops whatever the previous one left uncollected). */
 void pd_ranges_session_begin(void);
@@ -45,6 +46,23 @@ uint64_t pd_ranges_lost(void);
 extern "C"
 #endif
 int pd_calibration_launch(int n, void *stream);
+
+/* Measures what tracing through src adds to one CUDA call and one host range on this
+ * host (empty kernels and host ranges timed untraced, traced, untraced again; about
+ * 10-20 ms) into cost->calib_ns_per_call and calib_ns_per_range; a failure leaves them
+ * unknown. Everything it records is discarded and src is detached again (calibrate.c;
+ * needs a GPU). */
+void pd_calibrate(pd_record_source_t *src, pd_prof_cost_t *cost);
+
+/* ---- environment knobs (knobs.c) --------------------------------------------------------- */
+
+/* PD_PROF_CUPTI_DETACH: CUPTI is detached between cycles unless it is "0". */
+bool pd_knob_cupti_detach(void);
+/* PD_PROF_CALIBRATE: the CUPTI source is calibrated unless it is "0". */
+bool pd_knob_calibrate(void);
+/* PD_CUPTI_OPTIONS parsed into PD_CUPTI_CAPTURE_* bits. Returns 0, or PD_EINVAL naming the
+ * unknown word in err. */
+int pd_knob_cupti_capture(unsigned *bits, char *err, size_t errlen);
 
 /* Frees the buffers of threads that have exited and the calling thread's idle buffers.
  * Called when the profiler is destroyed. */

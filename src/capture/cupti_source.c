@@ -41,6 +41,7 @@ typedef struct pd_cupti_buf {
 _Static_assert(sizeof(pd_cupti_buf_t) <= PD_CUPTI_HDR_BYTES, "buffer header too large");
 
 struct pd_cupti_source {
+  pd_record_source_t base; /* the profiler's view of this source (pd_source.h) */
   pd_cupti_options_t opt;
   pd_device_props_t device;
   bool enabled;
@@ -1084,4 +1085,56 @@ void pd_cupti_source_destroy(pd_cupti_source_t *src) {
   pd_cupti_convert_reset();
   if (g_cupti.active == src) g_cupti.active = NULL;
   free(src);
+}
+
+/* ---- the record-source interface (pd_source.h) ----------------------------------------------- */
+
+static int rs_enable(pd_record_source_t *s, char *err, size_t errlen) {
+  return pd_cupti_source_enable(s->impl, err, errlen);
+}
+static int rs_disable(pd_record_source_t *s, char *err, size_t errlen) {
+  return pd_cupti_source_disable(s->impl, err, errlen);
+}
+static int rs_flush(pd_record_source_t *s, bool forced, char *err, size_t errlen) {
+  return pd_cupti_source_flush(s->impl, forced, err, errlen);
+}
+static int64_t rs_collect(pd_record_source_t *s, pd_trace_t *out, int64_t window_start_ns) {
+  return pd_cupti_source_collect(s->impl, out, window_start_ns);
+}
+static int rs_detach(pd_record_source_t *s, char *err, size_t errlen) {
+  return pd_cupti_source_detach(s->impl, err, errlen);
+}
+static const pd_device_props_t *rs_device(const pd_record_source_t *s) { return pd_cupti_source_device(s->impl); }
+static uint64_t rs_dropped(const pd_record_source_t *s) { return pd_cupti_source_dropped(s->impl); }
+static uint64_t rs_errors(const pd_record_source_t *s) { return pd_cupti_source_errors(s->impl); }
+static uint64_t rs_buffers(const pd_record_source_t *s) { return pd_cupti_source_buffers(s->impl); }
+static size_t rs_buffer_bytes(const pd_record_source_t *s) { return pd_cupti_source_buffer_bytes(s->impl); }
+static void rs_destroy(pd_record_source_t *s) { pd_cupti_source_destroy(s->impl); }
+
+static const pd_record_source_ops_t cupti_ops = {
+    .name = "CUPTI", /* the word the profiler's warnings have always used */
+    .enable = rs_enable,
+    .disable = rs_disable,
+    .flush = rs_flush,
+    .collect = rs_collect,
+    .detach = rs_detach,
+    .device = rs_device,
+    .dropped = rs_dropped,
+    .errors = rs_errors,
+    .buffers = rs_buffers,
+    .buffer_bytes = rs_buffer_bytes,
+    .destroy = rs_destroy,
+};
+
+int pd_cupti_record_source_create(const pd_cupti_options_t *opt, pd_record_source_t **out, char *err,
+                                  size_t errlen) {
+  if (out == NULL) return PD_EINVAL;
+  *out = NULL;
+  pd_cupti_source_t *src = NULL;
+  int rc = pd_cupti_source_create(opt, &src, err, errlen);
+  if (rc != 0) return rc;
+  src->base.ops = &cupti_ops;
+  src->base.impl = src;
+  *out = &src->base;
+  return 0;
 }

@@ -1,8 +1,9 @@
 /* cupti_source.h: the profiler core's CUPTI activity source (internal interface).
  *
  * cupti_source.c is the only file in the project that includes <cupti.h>; this header
- * carries no CUPTI type, so profiler.c and the unit tests see only the project's own
- * types. The source owns the process-wide CUPTI state (activity callbacks are global),
+ * carries no CUPTI type. The profiler makes the source with
+ * pd_cupti_record_source_create() and drives it through the record-source interface
+ * (pd_source.h) only; the unit tests reach the record conversion below. The source owns the process-wide CUPTI state (activity callbacks are global),
  * so at most one source exists at a time; the profiler enforces that.
  *
  * Threads: the buffer-completed callback (a CUPTI thread or the flushing thread) only
@@ -16,6 +17,7 @@
 #include <stdint.h>
 
 #include "pd/pd_event.h"
+#include "pd/pd_source.h"
 
 typedef struct pd_cupti_source pd_cupti_source_t;
 
@@ -65,6 +67,10 @@ int pd_cupti_capture_parse(const char *text, unsigned *bits, char *err, size_t e
  * PD_ENOMEM or PD_EINVAL; err receives one line of detail. */
 int pd_cupti_source_create(const pd_cupti_options_t *opt, pd_cupti_source_t **out,
                            char *err, size_t errlen);
+/* The same source behind the record-source interface the profiler drives (pd_source.h):
+ * on success *out owns it; its destroy operation frees it. Same returns as above. */
+int pd_cupti_record_source_create(const pd_cupti_options_t *opt, pd_record_source_t **out, char *err,
+                                  size_t errlen);
 /* Forced flush, disables every kind, frees queued buffers, unsubscribes. NULL: no-op. */
 void pd_cupti_source_destroy(pd_cupti_source_t *src);
 

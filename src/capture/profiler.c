@@ -2,16 +2,18 @@
  *
  * Each pd_prof_step() closes the current step's ProfilerStep#N range, moves to the next
  * schedule action and runs the transition torch runs between the two actions:
- *   prepare  (tracing on: CUPTI kinds enabled, host-range session opened),
- *   start    (warmup data discarded: new range session, queued CUPTI buffers dropped,
+ *   prepare  (tracing on: record source enabled, host-range session opened),
+ *   start    (warmup data discarded: new range session, the source's records dropped,
  *             capture window starts now),
- *   stop     (CUPTI disabled and flushed, ranges and records moved into the cycle),
+ *   stop     (source disabled and flushed, ranges and records moved into the cycle),
  *   ready    (cycle sorted and handed to on_trace_ready, then reset: memory stays flat).
- * With only PD_ACTIVITY_CPU no CUDA or CUPTI call is made at all, so the whole machine is
- * unit-tested without a GPU. All calls come from one thread (the training loop's).
+ * GPU-side records come from a record source (pd_source.h), never from CUPTI directly:
+ * the CUPTI source this file makes for PD_ACTIVITY_CUDA, the one the config passes
+ * (a scripted source in the unit tests), or, with only PD_ACTIVITY_CPU, a source that
+ * records nothing. Only the CUPTI source made here is calibrated (calibrate.c), so with
+ * any other no CUDA or CUPTI call is made at all and the whole machine is unit-tested
+ * without a GPU. All calls come from one thread (the training loop's).
  */
-#include <cuda_runtime.h>
-#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +22,7 @@
 #include <unistd.h>
 
 #include "cupti_source.h"
-#include "pd/pd_out.h"
 #include "pd/pd_prof.h"
-#include "pd/pd_stats.h"
 #include "capture_internal.h"
 
 typedef enum { ST_CREATED, ST_RUNNING, ST_STOPPED } prof_state_t;
@@ -38,11 +38,12 @@ struct pd_prof {
   int64_t step;
   pd_sched_action_t action;
   pd_trace_t *cycle;
-  pd_cupti_source_t *cupti; /* NULL without PD_ACTIVITY_CUDA */
+  pd_record_source_t *src; /* never NULL: CUPTI, the config's, or the empty source */
+  bool owns_src;           /* made here (CUPTI): destroyed with the profiler */
   bool tracing;
   int64_t window_start_ns;
   uint64_t dropped_seen; /* dropped count already assigned to a cycle */
-  uint64_t errors_seen;  /* CUPTI callback errors already warned about */
+  uint64_t errors_seen;  /* source callback errors already warned about */
   /* The open ProfilerStep#N range. */
   bool step_open;
   int64_t step_start_ns;
@@ -56,7 +57,7 @@ struct pd_prof {
   pd_prof_cost_t cost_total;
   pd_prof_cost_t cost_cycle;
   pd_prof_cost_t cost_open;
-  int64_t buffers_seen; /* CUPTI buffers completed before the cycle being recorded */
+  int64_t buffers_seen; /* source buffers completed before the cycle being recorded */
 };
 
 static atomic_flag g_one_profiler = ATOMIC_FLAG_INIT;
@@ -71,6 +72,32 @@ static void set_error(pd_prof_t *p, const char *what, int rc) {
 /* Keeps the first error of a transition; later ones only if none happened before. */
 static int first_err(int have, int rc) { return have < 0 ? have : rc; }
 
+/* ---- the empty record source (PD_ACTIVITY_CPU only): records nothing, never fails ---- */
+
+static int none_switch(pd_record_source_t *s, char *err, size_t errlen) { return 0; }
+static int none_flush(pd_record_source_t *s, bool forced, char *err, size_t errlen) { return 0; }
+static int64_t none_collect(pd_record_source_t *s, pd_trace_t *out, int64_t window_start_ns) { return 0; }
+static const pd_device_props_t *none_device(const pd_record_source_t *s) { return NULL; }
+static uint64_t none_count(const pd_record_source_t *s) { return 0; }
+static size_t none_bytes(const pd_record_source_t *s) { return 0; }
+static void none_destroy(pd_record_source_t *s) {}
+
+static const pd_record_source_ops_t none_ops = {
+    .name = "none",
+    .enable = none_switch,
+    .disable = none_switch,
+    .flush = none_flush,
+    .collect = none_collect,
+    .detach = none_switch,
+    .device = none_device,
+    .dropped = none_count,
+    .errors = none_count,
+    .buffers = none_count,
+    .buffer_bytes = none_bytes,
+    .destroy = none_destroy,
+};
+static pd_record_source_t g_none_source = {.ops = &none_ops, .impl = NULL};
+
 /* ---- config -------------------------------------------------------------------------- */
 
 void pd_prof_config_init(pd_prof_config_t *cfg) {
@@ -79,6 +106,13 @@ void pd_prof_config_init(pd_prof_config_t *cfg) {
   cfg->activities = PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA;
   cfg->schedule = (pd_schedule_t){.skip_first = 0, .wait = 1, .warmup = 1, .active = 1, .repeat = 1};
   cfg->device = 0;
+}
+
+/* Whether every operation of a given source is there (pd_source.h has no optional one). */
+static bool source_complete(const pd_record_source_t *s) {
+  const pd_record_source_ops_t *o = s->ops;
+  return o != NULL && o->name && o->enable && o->disable && o->flush && o->collect && o->detach && o->device && o->dropped &&
+         o->errors && o->buffers && o->buffer_bytes && o->destroy;
 }
 
 static int validate(const pd_prof_config_t *cfg, char *err, size_t errlen) {
@@ -90,6 +124,14 @@ static int validate(const pd_prof_config_t *cfg, char *err, size_t errlen) {
   }
   if ((act & PD_ACTIVITY_CUDA_DRIVER) && !(act & PD_ACTIVITY_CUDA)) {
     snprintf(err, errlen, "PD_ACTIVITY_CUDA_DRIVER needs PD_ACTIVITY_CUDA");
+    return PD_EINVAL;
+  }
+  if (cfg->source != NULL && !(act & PD_ACTIVITY_CUDA)) {
+    snprintf(err, errlen, "a record source needs PD_ACTIVITY_CUDA");
+    return PD_EINVAL;
+  }
+  if (cfg->source != NULL && !source_complete(cfg->source)) {
+    snprintf(err, errlen, "record source: an operation is missing");
     return PD_EINVAL;
   }
   if (pd_schedule_validate(&cfg->schedule) != 0) {
@@ -111,103 +153,26 @@ static int validate(const pd_prof_config_t *cfg, char *err, size_t errlen) {
   return 0;
 }
 
-/* CUPTI is detached between cycles (kineto's TEARDOWN_CUPTI) unless PD_PROF_CUPTI_DETACH=0:
- * attached, it costs every CUDA call about half a microsecond even with all kinds
- * disabled (docs/performance.md). */
-static bool cupti_detach_wanted(void) {
-  const char *v = getenv("PD_PROF_CUPTI_DETACH");
-  return v == NULL || strcmp(v, "0") != 0;
-}
-
-/* Whether the on/off knob name is unset, "0" or "1"; else err names it and its value. */
-static bool env_switch_ok(const char *name, char *err, size_t errlen) {
-  const char *v = getenv(name);
-  if (v == NULL || strcmp(v, "0") == 0 || strcmp(v, "1") == 0) return true;
-  char shown[80];
-  if (err != NULL && errlen > 0)
-    snprintf(err, errlen, "environment %s='%s' is not allowed (0 or 1, or unset)", name,
-             pd_term_escape_line(shown, sizeof shown, v));
-  return false;
-}
-
-int pd_prof_env_check(char *err, size_t errlen) {
-  if (!env_switch_ok("PD_PROF_CALIBRATE", err, errlen) || !env_switch_ok("PD_PROF_CUPTI_DETACH", err, errlen))
-    return PD_EINVAL;
-  unsigned bits = 0;
-  char why[256];
-  if (pd_cupti_capture_parse(getenv("PD_CUPTI_OPTIONS"), &bits, why, sizeof why) != 0) {
-    if (err != NULL && errlen > 0) snprintf(err, errlen, "environment PD_CUPTI_OPTIONS: %s", why);
-    return PD_EINVAL;
-  }
-  return 0;
-}
-
 static double ms_since(int64_t t0) { return (double)(pd_clock_now_ns() - t0) * 1e-6; }
 
-/* ---- calibration: what tracing adds to one CUDA call and one host range, on this host ---- */
-
-#define CAL_LAUNCHES 256 /* per timed batch: well under a stream's queue, so launches never block */
-#define CAL_BATCHES 7
-#define CAL_RANGES 2000
-
-/* One phase of the calibration: the median ns per launch over CAL_BATCHES batches of
- * CAL_LAUNCHES empty kernels (the host's issue time only; the stream is drained after each
- * batch, untimed), then ns per push+pop over CAL_RANGES host ranges. Returns false when a
- * CUDA call failed. */
-static bool cal_phase(cudaStream_t s, double *launch_ns, double *range_ns) {
-  double batch[CAL_BATCHES];
-  for (int i = 0; i < CAL_BATCHES; i++) {
-    int64_t t0 = pd_clock_now_ns();
-    if (pd_calibration_launch(CAL_LAUNCHES, s) != 0) return false;
-    batch[i] = (double)(pd_clock_now_ns() - t0) / CAL_LAUNCHES;
-    if (cudaStreamSynchronize(s) != cudaSuccess) return false;
-  }
-  *launch_ns = pd_quantile(batch, CAL_BATCHES, 0.5);
-  int64_t t0 = pd_clock_now_ns();
-  for (int i = 0; i < CAL_RANGES; i++) {
-    (void)pd_range_push("pd_calibration");
-    (void)pd_range_pop();
-  }
-  *range_ns = (double)(pd_clock_now_ns() - t0) / CAL_RANGES;
-  return true;
-}
-
-/* Times batches of empty-kernel launches and host ranges with CUPTI detached, with the
- * capture enabled, and detached again; the calibration is the traced median minus the
- * faster of the two untraced medians (a host that was slow for a moment before or after
- * does not shrink it). Everything it records is discarded, and CUPTI is detached again.
- * PD_PROF_CALIBRATE=0 skips it (the estimate is then unknown). A failure only leaves the
- * calibration unknown. */
-static void calibrate(pd_prof_t *p) {
-  const char *v = getenv("PD_PROF_CALIBRATE");
-  if (p->cupti == NULL || (v != NULL && strcmp(v, "0") == 0)) return;
-  cudaStream_t s = NULL;
-  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return;
-  }
-  double off = 0, on = 0, off2 = 0, r_off = 0, r_on = 0, r_off2 = 0;
-  char err[256];
-  /* The first launch loads the module: untimed. */
-  bool ok = pd_calibration_launch(8, s) == 0 && cudaStreamSynchronize(s) == cudaSuccess;
-  ok = ok && cal_phase(s, &off, &r_off);
-  ok = ok && pd_cupti_source_enable(p->cupti, err, sizeof(err)) == 0;
-  pd_ranges_session_begin();
-  ok = ok && pd_calibration_launch(8, s) == 0 && cudaStreamSynchronize(s) == cudaSuccess;
-  ok = ok && cal_phase(s, &on, &r_on);
-  pd_ranges_session_end();
-  (void)pd_ranges_collect(NULL);
-  (void)pd_cupti_source_disable(p->cupti, err, sizeof(err));
-  (void)pd_cupti_source_flush(p->cupti, true, err, sizeof(err));
-  (void)pd_cupti_source_collect(p->cupti, NULL, 0);
-  (void)pd_cupti_source_detach(p->cupti, err, sizeof(err));
-  ok = ok && cal_phase(s, &off2, &r_off2);
-  (void)cudaStreamDestroy(s);
-  (void)cudaGetLastError();
-  p->buffers_seen = (int64_t)pd_cupti_source_buffers(p->cupti);
-  if (!ok) return;
-  p->cost_total.calib_ns_per_call = on - fmin(off, off2);
-  p->cost_total.calib_ns_per_range = r_on - fmin(r_off, r_off2);
+/* Makes the CUPTI source for the config (PD_ACTIVITY_CUDA without a given source). CUPTI is
+ * detached between cycles (kineto's TEARDOWN_CUPTI) unless PD_PROF_CUPTI_DETACH=0:
+ * attached, it costs every CUDA call about half a microsecond even with all kinds
+ * disabled (docs/performance.md). */
+static int cupti_source_make(const pd_prof_config_t *cfg, unsigned activities, pd_record_source_t **out) {
+  pd_cupti_options_t opt = {
+      .device = cfg->device,
+      .driver_api = (activities & PD_ACTIVITY_CUDA_DRIVER) != 0,
+      .driver_launches = true,
+      .memory = cfg->profile_memory,
+      .buffer_bytes = cfg->cupti_buffer_bytes,
+      .buffer_budget_bytes = cfg->cupti_buffer_budget_bytes,
+      .detach = pd_knob_cupti_detach(),
+  };
+  /* checked by pd_prof_env_check() before: cannot fail here */
+  int rc = pd_knob_cupti_capture(&opt.capture, g_create_error, sizeof(g_create_error));
+  if (rc == 0) rc = pd_cupti_record_source_create(&opt, out, g_create_error, sizeof(g_create_error));
+  return rc;
 }
 
 int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out) {
@@ -241,29 +206,25 @@ int pd_prof_create(const pd_prof_config_t *cfg, pd_prof_t **out) {
   }
   p->cfg.trace_dir = p->trace_dir;
   p->cfg.worker_name = p->worker_name;
-  if (p->cfg.activities & PD_ACTIVITY_CUDA) {
-    pd_cupti_options_t opt = {
-        .device = cfg->device,
-        .driver_api = (p->cfg.activities & PD_ACTIVITY_CUDA_DRIVER) != 0,
-        .driver_launches = true,
-        .memory = cfg->profile_memory,
-        .buffer_bytes = cfg->cupti_buffer_bytes,
-        .buffer_budget_bytes = cfg->cupti_buffer_budget_bytes,
-        .detach = cupti_detach_wanted(),
-    };
-    rc = pd_cupti_capture_parse(getenv("PD_CUPTI_OPTIONS"), &opt.capture, g_create_error,
-                                sizeof(g_create_error)); /* checked above: cannot fail here */
+  p->src = &g_none_source;
+  if (cfg->source != NULL) {
+    p->src = cfg->source;
+  } else if (p->cfg.activities & PD_ACTIVITY_CUDA) {
+    rc = cupti_source_make(cfg, p->cfg.activities, &p->src);
     if (rc != 0) goto fail;
-    rc = pd_cupti_source_create(&opt, &p->cupti, g_create_error, sizeof(g_create_error));
-    if (rc != 0) goto fail;
+    p->owns_src = true;
     /* A non-fatal detail (CUPTI could not detach) stays visible as the last error. */
     snprintf(p->last_error, sizeof(p->last_error), "%s", g_create_error);
   }
   pd_ranges_set_record_shapes(cfg->record_shapes);
   pd_ranges_set_with_stack(cfg->with_stack);
   pd_prof_cost_init(&p->cost_total);
-  calibrate(p);
-  if (p->cupti != NULL) p->cost_total.buffer_bytes = (int64_t)pd_cupti_source_buffer_bytes(p->cupti);
+  /* Only the CUPTI source made here is calibrated: a given source runs no CUDA. */
+  if (p->owns_src && pd_knob_calibrate()) {
+    pd_calibrate(p->src, &p->cost_total);
+    p->buffers_seen = (int64_t)p->src->ops->buffers(p->src);
+  }
+  p->cost_total.buffer_bytes = (int64_t)p->src->ops->buffer_bytes(p->src);
   p->cost_cycle = p->cost_total;
   pd_prof_cost_init(&p->cost_open);
   p->state = ST_CREATED;
@@ -291,13 +252,10 @@ static int prepare_trace(pd_prof_t *p) {
   pd_ranges_session_begin();
   p->window_start_ns = pd_clock_now_ns();
   p->tracing = true;
-  if (p->cupti != NULL) {
-    int64_t t0 = pd_clock_now_ns();
-    int rc = pd_cupti_source_enable(p->cupti, p->last_error, sizeof(p->last_error));
-    p->cost_open.enable_ms += ms_since(t0);
-    if (rc != 0) return rc;
-  }
-  return 0;
+  int64_t t0 = pd_clock_now_ns();
+  int rc = p->src->ops->enable(p->src, p->last_error, sizeof(p->last_error));
+  p->cost_open.enable_ms += ms_since(t0);
+  return rc;
 }
 
 static int start_trace(pd_prof_t *p) {
@@ -306,9 +264,10 @@ static int start_trace(pd_prof_t *p) {
    * collection because they start before the window. */
   pd_ranges_session_begin();
   pd_trace_reset(p->cycle);
-  if (p->cupti != NULL) {
-    int64_t rc = pd_cupti_source_collect(p->cupti, NULL, 0);
-    if (rc < 0) return (int)rc;
+  int64_t rc = p->src->ops->collect(p->src, NULL, 0);
+  if (rc < 0) {
+    set_error(p, "discarding the warmup's records", (int)rc);
+    return (int)rc;
   }
   p->window_start_ns = pd_clock_now_ns();
   return 0;
@@ -325,21 +284,19 @@ static int stop_trace(pd_prof_t *p, bool forced) {
     rc = (int)n;
   }
   pd_ranges_session_end();
-  if (p->cupti != NULL) {
-    /* Disable first so the flush hands over a closed set of records. */
-    p->cost_open.parse_ms += ms_since(t0);
-    t0 = pd_clock_now_ns();
-    int r = pd_cupti_source_disable(p->cupti, p->last_error, sizeof(p->last_error));
-    rc = first_err(rc, r);
-    r = pd_cupti_source_flush(p->cupti, forced, p->last_error, sizeof(p->last_error));
-    rc = first_err(rc, r);
-    p->cost_open.flush_ms += ms_since(t0);
-    t0 = pd_clock_now_ns();
-    int64_t got = pd_cupti_source_collect(p->cupti, p->cycle, p->window_start_ns);
-    if (got < 0) {
-      set_error(p, "parsing CUPTI buffers", (int)got);
-      rc = first_err(rc, (int)got);
-    }
+  /* Disable first so the flush hands over a closed set of records. */
+  p->cost_open.parse_ms += ms_since(t0);
+  t0 = pd_clock_now_ns();
+  int r = p->src->ops->disable(p->src, p->last_error, sizeof(p->last_error));
+  rc = first_err(rc, r);
+  r = p->src->ops->flush(p->src, forced, p->last_error, sizeof(p->last_error));
+  rc = first_err(rc, r);
+  p->cost_open.flush_ms += ms_since(t0);
+  t0 = pd_clock_now_ns();
+  int64_t got = p->src->ops->collect(p->src, p->cycle, p->window_start_ns);
+  if (got < 0) {
+    set_error(p, "parsing the record source's buffers", (int)got);
+    rc = first_err(rc, (int)got);
   }
   p->tracing = false;
   p->cost_open.parse_ms += ms_since(t0); /* the sort is added in trace_ready */
@@ -351,7 +308,7 @@ static int stop_trace(pd_prof_t *p, bool forced) {
 static void cost_close_cycle(pd_prof_t *p) {
   pd_prof_cost_t *t = &p->cost_total, c = p->cost_open;
   pd_prof_cost_count(&c, p->cycle);
-  const int64_t buffers = p->cupti != NULL ? (int64_t)pd_cupti_source_buffers(p->cupti) : 0;
+  const int64_t buffers = (int64_t)p->src->ops->buffers(p->src);
   c.cycles = 1;
   c.buffers = buffers - p->buffers_seen;
   c.buffer_bytes = t->buffer_bytes;
@@ -378,25 +335,26 @@ static void cost_close_cycle(pd_prof_t *p) {
 
 static int trace_ready(pd_prof_t *p) {
   int rc = 0;
-  if (p->cupti != NULL) {
-    rc = pd_trace_add_device(p->cycle, pd_cupti_source_device(p->cupti));
-    uint64_t total = pd_cupti_source_dropped(p->cupti);
-    uint64_t cycle_dropped = total - p->dropped_seen;
-    p->dropped_seen = total;
-    pd_trace_set_dropped(p->cycle, cycle_dropped);
-    if (cycle_dropped > 0)
-      fprintf(stderr,
-              "pd_prof: warning: CUPTI dropped %llu activity records in the cycle ending at step "
-              "%lld; the trace is incomplete\n",
-              (unsigned long long)cycle_dropped, (long long)p->step);
-    uint64_t errs = pd_cupti_source_errors(p->cupti);
-    if (errs > p->errors_seen) {
-      fprintf(stderr,
-              "pd_prof: warning: %llu CUPTI buffer calls failed in the cycle ending at step %lld "
-              "(dropped-record count or record parsing); the trace may be incomplete\n",
-              (unsigned long long)(errs - p->errors_seen), (long long)p->step);
-      p->errors_seen = errs;
-    }
+  const pd_record_source_ops_t *ops = p->src->ops;
+  const pd_device_props_t *dev = ops->device(p->src);
+  if (dev != NULL) rc = pd_trace_add_device(p->cycle, dev);
+  if (rc != 0) set_error(p, "describing the device", rc);
+  uint64_t total = ops->dropped(p->src);
+  uint64_t cycle_dropped = total - p->dropped_seen;
+  p->dropped_seen = total;
+  pd_trace_set_dropped(p->cycle, cycle_dropped);
+  if (cycle_dropped > 0)
+    fprintf(stderr,
+            "pd_prof: warning: %s dropped %llu activity records in the cycle ending at step "
+            "%lld; the trace is incomplete\n",
+            p->src->ops->name, (unsigned long long)cycle_dropped, (long long)p->step);
+  uint64_t errs = ops->errors(p->src);
+  if (errs > p->errors_seen) {
+    fprintf(stderr,
+            "pd_prof: warning: %llu %s buffer calls failed in the cycle ending at step %lld "
+            "(dropped-record count or record parsing); the trace may be incomplete\n",
+            (unsigned long long)(errs - p->errors_seen), p->src->ops->name, (long long)p->step);
+    p->errors_seen = errs;
   }
   int64_t t_sort = pd_clock_now_ns();
   pd_trace_sort(p->cycle);
@@ -457,11 +415,12 @@ static int transit(pd_prof_t *p, pd_sched_action_t prev, int cur) {
       }
       break;
   }
-  if (!p->tracing && p->cupti != NULL) {
-    /* Untraced steps follow: take CUPTI out of the process so they cost nothing. Failing
-     * to detach costs only speed, so it is reported but does not fail the step. */
+  if (!p->tracing) {
+    /* Untraced steps follow: take the source (CUPTI) out of the process so they cost
+     * nothing. Failing to detach costs only speed, so it is reported but does not fail
+     * the step. */
     char why[256] = "";
-    if (pd_cupti_source_detach(p->cupti, why, sizeof(why)) != 0) {
+    if (p->src->ops->detach(p->src, why, sizeof(why)) != 0) {
       snprintf(p->last_error, sizeof(p->last_error), "warning: %s", why);
       if (!p->warned_detach) fprintf(stderr, "pd_prof: warning: %s\n", why);
       p->warned_detach = true;
@@ -554,7 +513,7 @@ int pd_prof_stop(pd_prof_t *p) {
 void pd_prof_destroy(pd_prof_t *p) {
   if (p == NULL) return;
   if (p->state == ST_RUNNING) (void)pd_prof_stop(p); /* errors have nowhere to go */
-  pd_cupti_source_destroy(p->cupti);
+  if (p->owns_src) p->src->ops->destroy(p->src);
   pd_ranges_release();
   pd_trace_destroy(p->cycle);
   free(p->trace_dir);
@@ -564,8 +523,8 @@ void pd_prof_destroy(pd_prof_t *p) {
 }
 
 uint64_t pd_prof_dropped_records(const pd_prof_t *p) {
-  if (p == NULL || p->cupti == NULL) return 0;
-  return pd_cupti_source_dropped(p->cupti);
+  if (p == NULL) return 0;
+  return p->src->ops->dropped(p->src);
 }
 
 int64_t pd_prof_current_step(const pd_prof_t *p) { return p != NULL ? p->step : -1; }

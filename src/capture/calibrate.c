@@ -1,0 +1,69 @@
+/* calibrate.c: what tracing adds to one CUDA call and one host range, on this host
+ * (pd_prof_cost_t's calib_ns_per_call and calib_ns_per_range).
+ *
+ * GPU only: every path past its first CUDA call needs a device, so the unit tests, which
+ * run the profiler on a scripted record source, never come here (gcovr.cfg); the
+ * acceptance tests do. pd_prof_create() calibrates only the CUPTI source it made itself.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "capture_internal.h"
+#include "pd/pd_prof.h"
+#include "pd/pd_stats.h"
+
+#define CAL_LAUNCHES 256 /* per timed batch: well under a stream's queue, so launches never block */
+#define CAL_BATCHES 7
+#define CAL_RANGES 2000
+
+/* One phase of the calibration: the median ns per launch over CAL_BATCHES batches of
+ * CAL_LAUNCHES empty kernels (the host's issue time only; the stream is drained after each
+ * batch, untimed), then ns per push+pop over CAL_RANGES host ranges. Returns false when a
+ * CUDA call failed. */
+static bool cal_phase(cudaStream_t s, double *launch_ns, double *range_ns) {
+  double batch[CAL_BATCHES];
+  for (int i = 0; i < CAL_BATCHES; i++) {
+    int64_t t0 = pd_clock_now_ns();
+    if (pd_calibration_launch(CAL_LAUNCHES, s) != 0) return false;
+    batch[i] = (double)(pd_clock_now_ns() - t0) / CAL_LAUNCHES;
+    if (cudaStreamSynchronize(s) != cudaSuccess) return false;
+  }
+  *launch_ns = pd_quantile(batch, CAL_BATCHES, 0.5);
+  int64_t t0 = pd_clock_now_ns();
+  for (int i = 0; i < CAL_RANGES; i++) {
+    (void)pd_range_push("pd_calibration");
+    (void)pd_range_pop();
+  }
+  *range_ns = (double)(pd_clock_now_ns() - t0) / CAL_RANGES;
+  return true;
+}
+
+void pd_calibrate(pd_record_source_t *src, pd_prof_cost_t *cost) {
+  const pd_record_source_ops_t *ops = src->ops;
+  cudaStream_t s = NULL;
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  double off = 0, on = 0, off2 = 0, r_off = 0, r_on = 0, r_off2 = 0;
+  char err[256];
+  /* The first launch loads the module: untimed. */
+  bool ok = pd_calibration_launch(8, s) == 0 && cudaStreamSynchronize(s) == cudaSuccess;
+  ok = ok && cal_phase(s, &off, &r_off);
+  ok = ok && ops->enable(src, err, sizeof(err)) == 0;
+  pd_ranges_session_begin();
+  ok = ok && pd_calibration_launch(8, s) == 0 && cudaStreamSynchronize(s) == cudaSuccess;
+  ok = ok && cal_phase(s, &on, &r_on);
+  pd_ranges_session_end();
+  (void)pd_ranges_collect(NULL);
+  (void)ops->disable(src, err, sizeof(err));
+  (void)ops->flush(src, true, err, sizeof(err));
+  (void)ops->collect(src, NULL, 0);
+  (void)ops->detach(src, err, sizeof(err));
+  ok = ok && cal_phase(s, &off2, &r_off2);
+  (void)cudaStreamDestroy(s);
+  (void)cudaGetLastError();
+  if (!ok) return;
+  cost->calib_ns_per_call = on - fmin(off, off2);
+  cost->calib_ns_per_range = r_on - fmin(r_off, r_off2);
+}
