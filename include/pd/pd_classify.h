@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "pd/pd_event.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -31,6 +33,8 @@ extern "C" {
  * torch DataLoader/DataPipe iterator range ("enumerate(DataLoader)#...", as
  * torch-tb-profiler matches them). NULL: false. */
 bool pd_range_is_data_wait(const char *name);
+/* Returns true for a host range or op (not a ProfilerStep#N range) named as a data wait. */
+bool pd_event_is_data_wait(const pd_event_t *ev);
 
 #ifdef __cplusplus
 }

@@ -29,7 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pd/pd_prof.h"
+#include "pd/pd_classify.h"
+#include "pd/pd_pipeline.h"
 
 static const char *const part_names[PD_PART_COUNT] = {
 #define PD_PART_TEXT(name, text) text,
@@ -216,23 +217,6 @@ static int build_idle_segments(const pd_trace_t *trace, const pd_trace_index_t *
 
 /* ---- steps ------------------------------------------------------------------------------------- */
 
-static int step_cmp(const void *pa, const void *pb) {
-  const pd_step_breakdown_t *a = pa, *b = pb;
-  if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns ? -1 : 1;
-  return (a->step > b->step) - (a->step < b->step);
-}
-
-/* Index of the last step starting at or before t whose end is after t, or -1. */
-static long step_at(const pd_step_breakdown_t *s, size_t n, int64_t t) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (s[mid].start_ns <= t) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo > 0 && t < s[lo - 1].end_ns ? (long)(lo - 1) : -1;
-}
-
 static void count_event(pd_step_breakdown_t *s, const pd_event_t *e) {
   switch (e->kind) {
   case PD_EVENT_KERNEL: s->kernels++; break;
@@ -281,32 +265,14 @@ static void add_into(pd_step_breakdown_t *t, const pd_step_breakdown_t *s) {
   t->mem_alloc_bytes = pd_add_sat_i64(t->mem_alloc_bytes, s->mem_alloc_bytes);
 }
 
-/* Union of the dataloader ranges, clipped to each step. */
-static int add_data_wait(const pd_event_t *ev, size_t n, pd_breakdown_t *b) {
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++)
-    if (part_of(&ev[i]) == PD_PART_DATALOADER && ev[i].end_ns > ev[i].start_ns) k++;
-  if (k == 0) return 0;
-  seg_t *v = malloc(k * sizeof(*v));
-  if (v == NULL) return PD_ENOMEM;
-  size_t j = 0;
-  for (size_t i = 0; i < n; i++)
-    if (part_of(&ev[i]) == PD_PART_DATALOADER && ev[i].end_ns > ev[i].start_ns)
-      v[j++] = (seg_t){ev[i].start_ns, ev[i].end_ns, 0};
-  /* events are sorted by start: merge in place */
+/* Union of the dataloader ranges (the model's one definition), clipped to each step. */
+static int add_data_wait(const pd_trace_t *trace, pd_breakdown_t *b) {
+  pd_interval_t *v = NULL;
   size_t m = 0;
-  for (size_t i = 0; i < k; i++) {
-    if (m > 0 && v[i].start <= v[m - 1].end) {
-      if (v[i].end > v[m - 1].end) v[m - 1].end = v[i].end;
-    } else {
-      v[m++] = v[i];
-    }
-  }
-  for (size_t s = 0; s < b->nsteps; s++) {
-    int64_t acc[1] = {0};
-    add_segments(v, m, b->steps[s].start_ns, b->steps[s].end_ns, acc);
-    b->steps[s].data_wait_ns = acc[0];
-  }
+  int rc = pd_data_wait_union(trace, &v, &m);
+  if (rc != 0) return rc;
+  for (size_t s = 0; s < b->nsteps; s++)
+    b->steps[s].data_wait_ns = pd_interval_overlap_ns(v, m, b->steps[s].start_ns, b->steps[s].end_ns);
   free(v);
   return 0;
 }
@@ -333,9 +299,8 @@ int an_breakdown_compute(const pd_trace_t *trace, const pd_trace_index_t *ix, in
   size_t n = pd_trace_count(trace);
   out->total.step = -1;
 
-  size_t nsteps = 0;
-  for (size_t i = 0; i < n; i++)
-    if (ev[i].kind == PD_EVENT_RANGE && ev[i].u.range.step >= 0) nsteps++;
+  /* The steps are the index's (sorted by start). */
+  const size_t nsteps = ix->nsteps;
   out->whole_trace = nsteps == 0;
   if (n == 0) return 0;
   out->steps = calloc(nsteps ? nsteps : 1, sizeof(*out->steps));
@@ -349,21 +314,17 @@ int an_breakdown_compute(const pd_trace_t *trace, const pd_trace_index_t *ix, in
     out->steps[0] = (pd_step_breakdown_t){.step = -1, .start_ns = lo, .end_ns = hi > lo ? hi : lo};
     out->nsteps = 1;
   } else {
-    for (size_t i = 0; i < n; i++) {
-      if (ev[i].kind != PD_EVENT_RANGE || ev[i].u.range.step < 0) continue;
-      pd_step_breakdown_t *s = &out->steps[out->nsteps++];
-      s->step = ev[i].u.range.step;
-      s->start_ns = ev[i].start_ns;
-      s->end_ns = ev[i].end_ns > ev[i].start_ns ? ev[i].end_ns : ev[i].start_ns;
-    }
-    qsort(out->steps, out->nsteps, sizeof(*out->steps), step_cmp);
+    for (size_t k = 0; k < nsteps; k++)
+      out->steps[k] = (pd_step_breakdown_t){
+          .step = ix->steps[k].number, .start_ns = ix->steps[k].start_ns, .end_ns = ix->steps[k].end_ns};
+    out->nsteps = nsteps;
   }
 
   seg_t *segs = NULL, *gaps = NULL;
   size_t nsegs = 0, ngaps = 0;
   int rc = build_part_segments(ev, n, &segs, &nsegs);
   if (rc == 0) rc = build_idle_segments(trace, ix, kernel_wait_ns, &gaps, &ngaps);
-  if (rc == 0) rc = add_data_wait(ev, n, out);
+  if (rc == 0) rc = add_data_wait(trace, out);
   if (rc != 0) {
     free(segs);
     free(gaps);
@@ -382,13 +343,15 @@ int an_breakdown_compute(const pd_trace_t *trace, const pd_trace_index_t *ix, in
   }
   free(segs);
   free(gaps);
-  /* Counts by the core's rule (the trace index): GPU work belongs to the step of the call
+  /* Counts in the index's step of each event: GPU work belongs to the step of the call
    * that launched it, so a kernel that runs late still counts for the step that asked
-   * for it, as in the step metrics. */
+   * for it, as in the step metrics. Without steps the whole trace is the one window. */
   for (size_t i = 0; i < n; i++) {
-    int64_t t = ev[i].start_ns;
-    if (an_is_gpu_activity(ev[i].kind) && ix->call[i] >= 0) t = ev[ix->call[i]].start_ns;
-    long s = step_at(out->steps, out->nsteps, t);
+    long s = ix->step[i];
+    if (out->whole_trace) {
+      const int64_t t = an_is_gpu_activity(ev[i].kind) && ix->call[i] >= 0 ? ev[ix->call[i]].start_ns : ev[i].start_ns;
+      s = t < out->steps[0].end_ns ? 0 : -1; /* every event starts at or after the window's start */
+    }
     if (s >= 0) count_event(&out->steps[s], &ev[i]);
   }
   for (size_t s = 0; s < out->nsteps; s++) add_into(&out->total, &out->steps[s]);

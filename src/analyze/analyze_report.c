@@ -1,13 +1,14 @@
 /* analyze_report.c: runs every analysis on one trace and prints its summary.
  *
- * The step metrics and the verdict come from the profiler core, on the same code path as
- * a live run: pd_metrics_from_trace() for the GPU-side metrics, and, since a trace file
- * holds no host-timed samples, per-step samples derived from the trace itself and passed
- * through pd_metrics_from_samples(): the data wait of a step is the union of its
- * dataloader ranges (pd_range_is_data_wait(): enumerate(DataLoader)#..., as ours and
- * torch name them, or our older DataLoader.wait), and its step time is the
- * ProfilerStep#N range minus that wait, matching profiler_demo's step time (data wait
- * excluded). pd_diagnose() then names the bottleneck.
+ * The step metrics and the verdict come from the model's cycle pipeline (pd_pipeline.h),
+ * the same stages profiler_demo runs on a live cycle: index, key averages, GPU-side
+ * metrics, then the verdict. A trace file holds no host-timed samples, so the per-step
+ * samples come from the trace's own steps (pd_pipeline_trace_samples()): the data wait
+ * of a step is the union of its dataloader ranges (pd_range_is_data_wait():
+ * enumerate(DataLoader)#..., as ours and torch name them, or our older DataLoader.wait),
+ * and its step time is the ProfilerStep#N range minus that wait, matching
+ * profiler_demo's step time (data wait excluded). pd_diagnose() then names the
+ * bottleneck.
  */
 #include "analyze_internal.h"
 
@@ -15,30 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int null_cmp(const char *a, const char *b) {
-  if (a == b) return 0;
-  if (a == NULL) return -1;
-  if (b == NULL) return 1;
-  return strcmp(a, b);
-}
-
-static int self_cuda_cmp(const void *pa, const void *pb) {
-  const pd_op_stat_t *a = pa, *b = pb;
-  if (a->self_cuda_ns != b->self_cuda_ns) return a->self_cuda_ns > b->self_cuda_ns ? -1 : 1;
-  int c = strcmp(a->name, b->name);
-  return c != 0 ? c : null_cmp(a->shape, b->shape);
-}
-
-/* Orders the key-averages rows as pd_op_table_sort(PD_SORT_SELF_CUDA_TIME_TOTAL) does.
- * Workaround: pd_op_table_sort() rebuilds its lookup with 64 slots whatever the row
- * count, and never returns for a table of more than 64 rows (a torch trace has
- * hundreds of ops); reported to the core. Sorting the rows in place is safe here
- * because nothing is added to the table afterwards (its lookup is then stale). */
-static void sort_ops_by_self_cuda(pd_op_table_t *ops) {
-  pd_op_stat_t *rows = (pd_op_stat_t *)pd_op_table_rows(ops);
-  size_t n = pd_op_table_count(ops);
-  if (n > 1) qsort(rows, n, sizeof(*rows), self_cuda_cmp);
-}
+#include "pd/pd_pipeline.h"
 
 void pd_analysis_destroy(pd_analysis_t *a) {
   if (a == NULL) return;
@@ -60,46 +38,36 @@ int pd_analysis_run(const pd_trace_t *trace, const pd_trace_info_t *info, const 
   a->trace = trace;
   if (info != NULL) a->info = *info;
   else a->info.schema_version = -1;
-  pd_metrics_init(&a->metrics);
 
-  /* One linked index for every part of the analysis. */
+  /* The cycle pipeline: one linked index, the key averages and the step metrics. */
+  pd_pipeline_t pl;
   pd_trace_index_t ix;
-  int rc = pd_trace_index_build(trace, &ix);
+  int rc = pd_pipeline_init(&pl, NULL);
+  if (rc == 0) rc = pd_pipeline_add_cycle(&pl, trace, NULL, NULL, &ix);
   if (rc != 0) {
+    pd_pipeline_free(&pl);
     pd_analysis_destroy(a);
     return rc;
   }
   rc = an_breakdown_compute(trace, &ix, -1, &a->breakdown);
-  if (rc == 0) {
-    int mrc = ix.nsteps > 0 ? pd_metrics_from_index(trace, &ix, &a->metrics) : PD_EINVAL;
-    if (mrc == 0 && !a->breakdown.whole_trace) {
-      size_t n = a->breakdown.nsteps;
-      a->step_times_s = malloc(n * sizeof(double));
-      a->data_wait_s = malloc(n * sizeof(double));
-      if (a->step_times_s == NULL || a->data_wait_s == NULL) {
-        rc = PD_ENOMEM;
-      } else {
-        for (size_t s = 0; s < n; s++) {
-          const pd_step_breakdown_t *st = &a->breakdown.steps[s];
-          a->data_wait_s[s] = (double)st->data_wait_ns / 1e9;
-          a->step_times_s[s] = (double)(st->end_ns - st->start_ns - st->data_wait_ns) / 1e9;
-        }
-        pd_metrics_from_samples(&a->metrics, a->step_times_s, a->data_wait_s, n);
-        pd_diagnose(&a->metrics, a->info.torch ? PD_ADVICE_TORCH : PD_ADVICE_DEMO, &a->verdict);
-        a->have_metrics = true;
-      }
-    } else if (mrc != 0 && mrc != PD_EINVAL) {
-      rc = mrc; /* PD_EINVAL only says there is no step range */
+  if (rc == 0 && pl.have_metrics) {
+    rc = pd_pipeline_trace_samples(trace, &ix, &a->step_times_s, &a->data_wait_s);
+    if (rc == 0) {
+      pd_pipeline_verdict(&pl, a->step_times_s, a->data_wait_s, ix.nsteps,
+                          a->info.torch ? PD_ADVICE_TORCH : PD_ADVICE_DEMO, &a->verdict);
+      a->have_metrics = true;
     }
   }
+  a->metrics = pl.metrics;
   if (rc == 0) rc = an_top_build(trace, &ix, opts, &a->top);
   if (rc == 0) {
-    a->ops = pd_op_table_create(PD_GROUP_BY_RANGE);
-    if (a->ops == NULL) rc = PD_ENOMEM;
-    else if ((rc = pd_op_table_add_index(a->ops, trace, &ix)) == 0) sort_ops_by_self_cuda(a->ops);
+    pd_pipeline_sort(&pl, PD_SORT_SELF_CUDA_TIME_TOTAL, PD_SORT_SELF_CUDA_TIME_TOTAL);
+    a->ops = pl.ops; /* the analysis keeps the key averages */
+    pl.ops = NULL;
   }
   if (rc == 0) rc = pd_memtl_build(trace, &a->memory);
   pd_trace_index_free(&ix);
+  pd_pipeline_free(&pl);
   if (rc != 0) {
     pd_analysis_destroy(a);
     return rc;

@@ -19,3 +19,8 @@ bool pd_range_is_data_wait(const char *name) {
     if (strcmp(name, data_wait_names[i]) == 0) return true;
   return strncmp(name, "enumerate(DataLoader)#", 22) == 0 || strncmp(name, "enumerate(DataPipe)#", 20) == 0;
 }
+
+bool pd_event_is_data_wait(const pd_event_t *ev) {
+  return ev != NULL && (ev->kind == PD_EVENT_RANGE || ev->kind == PD_EVENT_CPU_OP) && ev->u.range.step < 0 &&
+         pd_range_is_data_wait(ev->name);
+}
