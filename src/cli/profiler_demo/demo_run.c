@@ -33,6 +33,7 @@
 #include "pd/pd_common.h"
 #include "pd/pd_data.h"
 #include "pd/pd_out.h"
+#include "pd/pd_pipeline.h"
 #include "pd/pd_prof.h"
 #include "pd/pd_scen.h"
 #include "pd/pd_stats.h"
@@ -43,14 +44,11 @@ typedef struct {
   pd_demo_outputs_t outs;
   int64_t unix_offset_ns;
   pd_device_info_t dev; /* versions for the trace's top-level keys */
-  /* filled by the trace-ready callback */
-  pd_op_table_t *ops;     /* host ranges as ops (key_averages) */
-  pd_op_table_t *kernels; /* kernel-level view */
-  pd_op_table_t *by_stack; /* --group_by_stack_n: ops grouped by call site; else NULL */
-  pd_op_table_t *stacks;   /* --export_stacks: ops by whole stack; else NULL */
-  pd_metrics_t metrics;
+  /* The cycle pipeline (pd_pipeline.h), fed by the trace-ready callback: the ops table
+   * (key_averages), the kernel-level view, the tables grouped by call site
+   * (--group_by_stack_n) and by whole stack (--export_stacks), the metrics, the cycles. */
+  pd_pipeline_t pl;
   pd_prof_cost_t cost; /* the profiler's own cost over the run, read after it stops */
-  int cycles;
   char **traces; /* one per cycle (--repeat), in order */
   int ntraces, traces_cap;
   pd_host_memory_t mem; /* RSS over the steps after the warmup */
@@ -65,6 +63,23 @@ typedef struct {
   int64_t prev_end_ns;
   int64_t gpu_spin_ns; /* --inject_gpu_slowdown: device time added per step */
   bool progress; /* stdout is a terminal */
+  bool outs_ready; /* the output directories exist: a failure takes them back */
+  /* the schedule: cycles of wait, warmup 1 and active steps, repeat times (0: until the
+   * steps end); with --no_profile it only picks which steps are timed */
+  pd_schedule_t sched;
+  int64_t total_steps; /* after the warmup */
+  int active_steps;    /* the steps the schedule records, over all cycles */
+  const char *config_note;
+  /* the steps */
+  int64_t steps_done;
+  double warm_sum;  /* warmup step times, the base of --inject_slowdown */
+  int warm_n;
+  int64_t spin_ns;  /* --inject_slowdown: host time added per step */
+  double *step_s, *wait_s; /* per timed (active) step */
+  int nsamples;
+  /* the results */
+  pd_verdict_t verdict;
+  bool json_written;
 } demo_run_t;
 
 /* Prints "profiler_demo: <message>" on stderr. */
@@ -92,7 +107,8 @@ static void demo_err(const char *fmt, ...) {
 
 /* ---- the trace-ready callback ------------------------------------------------------------ */
 
-/* Writes the cycle's trace, adds it to the ops tables and reads its GPU-side metrics.
+/* Runs the cycle through the pipeline: its trace written, added to the ops tables, its
+ * GPU-side metrics read.
  * Runs on the loop's thread inside pd_prof_step()/pd_prof_stop(). */
 static int demo_trace_ready_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *user) {
   demo_run_t *r = user;
@@ -125,37 +141,26 @@ static int demo_trace_ready_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *u
                           .links = true};
   pd_prof_cost_t cycle_cost;
   if (pd_prof_cost(prof, NULL, &cycle_cost) == 0) meta.cost = &cycle_cost;
-  rc = pd_trace_write_file(path, cycle, &meta);
-  if (rc != 0) {
+  /* write -> link and index -> key averages -> the cycle's step metrics */
+  rc = pd_pipeline_add_cycle(&r->pl, cycle, path, &meta, NULL);
+  if (rc != 0 && r->pl.failed == PD_PIPE_WRITE) {
     snprintf(r->cb_error, sizeof(r->cb_error), "cannot write trace '%s': %s", path, pd_strerror(rc));
     return rc;
   }
+  /* Written: listed (and taken back on failure) even when a later stage failed. */
   if ((r->traces[r->ntraces] = strdup(path)) == NULL) {
     (void)unlink(path);
     snprintf(r->cb_error, sizeof(r->cb_error), "out of host memory for the trace list");
     return PD_ENOMEM;
   }
   r->ntraces++;
-  /* One linked index of the cycle for the key averages and the step metrics. */
-  pd_trace_index_t ix;
-  rc = pd_trace_index_build(cycle, &ix);
-  if (rc == 0) rc = pd_op_table_add_index(r->ops, cycle, &ix);
-  if (rc == 0) rc = pd_op_table_add_trace(r->kernels, cycle);
-  if (rc == 0 && r->by_stack != NULL) rc = pd_op_table_add_index(r->by_stack, cycle, &ix);
-  if (rc == 0 && r->stacks != NULL) rc = pd_op_table_add_index(r->stacks, cycle, &ix);
   if (rc != 0) {
-    pd_trace_index_free(&ix);
-    snprintf(r->cb_error, sizeof(r->cb_error), "aggregating the cycle: %s", pd_strerror(rc));
+    snprintf(r->cb_error, sizeof(r->cb_error), "%s: %s",
+             r->pl.failed == PD_PIPE_METRICS ? "step metrics from the cycle" : "aggregating the cycle",
+             pd_strerror(rc));
     return rc;
   }
-  rc = pd_metrics_from_index(cycle, &ix, &r->metrics);
-  pd_trace_index_free(&ix);
-  if (rc != 0) {
-    snprintf(r->cb_error, sizeof(r->cb_error), "step metrics from the cycle: %s", pd_strerror(rc));
-    return rc;
-  }
-  r->cycles++;
-  if (r->cycles == 1) {
+  if (r->pl.cycles == 1) {
     (void)pd_host_rss_kib(&r->mem.rss_first_cycle_kib, NULL);
     r->mem.heap_first_cycle_kib = pd_host_heap_in_use_kib();
   }
@@ -364,7 +369,7 @@ static void demo_print_config_line(const demo_run_t *r) {
  * missing. */
 static void demo_print_unprofiled(const demo_run_t *r) {
   const pd_demo_config_t *c = r->cfg;
-  const pd_metrics_t *m = &r->metrics;
+  const pd_metrics_t *m = &r->pl.metrics;
   if (!c->quiet) {
     printf("\nQuick stats (%d timed steps, profiler off):\n", m->steps);
     printf("  %-28s %.6f\n", "avg_step_time_s", m->avg_step_time_s);
@@ -414,7 +419,7 @@ static void demo_print_host_memory(const pd_host_memory_t *h, int cycles) {
 
 static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, const pd_verdict_t *v) {
   const pd_demo_config_t *c = r->cfg;
-  const pd_metrics_t *m = &r->metrics;
+  const pd_metrics_t *m = &r->pl.metrics;
   if (c->no_profile) {
     if (!c->quiet) {
       printf("\n%s: scenario %s on %s (sm_%d%d)\n", PD_DEMO_PROG, pd_scenario_name((pd_scenario_t)c->scenario),
@@ -422,7 +427,7 @@ static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, 
       demo_print_config_line(r);
     }
     demo_print_unprofiled(r);
-    demo_print_host_memory(&r->mem, r->cycles);
+    demo_print_host_memory(&r->mem, r->pl.cycles);
     return;
   }
   if (!c->quiet) {
@@ -430,7 +435,7 @@ static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, 
            dev->name, dev->compute_major, dev->compute_minor);
     demo_print_config_line(r);
     printf("\nQuick stats (%d profiled steps%s):\n", m->steps,
-           r->cycles > 1 ? "; GPU-side figures from the last cycle" : "");
+           r->pl.cycles > 1 ? "; GPU-side figures from the last cycle" : "");
     printf("  %-28s %.6f\n", "avg_step_time_s", m->avg_step_time_s);
     printf("  %-28s %.6f\n", "avg_dataloader_wait_s", m->avg_dataloader_wait_s);
     printf("  %-28s %.6f / %.6f\n", "p50 / p95 step time (s)", m->p50_step_time_s, m->p95_step_time_s);
@@ -445,18 +450,18 @@ static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, 
     printf("  %-28s %.4f -> %.4f\n", "loss (first -> last)", m->loss_first, m->loss_last);
     if (m->dropped_records > 0) printf("  %-28s %.0f (CUPTI buffers overflowed)\n", "dropped records", m->dropped_records);
     printf("\nTop CUDA ops (host ranges, sorted by %s):\n", demo_sort_text(c->sort_by));
-    pd_op_table_print(stdout, r->ops, c->top_n);
+    pd_op_table_print(stdout, r->pl.ops, c->top_n);
     printf("\nTop kernels (sorted by %s):\n", demo_sort_text(c->sort_by));
-    pd_op_table_print(stdout, r->kernels, c->top_n < 10 && c->top_n > 0 ? c->top_n : 10);
-    if (r->by_stack != NULL) {
+    pd_op_table_print(stdout, r->pl.kernels, c->top_n < 10 && c->top_n > 0 ? c->top_n : 10);
+    if (r->pl.by_stack != NULL) {
       printf("\nTop CUDA ops by call site (group_by_stack_n=%d, sorted by %s):\n", c->group_by_stack_n,
              demo_sort_text(c->sort_by));
-      pd_op_table_print(stdout, r->by_stack, c->top_n);
+      pd_op_table_print(stdout, r->pl.by_stack, c->top_n);
     }
   }
   printf("\n");
   demo_print_cost(&r->cost, m->avg_step_time_s);
-  demo_print_host_memory(&r->mem, r->cycles);
+  demo_print_host_memory(&r->mem, r->pl.cycles);
   pd_verdict_print(stdout, v);
   /* a long run's many cycles: the first and the last traces */
   for (int i = 0; i < r->ntraces; i++) {
@@ -590,56 +595,28 @@ static int demo_device_check(const pd_demo_config_t *cfg) {
   return 0;
 }
 
-int pd_demo_run(const pd_demo_config_t *cfg) {
-  int exit_code = PD_DEMO_EXIT_OK;
-  demo_run_t *r = calloc(1, sizeof(*r));
-  if (r == NULL) {
-    demo_err("out of host memory");
-    return PD_DEMO_EXIT_RUNTIME;
-  }
-  r->cfg = cfg;
-  double *step_s = NULL, *wait_s = NULL;
-  int nsamples = 0;
-  r->mem = (pd_host_memory_t){-1, -1, -1, -1, -1, -1, -1, 0};
-  /* the schedule: cycles of wait, warmup 1 and active steps, repeat times (0: until the
-   * steps end); with --no_profile it only picks which steps are timed */
-  const pd_schedule_t sched = {
-      .skip_first = 0, .wait = cfg->wait_steps, .warmup = 1, .active = cfg->profile_steps, .repeat = cfg->repeat};
-  const int64_t total_steps =
-      cfg->steps > 0 ? cfg->steps : ((int64_t)cfg->wait_steps + 1 + cfg->profile_steps) * cfg->repeat;
-  int active_steps = 0; /* the steps the schedule records, over all cycles */
-  for (int64_t s = 0; s < total_steps; s++) {
-    pd_sched_action_t act = pd_schedule_action(&sched, (int)s);
-    active_steps += act == PD_SCHED_RECORD || act == PD_SCHED_RECORD_AND_SAVE;
-  }
-  bool json_written = false;
-  const char *config_note = NULL;
+/* Phases of the run, in order. Each returns PD_DEMO_EXIT_OK to go on or the exit code
+ * of its failure, which it has reported; demo_run_free() is the one cleanup of them all. */
 
-  /* 1. the profiler's environment knobs, output directories and paths, proven good
-   * before the GPU is even looked for: a bad value or path is the user's to fix whatever
-   * machine this is (exit 2, one line) */
+/* 1. The profiler's environment knobs, output directories and paths, proven good before
+ * the GPU is even looked for: a bad value or path is the user's to fix whatever machine
+ * this is (exit 2, one line). */
+static int demo_phase_outputs(demo_run_t *r) {
+  const pd_demo_config_t *cfg = r->cfg;
   char err[PD_DEMO_PATH_MAX + 256];
   if ((!cfg->no_profile && pd_prof_env_check(err, sizeof(err)) != 0) ||
       pd_demo_outputs_prepare(cfg, &r->outs, err, sizeof(err)) != 0) {
     demo_err("%s", err);
-    free(r);
     return PD_DEMO_EXIT_USAGE;
   }
+  r->outs_ready = true;
+  return PD_DEMO_EXIT_OK;
+}
 
-  /* From here on a signal stops the run cleanly (see demo_signals_install). */
-  g_stop_signal = 0;
-  demo_signals_install();
-  int64_t steps_done = 0;
-
-  /* 2. device check; on failure the directories step 1 made are taken back */
-  exit_code = demo_device_check(cfg);
-  if (exit_code != 0) {
-    pd_demo_outputs_rollback(&r->outs);
-    free(r);
-    return exit_code;
-  }
-
-  /* 3. scenario -> configs (validated options cannot fail here, but check anyway) */
+/* 3. Scenario -> model and pipeline configs (validated options cannot fail here, but
+ * check anyway); the cycle pipeline's tables and the per-step samples. */
+static int demo_phase_configure(demo_run_t *r) {
+  const pd_demo_config_t *cfg = r->cfg;
   pd_scen_options_t so;
   pd_scen_options_init(&so);
   so.batch_size = cfg->batch_size;
@@ -657,133 +634,137 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   int rc = pd_scenario_configure((pd_scenario_t)cfg->scenario, &so, &r->cnn_cfg, &r->data_cfg);
   if (rc != 0) {
     demo_err("scenario configuration rejected: %s", pd_strerror(rc));
-    exit_code = PD_DEMO_EXIT_RUNTIME;
-    goto done;
+    return PD_DEMO_EXIT_RUNTIME;
   }
-  if (cfg->num_workers == 0) config_note = "--num_workers 0 loads batches on the main thread; "
-                                           "--prefetch_factor and --persistent_workers have no effect";
-
-  /* Without the profiler nothing fills the GPU-side metrics: NaN says "not measured". */
-  if (cfg->no_profile) pd_metrics_init(&r->metrics);
+  if (cfg->num_workers == 0) r->config_note = "--num_workers 0 loads batches on the main thread; "
+                                              "--prefetch_factor and --persistent_workers have no effect";
   r->progress = !cfg->quiet && isatty(STDOUT_FILENO);
   r->unix_offset_ns = pd_clock_unix_offset_ns();
-  r->ops = pd_op_table_create(PD_GROUP_BY_RANGE);
-  r->kernels = pd_op_table_create(PD_GROUP_BY_KERNEL);
-  bool stacks_ok = true;
-  if (cfg->group_by_stack_n > 0 && (r->by_stack = pd_op_table_create(PD_GROUP_BY_RANGE)) != NULL)
-    stacks_ok = pd_op_table_set_group_by_stack(r->by_stack, cfg->group_by_stack_n) == 0;
-  if (cfg->export_stacks[0] && (r->stacks = pd_op_table_create(PD_GROUP_BY_RANGE)) != NULL)
-    stacks_ok = stacks_ok && pd_op_table_set_group_by_stack(r->stacks, PD_STACK_ALL_FRAMES) == 0;
-  stacks_ok = stacks_ok && (cfg->group_by_stack_n == 0 || r->by_stack != NULL) && (!cfg->export_stacks[0] || r->stacks != NULL);
-  step_s = calloc((size_t)active_steps, sizeof(double));
-  wait_s = calloc((size_t)active_steps, sizeof(double));
-  if (r->ops == NULL || r->kernels == NULL || !stacks_ok || step_s == NULL || wait_s == NULL) {
+  /* Without the profiler nothing fills the GPU-side metrics: NaN says "not measured". */
+  const pd_pipeline_opts_t po = {.kernels = true,
+                                 .group_by_stack_n = cfg->group_by_stack_n,
+                                 .stacks = cfg->export_stacks[0] != '\0',
+                                 .steps_required = true};
+  const bool tables_ok = pd_pipeline_init(&r->pl, &po) == 0;
+  r->step_s = calloc((size_t)r->active_steps, sizeof(double));
+  r->wait_s = calloc((size_t)r->active_steps, sizeof(double));
+  if (!tables_ok || r->step_s == NULL || r->wait_s == NULL) {
     demo_err("out of host memory");
-    exit_code = PD_DEMO_EXIT_RUNTIME;
-    goto done;
+    return PD_DEMO_EXIT_RUNTIME;
   }
+  return PD_DEMO_EXIT_OK;
+}
 
-  /* 4. device, stream, data pipeline, model */
+/* The exit code and message of a failed pd_data_create() or pd_cnn_create(). */
+static int demo_create_failed(const demo_run_t *r, int rc, const char *what, const char *detail) {
+  if (rc == PD_EDEVOOM) {
+    demo_err("out of GPU memory at batch %d; try a smaller --batch_size", r->cfg->batch_size);
+    return PD_DEMO_EXIT_OOM;
+  }
+  if (detail != NULL) demo_err("%s: %s (%s)", what, pd_strerror(rc), detail);
+  else demo_err("%s: %s", what, pd_strerror(rc));
+  return PD_DEMO_EXIT_RUNTIME;
+}
+
+/* 4. Device, stream, data pipeline, model. */
+static int demo_phase_setup(demo_run_t *r) {
+  const pd_demo_config_t *cfg = r->cfg;
+  int exit_code = PD_DEMO_EXIT_OK;
   DEMO_CUDA(cudaSetDevice(cfg->device));
-  pd_device_info_t dev;
-  memset(&dev, 0, sizeof(dev));
-  {
-    struct cudaDeviceProp prop;
-    DEMO_CUDA(cudaGetDeviceProperties(&prop, cfg->device));
-    snprintf(dev.name, sizeof(dev.name), "%s", prop.name);
-    dev.compute_major = prop.major;
-    dev.compute_minor = prop.minor;
-    dev.sm_count = prop.multiProcessorCount;
-    dev.total_global_mem = (uint64_t)prop.totalGlobalMem;
-    DEMO_CUDA(cudaDriverGetVersion(&dev.driver_version));
-    DEMO_CUDA(cudaRuntimeGetVersion(&dev.runtime_version));
-    /* 0 when libcupti cannot tell, and with --no_profile, which makes no CUPTI call. */
-    dev.cupti_version = cfg->no_profile ? 0 : pd_prof_cupti_version();
-  }
-  r->dev = dev;
+  pd_device_info_t *dev = &r->dev;
+  memset(dev, 0, sizeof(*dev));
+  struct cudaDeviceProp prop;
+  DEMO_CUDA(cudaGetDeviceProperties(&prop, cfg->device));
+  snprintf(dev->name, sizeof(dev->name), "%s", prop.name);
+  dev->compute_major = prop.major;
+  dev->compute_minor = prop.minor;
+  dev->sm_count = prop.multiProcessorCount;
+  dev->total_global_mem = (uint64_t)prop.totalGlobalMem;
+  DEMO_CUDA(cudaDriverGetVersion(&dev->driver_version));
+  DEMO_CUDA(cudaRuntimeGetVersion(&dev->runtime_version));
+  /* 0 when libcupti cannot tell, and with --no_profile, which makes no CUPTI call. */
+  dev->cupti_version = cfg->no_profile ? 0 : pd_prof_cupti_version();
   DEMO_CUDA(cudaStreamCreate(&r->stream));
-  if (config_note != NULL && !cfg->quiet) printf("%s: note: %s\n", PD_DEMO_PROG, config_note);
+  if (r->config_note != NULL && !cfg->quiet) printf("%s: note: %s\n", PD_DEMO_PROG, r->config_note);
 
-  rc = pd_data_create(&r->data_cfg, r->stream, &r->data);
-  if (rc != 0) {
-    if (rc == PD_EDEVOOM) {
-      demo_err("out of GPU memory at batch %d; try a smaller --batch_size", cfg->batch_size);
-      exit_code = PD_DEMO_EXIT_OOM;
-    } else {
-      demo_err("data pipeline: %s (%s)", pd_strerror(rc), pd_data_last_error());
-      exit_code = PD_DEMO_EXIT_RUNTIME;
-    }
-    goto done;
-  }
+  int rc = pd_data_create(&r->data_cfg, r->stream, &r->data);
+  if (rc != 0) return demo_create_failed(r, rc, "data pipeline", pd_data_last_error());
   rc = pd_cnn_create(&r->cnn_cfg, r->stream, &r->cnn);
-  if (rc != 0) {
-    if (rc == PD_EDEVOOM) {
-      demo_err("out of GPU memory at batch %d; try a smaller --batch_size", cfg->batch_size);
-      exit_code = PD_DEMO_EXIT_OOM;
-    } else {
-      demo_err("model: %s", pd_strerror(rc));
-      exit_code = PD_DEMO_EXIT_RUNTIME;
-    }
-    goto done;
-  }
+  if (rc != 0) return demo_create_failed(r, rc, "model", NULL);
+done:
+  return exit_code;
+}
 
-  /* 5. warmup, unprofiled; its mean step time is the base of --inject_slowdown */
+/* Reads the loss of the step just run into *loss; reports a failure. */
+static int demo_read_loss(const demo_run_t *r, const char *which, double *loss) {
+  float value = 0;
+  int rc = pd_cnn_last_loss(r->cnn, &value);
+  if (rc != 0) {
+    demo_err("reading the %s loss: %s", which, pd_strerror(rc));
+    return PD_DEMO_EXIT_RUNTIME;
+  }
+  *loss = value;
+  return PD_DEMO_EXIT_OK;
+}
+
+/* 5. Warmup, unprofiled; its mean step time is the base of --inject_slowdown. */
+static int demo_phase_warmup(demo_run_t *r) {
+  const pd_demo_config_t *cfg = r->cfg;
   demo_step_result_t res;
-  double warm_sum = 0;
-  int warm_n = 0;
   r->prev_end_ns = pd_clock_now_ns();
   for (int i = 0; i < cfg->warmup_steps; i++) {
     demo_progress(r, "warmup", i + 1, cfg->warmup_steps);
     int code = demo_step(r, 0, &res);
-    if (code != 0) {
-      exit_code = demo_step_failed(r, &res, code, "warmup", i);
-      goto done;
-    }
-    steps_done++;
+    if (code != 0) return demo_step_failed(r, &res, code, "warmup", i);
+    r->steps_done++;
     if (i == 0) {
-      float loss = 0;
-      rc = pd_cnn_last_loss(r->cnn, &loss);
-      if (rc != 0) {
-        demo_err("reading the first loss: %s", pd_strerror(rc));
-        exit_code = PD_DEMO_EXIT_RUNTIME;
-        goto done;
-      }
-      r->metrics.loss_first = loss;
+      code = demo_read_loss(r, "first", &r->pl.metrics.loss_first);
+      if (code != 0) return code;
       r->prev_end_ns = pd_clock_now_ns(); /* the loss read is not data wait */
     }
     /* The first step pays one-time costs (cuBLAS handles, lazy module loading), so it
      * is left out of the base when later steps exist. */
     if (i > 0 || cfg->warmup_steps == 1) {
-      warm_sum += res.step_s;
-      warm_n++;
+      r->warm_sum += res.step_s;
+      r->warm_n++;
     }
-    if (demo_stop_requested(r, steps_done)) break;
+    if (demo_stop_requested(r, r->steps_done)) break;
   }
-  if (g_stop_signal != 0) goto stopped; /* before the profiler: nothing traced */
-  const int64_t spin_ns =
-      cfg->inject_slowdown > 0 && warm_n > 0 ? (int64_t)(cfg->inject_slowdown * warm_sum / warm_n * 1e9) : 0;
-  if (cfg->inject_gpu_slowdown > 0 && warm_n > 0) {
-    int64_t step_gpu_ns = 0;
-    bool blocked = false;
-    exit_code = demo_measure_step_gpu(r, warm_sum / warm_n, &step_gpu_ns, &blocked);
-    if (exit_code != 0) goto done;
-    r->gpu_spin_ns = (int64_t)(cfg->inject_gpu_slowdown * (double)step_gpu_ns);
-    rc = pd_cnn_set_gpu_slowdown(r->cnn, r->gpu_spin_ns);
-    if (rc != 0) {
-      demo_err("--inject_gpu_slowdown: %s", pd_strerror(rc));
-      exit_code = PD_DEMO_EXIT_RUNTIME;
-      goto done;
-    }
-    if (!cfg->quiet)
-      printf("%s: inject_gpu_slowdown %.3f x %.1f us of GPU time per step = %.1f us added to "
-             "k_adamw%s (test only)\n",
-             PD_DEMO_PROG, cfg->inject_gpu_slowdown, (double)step_gpu_ns / 1e3, (double)r->gpu_spin_ns / 1e3,
-             blocked ? "; the step synchronizes inside, so the measured GPU time includes idle time" : "");
-    r->prev_end_ns = pd_clock_now_ns(); /* the measurement is not data wait */
-  }
+  return PD_DEMO_EXIT_OK;
+}
 
-  /* 6. profiler: schedule(wait=W, warmup=1, active=profile_steps, repeat=R). With
-   * --no_profile the schedule only picks which steps are timed, as it would with it. */
+/* 6. The injected slowdowns (test only): host time per step from the warmup's mean, and
+ * device time per step from a measurement of the step's GPU time. */
+static int demo_phase_slowdown(demo_run_t *r) {
+  const pd_demo_config_t *cfg = r->cfg;
+  r->spin_ns = cfg->inject_slowdown > 0 && r->warm_n > 0
+                   ? (int64_t)(cfg->inject_slowdown * r->warm_sum / r->warm_n * 1e9)
+                   : 0;
+  if (cfg->inject_gpu_slowdown <= 0 || r->warm_n == 0) return PD_DEMO_EXIT_OK;
+  int64_t step_gpu_ns = 0;
+  bool blocked = false;
+  int exit_code = demo_measure_step_gpu(r, r->warm_sum / r->warm_n, &step_gpu_ns, &blocked);
+  if (exit_code != 0) return exit_code;
+  r->gpu_spin_ns = (int64_t)(cfg->inject_gpu_slowdown * (double)step_gpu_ns);
+  int rc = pd_cnn_set_gpu_slowdown(r->cnn, r->gpu_spin_ns);
+  if (rc != 0) {
+    demo_err("--inject_gpu_slowdown: %s", pd_strerror(rc));
+    return PD_DEMO_EXIT_RUNTIME;
+  }
+  if (!cfg->quiet)
+    printf("%s: inject_gpu_slowdown %.3f x %.1f us of GPU time per step = %.1f us added to "
+           "k_adamw%s (test only)\n",
+           PD_DEMO_PROG, cfg->inject_gpu_slowdown, (double)step_gpu_ns / 1e3, (double)r->gpu_spin_ns / 1e3,
+           blocked ? "; the step synchronizes inside, so the measured GPU time includes idle time" : "");
+  r->prev_end_ns = pd_clock_now_ns(); /* the measurement is not data wait */
+  return PD_DEMO_EXIT_OK;
+}
+
+/* 7. The profiler: schedule(wait=W, warmup=1, active=profile_steps, repeat=R). With
+ * --no_profile none is made. */
+static int demo_phase_profiler(demo_run_t *r) {
+  const pd_demo_config_t *cfg = r->cfg;
+  if (cfg->no_profile) return PD_DEMO_EXIT_OK;
   pd_prof_config_t pc;
   pd_prof_config_init(&pc);
   pc.activities = PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA;
@@ -791,185 +772,178 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   pc.record_shapes = true;
   pc.profile_memory = true;
   pc.with_stack = cfg->with_stack;
-  pc.schedule = sched;
+  pc.schedule = r->sched;
   pc.on_trace_ready = demo_trace_ready_cb;
   pc.user = r;
   pc.trace_dir = cfg->trace_dir;
   pc.device = cfg->device;
   pc.cupti_buffer_budget_bytes = (size_t)cfg->cupti_buffer_budget_mib << 20;
-  if (!cfg->no_profile) {
-    rc = pd_prof_create(&pc, &r->prof);
-    if (rc != 0) {
-      demo_err("profiler: %s (%s)", pd_strerror(rc), pd_prof_last_error(NULL));
-      exit_code = PD_DEMO_EXIT_RUNTIME;
-      goto done;
-    }
-    rc = pd_prof_start(r->prof);
-    if (rc != 0) {
-      demo_err("profiler start: %s (%s)", pd_strerror(rc), pd_prof_last_error(r->prof));
-      exit_code = PD_DEMO_EXIT_RUNTIME;
-      goto done;
-    }
+  int rc = pd_prof_create(&pc, &r->prof);
+  if (rc != 0) {
+    demo_err("profiler: %s (%s)", pd_strerror(rc), pd_prof_last_error(NULL));
+    return PD_DEMO_EXIT_RUNTIME;
   }
+  rc = pd_prof_start(r->prof);
+  if (rc != 0) {
+    demo_err("profiler start: %s (%s)", pd_strerror(rc), pd_prof_last_error(r->prof));
+    return PD_DEMO_EXIT_RUNTIME;
+  }
+  return PD_DEMO_EXIT_OK;
+}
 
-  /* 7. the schedule's steps: (wait + 1 + active) x repeat, or --steps */
-  const int total = (int)total_steps;
+/* 8. The schedule's steps: (wait + 1 + active) x repeat, or --steps. */
+static int demo_phase_steps(demo_run_t *r) {
+  const pd_demo_config_t *cfg = r->cfg;
+  const int total = (int)r->total_steps;
   const char *phase = cfg->no_profile ? "timed" : "profiled";
+  demo_step_result_t res;
   (void)pd_host_rss_kib(&r->mem.rss_start_kib, NULL);
   r->mem.heap_start_kib = pd_host_heap_in_use_kib();
   r->prev_end_ns = pd_clock_now_ns();
   for (int s = 0; s < total; s++) {
     demo_progress(r, phase, s + 1, total);
-    int code = demo_step(r, spin_ns, &res);
-    if (code != 0) {
-      exit_code = demo_step_failed(r, &res, code, phase, s);
-      goto done;
-    }
-    steps_done++;
+    int code = demo_step(r, r->spin_ns, &res);
+    if (code != 0) return demo_step_failed(r, &res, code, phase, s);
+    r->steps_done++;
     if (cfg->warmup_steps == 0 && s == 0) {
       /* No warmup: the first loss comes from the schedule's wait step (not traced). */
-      float loss = 0;
-      rc = pd_cnn_last_loss(r->cnn, &loss);
-      if (rc != 0) {
-        demo_err("reading the first loss: %s", pd_strerror(rc));
-        exit_code = PD_DEMO_EXIT_RUNTIME;
-        goto done;
-      }
-      r->metrics.loss_first = loss;
+      code = demo_read_loss(r, "first", &r->pl.metrics.loss_first);
+      if (code != 0) return code;
     }
-    pd_sched_action_t act = pd_schedule_action(&pc.schedule, s);
-    if ((act == PD_SCHED_RECORD || act == PD_SCHED_RECORD_AND_SAVE) && nsamples < active_steps) {
-      step_s[nsamples] = res.step_s;
-      wait_s[nsamples] = res.wait_s;
-      nsamples++;
+    pd_sched_action_t act = pd_schedule_action(&r->sched, s);
+    if ((act == PD_SCHED_RECORD || act == PD_SCHED_RECORD_AND_SAVE) && r->nsamples < r->active_steps) {
+      r->step_s[r->nsamples] = res.step_s;
+      r->wait_s[r->nsamples] = res.wait_s;
+      r->nsamples++;
     }
-    const int cycles_before = r->cycles;
-    rc = r->prof != NULL ? pd_prof_step(r->prof) : 0;
-    if (r->cycles != cycles_before) demo_release_heap();
+    const int cycles_before = r->pl.cycles;
+    int rc = r->prof != NULL ? pd_prof_step(r->prof) : 0;
+    if (r->pl.cycles != cycles_before) demo_release_heap();
     if (rc != 0) {
       demo_progress_clear(r);
       demo_profiler_failed(r, "profiler step", s, rc);
-      exit_code = PD_DEMO_EXIT_RUNTIME;
-      goto done;
+      return PD_DEMO_EXIT_RUNTIME;
     }
     /* Profiler bookkeeping (and the trace write on the last step) is not data wait. */
     r->prev_end_ns = pd_clock_now_ns();
-    if (demo_stop_requested(r, steps_done)) break;
+    if (demo_stop_requested(r, r->steps_done)) break;
   }
-stopped:
+  return PD_DEMO_EXIT_OK;
+}
+
+/* 9. Stop: host memory over the steps; stopping inside the active steps flushes the
+ * records (forced) and writes the partial cycle; then every cycle must be there. */
+static int demo_phase_stop(demo_run_t *r) {
+  const pd_demo_config_t *cfg = r->cfg;
   demo_progress_clear(r);
-  r->mem.steps = steps_done - cfg->warmup_steps > 0 ? steps_done - cfg->warmup_steps : 0;
+  r->mem.steps = r->steps_done - cfg->warmup_steps > 0 ? r->steps_done - cfg->warmup_steps : 0;
   (void)pd_host_rss_kib(&r->mem.rss_end_kib, &r->mem.rss_peak_kib);
   r->mem.heap_end_kib = pd_host_heap_in_use_kib();
-  /* Stopping inside the active steps flushes CUPTI (forced) and writes the partial cycle. */
-  rc = r->prof != NULL ? pd_prof_stop(r->prof) : 0;
+  int rc = r->prof != NULL ? pd_prof_stop(r->prof) : 0;
   if (rc != 0) {
     demo_profiler_failed(r, "profiler stop", -1, rc);
-    exit_code = PD_DEMO_EXIT_RUNTIME;
-    goto done;
+    return PD_DEMO_EXIT_RUNTIME;
   }
-  if (g_stop_signal != 0) {
-    /* a partial run: whatever was recorded, said so in the JSON */
-  } else if (cfg->no_profile && nsamples != active_steps) {
-    demo_err("%d of %d active steps were timed; expected all of them", nsamples, active_steps);
-    exit_code = PD_DEMO_EXIT_RUNTIME;
-    goto done;
+  if (g_stop_signal != 0) return PD_DEMO_EXIT_OK; /* a partial run: said so in the JSON */
+  if (cfg->no_profile && r->nsamples != r->active_steps) {
+    demo_err("%d of %d active steps were timed; expected all of them", r->nsamples, r->active_steps);
+    return PD_DEMO_EXIT_RUNTIME;
   }
-  if (g_stop_signal == 0 && !cfg->no_profile && (r->cycles == 0 || nsamples != active_steps)) {
+  if (!cfg->no_profile && (r->pl.cycles == 0 || r->nsamples != r->active_steps)) {
     demo_err("the profiler handed over %d cycles and %d of %d active steps were timed; expected every cycle",
-             r->cycles, nsamples, active_steps);
-    exit_code = PD_DEMO_EXIT_RUNTIME;
-    goto done;
+             r->pl.cycles, r->nsamples, r->active_steps);
+    return PD_DEMO_EXIT_RUNTIME;
   }
+  return PD_DEMO_EXIT_OK;
+}
 
-  /* 8. stats, verdict, console */
-  {
-    float loss = 0;
-    rc = pd_cnn_last_loss(r->cnn, &loss);
-    if (rc != 0) {
-      demo_err("reading the last loss: %s", pd_strerror(rc));
-      exit_code = PD_DEMO_EXIT_RUNTIME;
-      goto done;
-    }
-    r->metrics.loss_last = loss;
-  }
-  pd_metrics_from_samples(&r->metrics, step_s, wait_s, (size_t)nsamples);
-  pd_verdict_t verdict;
-  memset(&verdict, 0, sizeof(verdict));
+/* 10. The pipeline's verdict stage over the host-timed samples, then the console. */
+static int demo_phase_verdict(demo_run_t *r) {
+  const pd_demo_config_t *cfg = r->cfg;
+  pd_metrics_t *m = &r->pl.metrics;
+  int code = demo_read_loss(r, "last", &m->loss_last);
+  if (code != 0) return code;
   /* The tables add up every cycle; the GPU-side per-step metrics are the last cycle's. */
-  if (cfg->no_profile || r->cycles > 1) r->metrics.steps = nsamples;
+  if (cfg->no_profile || r->pl.cycles > 1) m->steps = r->nsamples;
   if (!cfg->no_profile) {
     (void)pd_prof_cost(r->prof, &r->cost, NULL);
     const double dropped = (double)pd_prof_dropped_records(r->prof);
-    if (dropped > r->metrics.dropped_records) r->metrics.dropped_records = dropped;
-    if (r->metrics.dropped_records > 0)
+    if (dropped > m->dropped_records) m->dropped_records = dropped;
+    if (m->dropped_records > 0)
       demo_err("warning: CUPTI dropped %.0f activity records (buffers full%s); the trace and the GPU metrics miss "
                "them",
-               r->metrics.dropped_records, cfg->cupti_buffer_budget_mib > 0 ? " or over --cupti_buffer_budget_mib" : "");
-    pd_diagnose(&r->metrics, PD_ADVICE_DEMO, &verdict);
-    pd_sort_key_t sort_key = (pd_sort_key_t)cfg->sort_by;
-    pd_op_table_sort(r->ops, sort_key);
-    pd_op_table_sort(r->kernels, sort_key);
-    if (r->by_stack != NULL) pd_op_table_sort(r->by_stack, sort_key);
-    if (r->stacks != NULL) pd_op_table_sort(r->stacks, (pd_sort_key_t)cfg->stacks_metric);
+               m->dropped_records, cfg->cupti_buffer_budget_mib > 0 ? " or over --cupti_buffer_budget_mib" : "");
   }
-  demo_print_report(r, &dev, &verdict);
+  /* No verdict without the profiler: the rules need its GPU-side metrics. */
+  pd_pipeline_verdict(&r->pl, r->step_s, r->wait_s, (size_t)r->nsamples, PD_ADVICE_DEMO,
+                      cfg->no_profile ? NULL : &r->verdict);
+  if (!cfg->no_profile)
+    pd_pipeline_sort(&r->pl, (pd_sort_key_t)cfg->sort_by, (pd_sort_key_t)cfg->stacks_metric);
+  demo_print_report(r, &r->dev, &r->verdict);
+  return PD_DEMO_EXIT_OK;
+}
 
-  /* 9. collapsed stacks (--export_stacks), then the metrics JSON, written last; both atomically */
-  if (r->stacks != NULL) {
-    if (pd_op_table_stack_rows(r->stacks) == 0) {
-      demo_err("--export_stacks: no recorded range carries a call stack (the stacks could not be symbolized)");
-      exit_code = PD_DEMO_EXIT_RUNTIME;
-      goto done;
-    }
-    int64_t lines = pd_op_table_export_stacks_file(r->stacks, cfg->export_stacks, (pd_sort_key_t)cfg->stacks_metric);
-    if (lines < 0) {
-      demo_err("writing --export_stacks '%s': %s", cfg->export_stacks, pd_strerror((int)lines));
-      exit_code = PD_DEMO_EXIT_RUNTIME;
-      goto done;
-    }
-    pd_demo_outputs_track_file(&r->outs, cfg->export_stacks);
-    printf("Stacks:  %s (%" PRId64 " stacks by %s)\n", cfg->export_stacks, lines,
-           cfg->stacks_metric == PD_SORT_SELF_CPU_TIME_TOTAL ? "self_cpu_time_total" : "self_cuda_time_total");
+/* 11. Collapsed stacks (--export_stacks), written atomically. */
+static int demo_phase_stacks(demo_run_t *r) {
+  const pd_demo_config_t *cfg = r->cfg;
+  const pd_op_table_t *stacks = r->pl.stacks;
+  if (stacks == NULL) return PD_DEMO_EXIT_OK;
+  if (pd_op_table_stack_rows(stacks) == 0) {
+    demo_err("--export_stacks: no recorded range carries a call stack (the stacks could not be symbolized)");
+    return PD_DEMO_EXIT_RUNTIME;
   }
-
-  /* 10. metrics JSON, written last and atomically */
-  {
-    pd_host_info_t host;
-    pd_host_info_read(&host);
-    const pd_demo_results_t results = {
-        .cnn_cfg = &r->cnn_cfg,
-        .data_cfg = &r->data_cfg,
-        .dev = &dev,
-        .metrics = &r->metrics,
-        .step_s = step_s,
-        .wait_s = wait_s,
-        .nsamples = (size_t)nsamples,
-        .verdict = cfg->no_profile ? NULL : &verdict,
-        .ops = cfg->no_profile ? NULL : r->ops,
-        .kernels = cfg->no_profile ? NULL : r->kernels,
-        .host = &host,
-        .traces = (const char *const *)r->traces,
-        .ntraces = (size_t)r->ntraces,
-        .stopped_by = g_stop_signal == 0 ? NULL : g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
-        .steps_done = steps_done,
-        .cost = cfg->no_profile ? NULL : &r->cost,
-        .host_memory = &r->mem,
-    };
-    rc = pd_demo_metrics_write(cfg, &results);
-    if (rc != 0) {
-      demo_err("writing --output_json '%s': %s", cfg->output_json, pd_strerror(rc));
-      exit_code = PD_DEMO_EXIT_RUNTIME;
-      goto done;
-    }
-    json_written = true;
-    printf("Metrics: %s%s\n", cfg->output_json, results.stopped_by != NULL ? " (incomplete: stopped early)" : "");
-    if (results.stopped_by != NULL) exit_code = 128 + (strcmp(results.stopped_by, "SIGINT") == 0 ? SIGINT : SIGTERM);
+  int64_t lines = pd_op_table_export_stacks_file(stacks, cfg->export_stacks, (pd_sort_key_t)cfg->stacks_metric);
+  if (lines < 0) {
+    demo_err("writing --export_stacks '%s': %s", cfg->export_stacks, pd_strerror((int)lines));
+    return PD_DEMO_EXIT_RUNTIME;
   }
+  pd_demo_outputs_track_file(&r->outs, cfg->export_stacks);
+  printf("Stacks:  %s (%" PRId64 " stacks by %s)\n", cfg->export_stacks, lines,
+         cfg->stacks_metric == PD_SORT_SELF_CPU_TIME_TOTAL ? "self_cpu_time_total" : "self_cuda_time_total");
+  return PD_DEMO_EXIT_OK;
+}
 
-done:
+/* 12. The metrics JSON, written last and atomically. A run stopped by a signal exits
+ * 128 + the signal after writing it. */
+static int demo_phase_json(demo_run_t *r) {
+  const pd_demo_config_t *cfg = r->cfg;
+  pd_host_info_t host;
+  pd_host_info_read(&host);
+  const pd_demo_results_t results = {
+      .cnn_cfg = &r->cnn_cfg,
+      .data_cfg = &r->data_cfg,
+      .dev = &r->dev,
+      .metrics = &r->pl.metrics,
+      .step_s = r->step_s,
+      .wait_s = r->wait_s,
+      .nsamples = (size_t)r->nsamples,
+      .verdict = cfg->no_profile ? NULL : &r->verdict,
+      .ops = cfg->no_profile ? NULL : r->pl.ops,
+      .kernels = cfg->no_profile ? NULL : r->pl.kernels,
+      .host = &host,
+      .traces = (const char *const *)r->traces,
+      .ntraces = (size_t)r->ntraces,
+      .stopped_by = g_stop_signal == 0 ? NULL : g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
+      .steps_done = r->steps_done,
+      .cost = cfg->no_profile ? NULL : &r->cost,
+      .host_memory = &r->mem,
+  };
+  int rc = pd_demo_metrics_write(cfg, &results);
+  if (rc != 0) {
+    demo_err("writing --output_json '%s': %s", cfg->output_json, pd_strerror(rc));
+    return PD_DEMO_EXIT_RUNTIME;
+  }
+  r->json_written = true;
+  printf("Metrics: %s%s\n", cfg->output_json, results.stopped_by != NULL ? " (incomplete: stopped early)" : "");
+  if (results.stopped_by != NULL) return 128 + (strcmp(results.stopped_by, "SIGINT") == 0 ? SIGINT : SIGTERM);
+  return PD_DEMO_EXIT_OK;
+}
+
+/* The one cleanup: teardown in reverse order of creation; a failure takes back this
+ * run's files (a run stopped by a signal keeps them). Returns the exit code, 1 when
+ * only the stream's teardown failed. */
+static int demo_run_free(demo_run_t *r, int exit_code) {
   demo_progress_clear(r);
-  /* Teardown in reverse order of creation. */
   pd_prof_destroy(r->prof);
   if (r->cnn != NULL) pd_cnn_destroy(r->cnn);
   pd_data_destroy(r->data);
@@ -980,20 +954,54 @@ done:
       exit_code = PD_DEMO_EXIT_RUNTIME;
     }
   }
-  /* A failure takes back this run's files; a run stopped by a signal keeps them. */
-  if (exit_code != PD_DEMO_EXIT_OK && exit_code < 128) {
-    if (json_written) pd_demo_outputs_track_file(&r->outs, cfg->output_json);
+  if (exit_code != PD_DEMO_EXIT_OK && exit_code < 128 && r->outs_ready) {
+    if (r->json_written) pd_demo_outputs_track_file(&r->outs, r->cfg->output_json);
     for (int i = 0; i < r->ntraces; i++) (void)unlink(r->traces[i]);
     pd_demo_outputs_rollback(&r->outs);
   }
   for (int i = 0; i < r->ntraces; i++) free(r->traces[i]);
   free(r->traces);
-  if (r->ops != NULL) pd_op_table_destroy(r->ops);
-  if (r->kernels != NULL) pd_op_table_destroy(r->kernels);
-  pd_op_table_destroy(r->by_stack);
-  pd_op_table_destroy(r->stacks);
-  free(step_s);
-  free(wait_s);
+  pd_pipeline_free(&r->pl);
+  free(r->step_s);
+  free(r->wait_s);
   free(r);
   return exit_code;
+}
+
+int pd_demo_run(const pd_demo_config_t *cfg) {
+  demo_run_t *r = calloc(1, sizeof(*r));
+  if (r == NULL) {
+    demo_err("out of host memory");
+    return PD_DEMO_EXIT_RUNTIME;
+  }
+  r->cfg = cfg;
+  r->mem = (pd_host_memory_t){-1, -1, -1, -1, -1, -1, -1, 0};
+  r->sched = (pd_schedule_t){
+      .skip_first = 0, .wait = cfg->wait_steps, .warmup = 1, .active = cfg->profile_steps, .repeat = cfg->repeat};
+  r->total_steps = cfg->steps > 0 ? cfg->steps : ((int64_t)cfg->wait_steps + 1 + cfg->profile_steps) * cfg->repeat;
+  for (int64_t s = 0; s < r->total_steps; s++) {
+    pd_sched_action_t act = pd_schedule_action(&r->sched, (int)s);
+    r->active_steps += act == PD_SCHED_RECORD || act == PD_SCHED_RECORD_AND_SAVE;
+  }
+
+  int code = demo_phase_outputs(r);
+  if (code == PD_DEMO_EXIT_OK) {
+    /* From here on a signal stops the run cleanly (see demo_signals_install). */
+    g_stop_signal = 0;
+    demo_signals_install();
+    code = demo_device_check(cfg); /* 2. on failure the directories made are taken back */
+  }
+  if (code == PD_DEMO_EXIT_OK) code = demo_phase_configure(r);
+  if (code == PD_DEMO_EXIT_OK) code = demo_phase_setup(r);
+  if (code == PD_DEMO_EXIT_OK) code = demo_phase_warmup(r);
+  /* A stop asked for in the warmup comes before the profiler: nothing traced. */
+  const bool stopped_in_warmup = g_stop_signal != 0;
+  if (code == PD_DEMO_EXIT_OK && !stopped_in_warmup) code = demo_phase_slowdown(r);
+  if (code == PD_DEMO_EXIT_OK && !stopped_in_warmup) code = demo_phase_profiler(r);
+  if (code == PD_DEMO_EXIT_OK && !stopped_in_warmup) code = demo_phase_steps(r);
+  if (code == PD_DEMO_EXIT_OK) code = demo_phase_stop(r);
+  if (code == PD_DEMO_EXIT_OK) code = demo_phase_verdict(r);
+  if (code == PD_DEMO_EXIT_OK) code = demo_phase_stacks(r);
+  if (code == PD_DEMO_EXIT_OK) code = demo_phase_json(r);
+  return demo_run_free(r, code);
 }
