@@ -1,99 +1,55 @@
 /* test_synthetic_step.c: the real profiler pipeline, without a GPU, on a training step.
  *
- * A CPU-only profiler records the host side as profiler_demo does (schedule, ProfilerStep#N,
- * the data-wait range, op ranges with shapes); every CUDA call the step "makes" is noted
- * with its host time, and the trace-ready callback turns the notes into CUPTI activity
- * records built by hand (runtime and driver launches, kernels with mangled names, copies,
- * a memset, a stream sync, device allocations and frees), fed through the CUPTI source's
- * own conversion (pd_cupti_convert_record, pd_cupti_link_sync: the test seam), sorted and
- * written with profiler_demo's trace meta. The test checks the links the trace carries;
- * with PD_SYNTH_TRACE=<path> it also keeps the trace there, for the peer tools
- * (../shared/peers/run_all.sh) to load it.
- *
- * This test includes <cupti.h> because it builds CUPTI records; nothing in src/ but
- * cupti_source.c may.
+ * The profiler records the host side as profiler_demo does (schedule, ProfilerStep#N, the
+ * data-wait range, op ranges with shapes and stacks) and takes the GPU side from the
+ * scripted record source of tests/support (pd_mock_source.h), given in its config: every
+ * CUDA call the step "makes" is a runtime or driver record spanning real host time, with
+ * its GPU work (kernels with mangled names, copies, a memset, a stream sync, device
+ * allocations and frees). The profiler's own cycle, collected from the source, goes
+ * through the model's cycle pipeline (pd_pipeline.h), which writes it with profiler_demo's
+ * trace meta. The test checks the links the trace carries; with PD_SYNTH_TRACE=<path> it
+ * also keeps the trace there, for the peer tools (../shared/peers/run_all.sh) to load it.
  */
 #include <criterion/criterion.h>
 #include <cJSON.h>
-#include <cupti.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cupti_source.h"
+#include "pd/pd_pipeline.h"
 #include "pd/pd_prof.h"
 #include "pd/pd_writers.h"
+#include "pd_mock_source.h"
 #include "pd_test_util.h"
 
-/* ---- the step's CUDA calls, noted on the host -------------------------------------------- */
+/* ---- the step's CUDA calls, as the record source sees them ---------------------------------- */
 
-typedef enum { GPU_NONE, GPU_KERNEL, GPU_MEMCPY, GPU_MEMSET, GPU_SYNC, GPU_ALLOC, GPU_FREE } gpu_work_t;
+static pd_mock_source_t *g_src;
+static size_t g_kernels; /* kernels launched while the source was recording */
 
-typedef struct {
-  CUpti_ActivityKind api_kind; /* RUNTIME or DRIVER */
-  uint32_t cbid;
-  int64_t t0, t1; /* host time of the call */
-  uint32_t corr;
-  gpu_work_t work;
-  const char *kernel;     /* KERNEL */
-  uint32_t stream;
-  uint64_t bytes;         /* copies, sets, allocations */
-  int copy_kind, src_kind, dst_kind;
-  int64_t gpu_ns;         /* device time of the work */
-  uint64_t addr;          /* ALLOC/FREE */
-} call_t;
-
-#define MAX_CALLS 4096
-static call_t g_calls[MAX_CALLS];
-static int g_ncalls;
-static uint32_t g_next_corr = 1000;
-
-static void spin_ns(int64_t ns) {
-  int64_t end = pd_clock_now_ns() + ns;
-  while (pd_clock_now_ns() < end) {
-  }
-}
-
-/* Notes one CUDA call that takes about 4 us on the host. */
-static call_t *call(CUpti_ActivityKind kind, uint32_t cbid, gpu_work_t work) {
-  cr_assert_lt(g_ncalls, MAX_CALLS);
-  call_t *c = &g_calls[g_ncalls++];
-  memset(c, 0, sizeof(*c));
-  c->api_kind = kind;
-  c->cbid = cbid;
-  c->work = work;
-  c->corr = g_next_corr++;
-  c->stream = 7;
-  c->t0 = pd_clock_now_ns();
-  spin_ns(work == GPU_SYNC ? 40000 : 4000);
-  c->t1 = pd_clock_now_ns();
-  return c;
-}
+#define CALL_NS 4000 /* a CUDA call's host time */
+#define SYNC_NS 40000
 
 static void launch(const char *kernel, int64_t gpu_ns, bool driver) {
-  call_t *c = driver ? call(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, GPU_KERNEL)
-                     : call(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, GPU_KERNEL);
-  c->kernel = kernel;
-  c->gpu_ns = gpu_ns;
+  uint64_t c = pd_mock_source_call(g_src, driver ? "cuLaunchKernelEx" : "cudaLaunchKernel", CALL_NS);
+  int rc = pd_mock_source_kernel(g_src, c, 7, kernel, gpu_ns);
+  cr_assert_geq(rc, 0);
+  g_kernels += (size_t)rc;
 }
 
 /* A GEMM as src/scen/cnn_gemm.c records one: the "aten::mm" op around cuBLASLt's
  * driver-API launch. */
 static void mm(const char *kernel, int64_t gpu_ns) {
   cr_assert_eq(pd_range_push("aten::mm"), 0);
-  spin_ns(1000);
   launch(kernel, gpu_ns, true);
   cr_assert_eq(pd_range_pop(), 0);
 }
 
 static void op(const char *name, const char *shape, const char *kernel, int64_t gpu_ns, bool gemm) {
   cr_assert_eq(shape ? pd_range_push_shape(name, shape) : pd_range_push(name), 0);
-  spin_ns(2000);
   launch(kernel, gpu_ns, false);
   if (gemm) mm("nvjet_sm90_hsh_64x512_64x2_1x2_h_bz_coopB_TNT", 6000);
-  spin_ns(2000);
   cr_assert_eq(pd_range_pop(), 0);
 }
 
@@ -109,13 +65,13 @@ static uint64_t g_next_addr = 0x7f0000000000ULL;
  * backward with a temporary buffer, optimizer, loss read back with a stream sync. */
 static void train_step(void) {
   cr_assert_eq(pd_range_push(PD_RANGE_DATA_WAIT), 0);
-  spin_ns(60000);
+  int64_t t = pd_clock_now_ns();
+  while (pd_clock_now_ns() < t + 60000) {
+  }
   cr_assert_eq(pd_range_pop(), 0);
   cr_assert_eq(pd_range_push("DataLoader.to_device"), 0);
-  call_t *c = call(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, GPU_MEMCPY);
-  c->bytes = 786432, c->gpu_ns = 17000, c->stream = 13;
-  c->copy_kind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
-  c->src_kind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED, c->dst_kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  uint64_t c = pd_mock_source_call(g_src, "cudaMemcpyAsync", CALL_NS);
+  cr_assert_geq(pd_mock_source_memcpy(g_src, c, 13, PD_MEMCPY_HTOD, 786432, 17000), 0);
   cr_assert_eq(pd_range_pop(), 0);
 
   cr_assert_eq(pd_range_push("train_step"), 0);
@@ -125,8 +81,8 @@ static void train_step(void) {
   op("linear.forward", "[[64, 128]]", K_IM2COL, 3000, true);
   cr_assert_eq(pd_range_push_shape("cross_entropy", "[[64, 10]]"), 0);
   launch(K_CE, 3000, false);
-  c = call(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, GPU_MEMSET);
-  c->bytes = 4, c->gpu_ns = 1000, c->dst_kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  c = pd_mock_source_call(g_src, "cudaMemsetAsync", CALL_NS);
+  cr_assert_geq(pd_mock_source_memset(g_src, c, 7, 4, 1000), 0);
   cr_assert_eq(pd_range_pop(), 0);
   cr_assert_eq(pd_range_pop(), 0); /* forward */
 
@@ -134,12 +90,12 @@ static void train_step(void) {
   cr_assert_eq(pd_range_push("conv1.backward"), 0);
   uint64_t addr = g_next_addr;
   g_next_addr += 0x100000;
-  c = call(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, GPU_ALLOC);
-  c->bytes = 1 << 20, c->addr = addr;
+  c = pd_mock_source_call(g_src, "cudaMalloc", CALL_NS);
+  cr_assert_geq(pd_mock_source_memory(g_src, c, addr, 1 << 20), 0);
   launch(K_BWD, 8000, false);
   mm("nvjet_sm90_hsh_128x128_64x6_1x2_h_bz_TNT", 7000);
-  c = call(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, GPU_FREE);
-  c->bytes = 1 << 20, c->addr = addr;
+  c = pd_mock_source_call(g_src, "cudaFree", CALL_NS);
+  cr_assert_geq(pd_mock_source_memory(g_src, c, addr, -(1 << 20)), 0);
   cr_assert_eq(pd_range_pop(), 0);
   cr_assert_eq(pd_range_pop(), 0); /* backward */
 
@@ -147,172 +103,34 @@ static void train_step(void) {
   op("AdamW.step", NULL, K_ADAMW, 6000, false);
   cr_assert_eq(pd_range_pop(), 0);
   cr_assert_eq(pd_range_push("loss.item"), 0);
-  c = call(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, GPU_MEMCPY);
-  c->bytes = 4, c->gpu_ns = 1500;
-  c->copy_kind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
-  c->src_kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, c->dst_kind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
-  call(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, GPU_SYNC);
+  c = pd_mock_source_call(g_src, "cudaMemcpyAsync", CALL_NS);
+  cr_assert_geq(pd_mock_source_memcpy(g_src, c, 7, PD_MEMCPY_DTOH, 4, 1500), 0);
+  c = pd_mock_source_call(g_src, "cudaStreamSynchronize", SYNC_NS);
+  cr_assert_geq(pd_mock_source_sync(g_src, c, PD_SYNC_STREAM), 0);
   cr_assert_eq(pd_range_pop(), 0);
   cr_assert_eq(pd_range_pop(), 0); /* train_step */
 }
 
-/* ---- the calls as CUPTI records, through the source's conversion ----------------------------- */
-
-typedef struct {
-  int64_t cursor[64]; /* per stream: when the GPU is free again */
-  int64_t live;       /* device bytes allocated */
-} gpu_t;
-
-static void add(pd_trace_t *t, const void *rec) { cr_assert_eq(pd_cupti_convert_record(rec, t), 1); }
-
-static void add_call(pd_trace_t *t, const call_t *c, gpu_t *g) {
-  uint32_t pid = (uint32_t)getpid(), tid = (uint32_t)syscall(SYS_gettid);
-  CUpti_ActivityAPI a;
-  memset(&a, 0, sizeof(a));
-  a.kind = c->api_kind;
-  a.cbid = c->cbid;
-  a.start = (uint64_t)c->t0;
-  a.end = (uint64_t)c->t1;
-  a.processId = pid;
-  a.threadId = tid;
-  a.correlationId = c->corr;
-  add(t, &a);
-  int64_t *cur = &g->cursor[c->stream % 64];
-  int64_t start = c->t1 - 1000 > *cur ? c->t1 - 1000 : *cur; /* queued work waits for the stream */
-  switch (c->work) {
-  case GPU_KERNEL: {
-    CUpti_ActivityKernel10 k;
-    memset(&k, 0, sizeof(k));
-    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    k.start = (uint64_t)start;
-    k.end = (uint64_t)(start + c->gpu_ns);
-    k.deviceId = 0;
-    k.contextId = 1;
-    k.streamId = c->stream;
-    k.gridX = 128, k.gridY = 1, k.gridZ = 1;
-    k.blockX = 256, k.blockY = 1, k.blockZ = 1;
-    k.registersPerThread = 40;
-    k.staticSharedMemory = 4096;
-    k.correlationId = c->corr;
-    k.name = c->kernel;
-    add(t, &k);
-    *cur = start + c->gpu_ns;
-    break;
-  }
-  case GPU_MEMCPY: {
-    CUpti_ActivityMemcpy6 m;
-    memset(&m, 0, sizeof(m));
-    m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-    m.copyKind = (uint8_t)c->copy_kind;
-    m.srcKind = (uint8_t)c->src_kind;
-    m.dstKind = (uint8_t)c->dst_kind;
-    m.bytes = c->bytes;
-    m.start = (uint64_t)start;
-    m.end = (uint64_t)(start + c->gpu_ns);
-    m.contextId = 1;
-    m.streamId = c->stream;
-    m.correlationId = c->corr;
-    add(t, &m);
-    *cur = start + c->gpu_ns;
-    break;
-  }
-  case GPU_MEMSET: {
-    CUpti_ActivityMemset4 s;
-    memset(&s, 0, sizeof(s));
-    s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
-    s.bytes = c->bytes;
-    s.start = (uint64_t)start;
-    s.end = (uint64_t)(start + c->gpu_ns);
-    s.memoryKind = (uint16_t)c->dst_kind;
-    s.contextId = 1;
-    s.streamId = c->stream;
-    s.correlationId = c->corr;
-    add(t, &s);
-    *cur = start + c->gpu_ns;
-    break;
-  }
-  case GPU_SYNC: {
-    /* the host waits from inside the call until the stream drains */
-    CUpti_ActivitySynchronization2 s;
-    memset(&s, 0, sizeof(s));
-    s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-    s.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
-    s.start = (uint64_t)(c->t0 + 500);
-    s.end = (uint64_t)(c->t1 - 500);
-    s.contextId = 1;
-    s.streamId = c->stream;
-    s.correlationId = c->corr;
-    add(t, &s);
-    break;
-  }
-  case GPU_ALLOC:
-  case GPU_FREE: {
-    CUpti_ActivityMemory4 m;
-    memset(&m, 0, sizeof(m));
-    m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
-    m.memoryOperationType = c->work == GPU_ALLOC ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
-                                                 : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
-    m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-    m.address = c->addr;
-    m.bytes = c->bytes;
-    m.timestamp = (uint64_t)(c->t0 + 1000);
-    m.deviceId = 0;
-    m.contextId = 1;
-    m.processId = pid;
-    m.correlationId = c->corr;
-    add(t, &m);
-    break;
-  }
-  case GPU_NONE:
-    break;
-  }
-}
+/* ---- the cycle through the pipeline, written as profiler_demo writes it -------------------------- */
 
 typedef struct {
   char path[512];
-  int cycles;
-  size_t kernels;
+  pd_pipeline_t pl;
 } synth_t;
 
-/* What the CUPTI source's collect would add to the cycle, then profiler_demo's writing. */
 static int synth_ready_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *user) {
-  (void)prof;
   synth_t *s = user;
-  pd_trace_t *t = pd_trace_create();
-  cr_assert_not_null(t);
-  int64_t lo = INT64_MAX, hi = INT64_MIN;
-  const pd_event_t *ev = pd_trace_events(cycle);
-  for (size_t i = 0; i < pd_trace_count(cycle); i++) {
-    cr_assert_eq(pd_trace_add(t, &ev[i]), 0);
-    if (ev[i].kind == PD_EVENT_RANGE && ev[i].u.range.step >= 0) {
-      if (ev[i].start_ns < lo) lo = ev[i].start_ns;
-      if (ev[i].end_ns > hi) hi = ev[i].end_ns;
-    }
-  }
-  pd_cupti_convert_reset();
-  gpu_t g;
-  memset(&g, 0, sizeof(g));
-  for (int i = 0; i < g_ncalls; i++) {
-    if (g_calls[i].t0 < lo || g_calls[i].t0 >= hi) continue; /* outside the recorded steps */
-    add_call(t, &g_calls[i], &g);
-    s->kernels += g_calls[i].work == GPU_KERNEL;
-  }
-  cr_assert_eq(pd_cupti_link_sync(t), 0);
-  pd_trace_sort(t);
-  pd_device_props_t d = pd_test_h100();
-  cr_assert_eq(pd_trace_add_device(t, &d), 0);
   pd_trace_meta_t meta = {.unix_offset_ns = pd_clock_unix_offset_ns(),
                           .pid = (uint32_t)getpid(),
                           .profile_memory = true,
                           .record_shapes = true,
                           .cuda_driver_version = 13000,
                           .cuda_runtime_version = 13000,
-                          .cupti_version = CUPTI_API_VERSION,
+                          .cupti_version = 130001,
                           .links = true};
-  int rc = pd_trace_write_file(s->path, t, &meta);
-  pd_trace_destroy(t);
-  s->cycles++;
-  return rc;
+  pd_prof_cost_t cost;
+  if (pd_prof_cost(prof, NULL, &cost) == 0) meta.cost = &cost;
+  return pd_pipeline_add_cycle(&s->pl, cycle, s->path, &meta, NULL);
 }
 
 static int count_cat(const cJSON *events, const char *cat, const char *key) {
@@ -346,9 +164,15 @@ Test(synthetic_step, profiler_pipeline_writes_a_linked_trace) {
   snprintf(s.path, sizeof s.path, "%s", keep && keep[0] ? keep : "");
   if (s.path[0] == '\0') snprintf(s.path, sizeof s.path, "%s/synthetic_step.pt.trace.json", dir);
 
+  cr_assert_eq(pd_pipeline_init(&s.pl, &(pd_pipeline_opts_t){.steps_required = true}), 0);
+  g_src = pd_mock_source_create();
+  cr_assert_not_null(g_src);
+  pd_device_props_t h100 = pd_test_h100();
+  pd_mock_source_set_device(g_src, &h100);
+
   pd_prof_config_t cfg;
-  pd_prof_config_init(&cfg);
-  cfg.activities = PD_ACTIVITY_CPU;
+  pd_prof_config_init(&cfg); /* CPU|CUDA, from the scripted source */
+  cfg.source = pd_mock_source_base(g_src);
   cfg.record_shapes = true;
   cfg.with_stack = true;
   cfg.schedule = (pd_schedule_t){.wait = 1, .warmup = 1, .active = 4, .repeat = 1};
@@ -363,8 +187,11 @@ Test(synthetic_step, profiler_pipeline_writes_a_linked_trace) {
   }
   cr_assert_eq(pd_prof_stop(p), 0);
   pd_prof_destroy(p);
-  cr_assert_eq(s.cycles, 1);
-  cr_expect_eq(s.kernels, 4u * 9u, "nine kernels in each of the four recorded steps");
+  cr_assert_eq(s.pl.cycles, 1);
+  cr_expect_eq(s.pl.metrics.kernels_per_step, 9.0, "nine kernels in each of the four recorded steps");
+  cr_expect_eq(g_kernels, 5u * 9u, "taken in the warmup and the four recorded steps, not in the wait step");
+  pd_mock_source_destroy(g_src);
+  pd_pipeline_free(&s.pl);
 
   char *text = pd_test_slurp(s.path);
   cJSON *root = cJSON_Parse(text);
