@@ -15,6 +15,24 @@
 extern "C" {
 #endif
 
+/* Returns true when an API name (CUPTI's "cudaMemcpy_v3020", "cuMemAlloc_v2" and
+ * "_ptds" forms included) is a host-blocking synchronizing call (cudaDeviceSynchronize,
+ * cudaStreamSynchronize, cudaEventSynchronize, cudaMemcpy, ...; not
+ * cudaStreamWaitEvent, not the *Async copies). One table in classify.c. */
+bool pd_api_is_sync(const char *name);
+/* Returns true for plain device allocation calls (cudaMalloc, cudaFree, cudaMallocPitch,
+ * cudaMalloc3D, cuMemAlloc, cuMemFree, ...; not cudaMallocAsync/cudaFreeAsync, not host
+ * or managed allocations). One table in classify.c. */
+bool pd_api_is_device_alloc(const char *name);
+/* A synchronous copy call (cudaMemcpy, cudaMemcpy2D, cuMemcpyHtoD, ...; not *Async). */
+bool pd_api_is_sync_memcpy(const char *name);
+/* cudaMemset, cudaMemset2D/3D, cuMemsetD8/16/32 and 2D forms, not the Async ones. */
+bool pd_api_is_sync_memset(const char *name);
+/* Returns true for a kernel name that looks like a GEMM or convolution (cuBLAS, cuDNN,
+ * CUTLASS and the project's own), and sets *tensor_core when the name says it runs on
+ * Tensor Cores (half/bf16/tf32/int8 MMA variants). One table in classify.c. */
+bool pd_kernel_is_matmul(const char *name, bool *tensor_core);
+
 /* Data-wait range names, one table: X(name). The data pipeline names the range in which
  * a step waits for its batch as torch's DataLoader iterators do (worker threads: the
  * multi-process iterator; num_workers=0: the single-process one), so torch-tb-profiler's

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "pd/pd_classify.h" /* the classifiers the metrics count by */
 #include "pd/pd_event.h"
 
 #ifdef __cplusplus
@@ -256,15 +257,6 @@ const pd_metric_desc_t *pd_metric_find(const char *name);
 /* Sets every metric to NaN ("not measured", null in the metrics JSON) and steps to 0. */
 void pd_metrics_init(pd_metrics_t *m);
 
-/* Returns true when an API name (CUPTI's "cudaMemcpy_v3020", "cuMemAlloc_v2" and
- * "_ptds" forms included) is a host-blocking synchronizing call (cudaDeviceSynchronize,
- * cudaStreamSynchronize, cudaEventSynchronize, cudaMemcpy, ...; not
- * cudaStreamWaitEvent, not the *Async copies). One table in metrics.c. */
-bool pd_api_is_sync(const char *name);
-/* Returns true for plain device allocation calls (cudaMalloc, cudaFree, cudaMallocPitch,
- * cudaMalloc3D, cuMemAlloc, cuMemFree, ...; not cudaMallocAsync/cudaFreeAsync, not host
- * or managed allocations). One table in metrics.c. */
-bool pd_api_is_device_alloc(const char *name);
 
 /* Fills the GPU-side metrics of *m (kernels_per_step, avg_kernel_time_us,
  * gpu_busy_fraction, sync/alloc calls, h2d bytes, peak memory, dropped_records,
@@ -341,10 +333,6 @@ int pd_attribute(const pd_trace_t *trace, const pd_trace_index_t *ix, pd_attribu
 /* Copies the attribution into the metrics (per-step costs, step_wall_us, the counts
  * behind the findings); device_memory_total_bytes from the trace's first device. */
 void pd_attribution_to_metrics(const pd_attribution_t *a, const pd_trace_t *trace, pd_metrics_t *m);
-/* Returns true for a kernel name that looks like a GEMM or convolution (cuBLAS, cuDNN,
- * CUTLASS and the project's own), and sets *tensor_core when the name says it runs on
- * Tensor Cores (half/bf16/tf32/int8 MMA variants). One table in attribute.c. */
-bool pd_kernel_is_matmul(const char *name, bool *tensor_core);
 
 /* ---- diagnosis ----------------------------------------------------------------------- */
 

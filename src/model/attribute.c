@@ -22,7 +22,6 @@
 #include "pd/pd_classify.h"
 #include "pd/pd_stats.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,64 +34,6 @@ static const char *const cause_names[PD_CAUSE_COUNT] = {
 
 const char *pd_cause_name(pd_cause_t c) {
   return (int)c >= 0 && c < PD_CAUSE_COUNT ? cause_names[c] : "?";
-}
-
-/* ---- kernel names ------------------------------------------------------------------------ */
-
-static bool contains_ci(const char *s, const char *pat) {
-  size_t m = strlen(pat);
-  for (; *s != '\0'; s++) {
-    size_t k = 0;
-    while (k < m && s[k] != '\0' && tolower((unsigned char)s[k]) == pat[k]) k++;
-    if (k == m) return true;
-  }
-  return false;
-}
-
-/* GEMM and convolution kernels of cuBLAS (incl. cuBLASLt's nvjet), cuDNN, CUTLASS and
- * the like, by name; and the markers of their Tensor Core variants. */
-static const char *const matmul_marks[] = {"gemm", "conv", "xmma", "nvjet", "cutlass", "wgrad",
-                                           "dgrad", "fprop", "matmul"};
-static const char *const tensor_core_marks[] = {"tensorop", "hmma", "imma", "wgmma", "tf32", "f16", "bf16",
-                                                "fp16", "half", "h884", "h1688", "h16816", "s1688",
-                                                "i8816", "e4m3", "e5m2", "fp8"};
-
-bool pd_kernel_is_matmul(const char *name, bool *tensor_core) {
-  if (tensor_core != NULL) *tensor_core = false;
-  if (name == NULL) return false;
-  bool mm = false;
-  for (size_t i = 0; i < sizeof matmul_marks / sizeof matmul_marks[0] && !mm; i++)
-    mm = contains_ci(name, matmul_marks[i]);
-  if (!mm) return false;
-  bool tc = false;
-  for (size_t i = 0; i < sizeof tensor_core_marks / sizeof tensor_core_marks[0] && !tc; i++)
-    tc = contains_ci(name, tensor_core_marks[i]);
-  /* nvjet_sm90_<in><compute><out>_...: h(alf), b(f16), t(f32), e (fp8), i(nt8) inputs
-   * run on Tensor Cores; s(ingle) and d(ouble) inputs do not. */
-  const char *nv = strstr(name, "nvjet_sm");
-  if (!tc && nv != NULL) {
-    const char *u = strchr(nv + 8, '_');
-    if (u != NULL && strchr("hbtei", u[1]) != NULL && u[1] != '\0') tc = true;
-  }
-  if (tensor_core != NULL) *tensor_core = tc;
-  return true;
-}
-
-/* ---- API names ---------------------------------------------------------------------------- */
-
-static bool name_starts(const char *name, const char *prefix) {
-  return name != NULL && strncmp(name, prefix, strlen(prefix)) == 0;
-}
-
-/* A synchronous copy call (cudaMemcpy, cudaMemcpy2D, cuMemcpyHtoD, ...; not *Async). */
-static bool is_sync_memcpy_call(const char *name) {
-  return pd_api_is_sync(name) && (name_starts(name, "cudaMemcpy") || name_starts(name, "cuMemcpy"));
-}
-
-/* cudaMemset, cudaMemset2D/3D, cuMemsetD8/16/32 and 2D forms, not the Async ones. */
-static bool is_sync_memset_call(const char *name) {
-  if (!name_starts(name, "cudaMemset") && !name_starts(name, "cuMemset")) return false;
-  return strstr(name, "Async") == NULL;
 }
 
 /* ---- intervals -------------------------------------------------------------------------------- */
@@ -374,8 +315,8 @@ int pd_attribute(const pd_trace_t *trace, const pd_trace_index_t *ix, pd_attribu
     if (cause < 0 && pd_api_is_device_alloc(e->name)) cause = PD_CAUSE_ALLOCATION;
     if (cause < 0 && pd_api_is_sync(e->name)) cause = PD_CAUSE_SYNC;
     if (ix->step[i] >= 0) {
-      if (is_sync_memcpy_call(e->name)) out->sync_memcpy_calls++;
-      if (is_sync_memset_call(e->name)) out->sync_memset_calls++;
+      if (pd_api_is_sync_memcpy(e->name)) out->sync_memcpy_calls++;
+      if (pd_api_is_sync_memset(e->name)) out->sync_memset_calls++;
     }
     if (cause < 0) continue;
     blocks[nb].pid = e->pid;

@@ -56,57 +56,6 @@ void pd_metrics_init(pd_metrics_t *m) {
   m->steps = 0;
 }
 
-/* ---- API call classification ------------------------------------------------------------------ */
-
-/* Calls that block the host until the device (or a stream, or an event) catches up.
- * Not here: cudaStreamWaitEvent (the wait happens on the device, the host goes on),
- * the *Async copies, and cudaFree (it may synchronize, but it is the allocator rule's). */
-static const char *const sync_api_names[] = {
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-    "cudaThreadSynchronize", "cudaMemcpy",            "cudaMemcpy2D",
-    "cudaMemcpy3D",          "cudaMemcpyFromSymbol",  "cudaMemcpyPeer",
-    "cuCtxSynchronize",      "cuStreamSynchronize",   "cuEventSynchronize",
-    "cuMemcpy",              "cuMemcpyDtoH",          "cuMemcpyHtoD",
-};
-
-/* Plain device allocations and releases. Not here: cudaMallocAsync/cudaFreeAsync (the
- * stream-ordered pool is the fix for churn), host allocations (cudaMallocHost,
- * cudaHostAlloc, cudaFreeHost) and managed memory. */
-static const char *const alloc_api_names[] = {
-    "cudaMalloc",   "cudaFree",      "cudaMallocPitch", "cudaMalloc3D",   "cudaMallocArray",
-    "cudaFreeArray", "cudaMalloc3DArray", "cuMemAlloc", "cuMemFree",      "cuMemAllocPitch",
-};
-
-/* Length of name without a CUPTI/driver version suffix ("_v3020", "_v2") and without a
- * per-thread-default-stream suffix ("_ptds", "_ptsz"), which both name the same call. */
-static size_t api_base_len(const char *name) {
-  size_t len = strlen(name);
-  for (int pass = 0; pass < 2; pass++) {
-    if (len > 5 && (strncmp(name + len - 5, "_ptds", 5) == 0 || strncmp(name + len - 5, "_ptsz", 5) == 0))
-      len -= 5;
-    size_t d = len;
-    while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9') d--;
-    if (d < len && d >= 2 && name[d - 1] == 'v' && name[d - 2] == '_') len = d - 2;
-  }
-  return len;
-}
-
-static bool api_in(const char *name, const char *const *table, size_t n) {
-  if (name == NULL) return false;
-  size_t len = api_base_len(name);
-  for (size_t i = 0; i < n; i++)
-    if (strlen(table[i]) == len && strncmp(name, table[i], len) == 0) return true;
-  return false;
-}
-
-bool pd_api_is_sync(const char *name) {
-  return api_in(name, sync_api_names, sizeof sync_api_names / sizeof sync_api_names[0]);
-}
-
-bool pd_api_is_device_alloc(const char *name) {
-  return api_in(name, alloc_api_names, sizeof alloc_api_names / sizeof alloc_api_names[0]);
-}
-
 /* ---- quantiles -------------------------------------------------------------------------------- */
 
 static int double_cmp(const void *a, const void *b) {
