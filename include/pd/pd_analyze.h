@@ -169,7 +169,7 @@ typedef enum {
 /* Returns "kernel", "dataloader", ... / "host_wait", ...; never NULL. */
 const char *pd_part_name(pd_part_t p);
 const char *pd_idle_name(pd_idle_t k);
-/* Returns true for data-loading ranges: pd_range_is_data_wait() (pd_prof.h's one name
+/* Returns true for data-loading ranges: pd_range_is_data_wait() (pd_classify.h's one name
  * table: torch's "enumerate(DataLoader)#..." names, which ours use, and our older
  * "DataLoader.wait"). */
 bool pd_range_is_dataloader(const char *name);

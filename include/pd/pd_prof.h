@@ -1,4 +1,4 @@
-/* pd_prof.h: the profiler core's public API.
+/* pd_prof.h: the profiler's public API (capture layer, src/capture).
  *
  * Create a profiler from a config, start it, call pd_prof_step() once per training
  * step, stop and destroy it. A schedule with torch.profiler semantics decides which

@@ -1,4 +1,4 @@
-/* pd_stats.h: what the profiler core derives from events.
+/* pd_stats.h: what the model layer (src/model) derives from events.
  *
  *  - key averages: torch's key_averages() over host ranges, with GPU work attributed
  *    through correlation ids to the innermost range open on the launching thread;
@@ -114,7 +114,7 @@ typedef struct {
   int32_t ev;     /* index of the RANGE event */
 } pd_index_step_t;
 
-/* One linked view of a trace (src/prof/trace_index.c), built once and read by key
+/* One linked view of a trace (src/model/trace_index.c), built once and read by key
  * averages, step metrics, the time attribution and the analyzer. Arrays are indexed by
  * event index (-1: none):
  *  - call[i]: for a GPU activity, SYNC or GPU_RANGE record, the RUNTIME/DRIVER call with
@@ -280,7 +280,7 @@ void pd_metrics_from_samples(pd_metrics_t *m, const double *step_times_s,
 /* ---- time attribution ---------------------------------------------------------------- */
 
 /* Where a step's wall time went, one table: X(NAME, text). Each step's time is split
- * into disjoint costs (src/prof/attribute.c; docs/diagnosis.md says how):
+ * into disjoint costs (src/model/attribute.c; docs/diagnosis.md says how):
  *  - DATA: GPU idle while the launching thread waits in a data-loading range, plus GPU
  *    time that only host-to-device copies fill (input copies);
  *  - SYNC: GPU idle a host-blocking call causes: its blocked time is credit that later

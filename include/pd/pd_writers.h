@@ -1,4 +1,4 @@
-/* pd_writers.h: the profiler core's outputs.
+/* pd_writers.h: the model layer's outputs (src/model).
  *
  *  - the Kineto-compatible Chrome trace (Perfetto, chrome://tracing, torch-tb-profiler,
  *    Holistic Trace Analysis), streamed event by event to a temporary file and renamed;

@@ -17,7 +17,7 @@ int an_breakdown_compute(const pd_trace_t *trace, const pd_trace_index_t *ix, in
                          pd_breakdown_t *out);
 int an_top_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const pd_top_opts_t *opts, pd_top_t **out);
 
-/* The core's definitions (pd_stats.h) under the analyzer's names. */
+/* The model's definitions (pd_stats.h) under the analyzer's names. */
 static inline bool an_is_gpu_activity(pd_event_kind_t k) { return pd_event_is_gpu_activity(k); }
 
 static inline int64_t an_dur(const pd_event_t *e) { return pd_event_dur_ns(e); }
@@ -26,7 +26,7 @@ static inline int64_t an_dur(const pd_event_t *e) { return pd_event_dur_ns(e); }
  * synchronization records without one. Result is ev->name, buf or a static string. */
 const char *an_event_name(const pd_event_t *ev, char *buf, size_t len);
 
-/* The core's demangler (pd_demangle(), src/prof/demangle.c) under the analyzer's name. */
+/* The model's demangler (pd_demangle(), src/model/demangle.c) under the analyzer's name. */
 static inline bool an_demangle(const char *mangled, char *buf, size_t len) {
   return pd_demangle(mangled, buf, len);
 }

@@ -1,7 +1,7 @@
 /* analyze_util.c: the analyzer's shared helpers (analyze_internal.h).
  *
- * Launch attribution is the profiler core's trace index (pd_trace_index_build(),
- * src/prof/trace_index.c): one definition of which call launched a kernel and which op it
+ * Launch attribution is the model's trace index (pd_trace_index_build(),
+ * src/model/trace_index.c): one definition of which call launched a kernel and which op it
  * ran in, built once per analysis.
  */
 #define _GNU_SOURCE

@@ -1,4 +1,4 @@
-/* cupti_source.h: the profiler core's CUPTI activity source (internal interface).
+/* cupti_source.h: the CUPTI record source of the capture layer (internal interface).
  *
  * cupti_source.c is the only file in the project that includes <cupti.h>; this header
  * carries no CUPTI type. The profiler makes the source with

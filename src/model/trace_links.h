@@ -1,4 +1,4 @@
-/* trace_links.h: the External id links the trace writer adds (internal to pd_prof).
+/* trace_links.h: the External id links the trace writer adds (internal to pd_model).
  *
  * torch-tb-profiler and Holistic Trace Analysis tie an op to the CUDA calls it made and
  * to the GPU work those calls launched through Kineto's "External id": every host op

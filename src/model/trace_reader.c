@@ -1,6 +1,6 @@
 /* trace_reader.c: reads a Chrome trace JSON back into the neutral event model.
  *
- * Two writers are understood: ours (src/prof/trace_writer.c, docs/formats.md) and
+ * Two writers are understood: ours (src/model/trace_writer.c, docs/formats.md) and
  * torch.profiler's Kineto, plain or gzip-compressed (detected by content: zlib's gzread
  * passes plain files through). The file is streamed: zlib inflates it a chunk at a time,
  * the pull tokenizer of json_pull.c walks the text, and each traceEvents entry becomes a

@@ -1,4 +1,4 @@
-/* test_reader.c: the trace reader (src/analyze/trace_reader.c) without a GPU.
+/* test_reader.c: the trace reader (src/model/trace_reader.c) without a GPU.
  *
  *  - the two torch.profiler fixtures (gzipped Kineto traces): exact event counts per
  *    category (counted independently with Python's json module when the fixtures were

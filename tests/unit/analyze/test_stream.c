@@ -1,4 +1,4 @@
-/* test_stream.c: the streaming trace reader (src/analyze/trace_reader.c, json_pull.c).
+/* test_stream.c: the streaming trace reader (src/model/trace_reader.c, json_pull.c).
  *
  *  - every fixture trace (tests/fixtures/runs, tests/fixtures/torch) reads into the same
  *    events, devices and info as the former whole-tree reader gave: a digest of every

@@ -1,4 +1,4 @@
-/* test_trace_links.c: External id links and gpu_user_annotation spans (src/prof/trace_links.c),
+/* test_trace_links.c: External id links and gpu_user_annotation spans (src/model/trace_links.c),
  * including the case where GPU work of two ops that do not enclose each other overlaps on
  * one stream: the later span must start where the earlier ends, never overlap it in part. */
 #include <criterion/criterion.h>
