@@ -213,42 +213,39 @@ Test(mock_source, callback_errors_warn_and_keep_the_cycle, .init = cr_redirect_s
 
 /* ---- a source that fails in the middle of a run ------------------------------------------------------ */
 
-Test(mock_source, enable_failing_at_the_second_cycle_fails_that_step) {
+/* Runs steps_ok steps with op scripted to fail with rc from its first_call-th call on,
+ * then one more step, which must fail with rc and a last error containing want. Returns
+ * the cycles handed over before it. */
+static int expect_failing_step(pd_schedule_t sched, pd_mock_op_t op, int first_call, int rc, int steps_ok,
+                               const char *want) {
   seen_t seen = {0};
-  pd_prof_t *p = make_profiler((pd_schedule_t){.wait = 1, .warmup = 1, .active = 1, .repeat = 2}, &seen);
+  pd_prof_t *p = make_profiler(sched, &seen);
   cr_assert_eq(pd_prof_start(p), 0);
-  pd_mock_source_fail(g_mock, PD_MOCK_ENABLE, 2, PD_ECUPTI);
-  cr_assert_eq(run_steps(p, 3), 0, "the first cycle runs: %s", pd_prof_last_error(p));
-  cr_expect_eq(seen.cycles, 1);
-  step_work(); /* the second cycle's wait step ends: its warmup would start tracing */
-  cr_expect_eq(pd_prof_step(p), PD_ECUPTI);
-  cr_expect_str_eq(pd_prof_last_error(p), "mock source: enable failed (scripted)");
+  pd_mock_source_fail(g_mock, op, first_call, rc);
+  cr_assert_eq(run_steps(p, steps_ok), 0, "the steps before run: %s", pd_prof_last_error(p));
+  step_work();
+  cr_expect_eq(pd_prof_step(p), rc);
+  cr_expect_not_null(strstr(pd_prof_last_error(p), want), "%s", pd_prof_last_error(p));
   finish(p);
+  return seen.cycles;
+}
+
+Test(mock_source, enable_failing_at_the_second_cycle_fails_that_step) {
+  /* the second cycle's wait step ends: its warmup would start tracing */
+  int cycles = expect_failing_step((pd_schedule_t){.wait = 1, .warmup = 1, .active = 1, .repeat = 2}, PD_MOCK_ENABLE,
+                                   2, PD_ECUPTI, 3, "mock source: enable failed (scripted)");
+  cr_expect_eq(cycles, 1, "the first cycle was handed over");
 }
 
 Test(mock_source, collect_failing_at_the_end_of_a_cycle_fails_that_step) {
-  seen_t seen = {0};
-  pd_prof_t *p = make_profiler((pd_schedule_t){.wait = 0, .warmup = 1, .active = 1, .repeat = 1}, &seen);
-  cr_assert_eq(pd_prof_start(p), 0);
   /* the first collect discards the warmup; the second parses the cycle */
-  pd_mock_source_fail(g_mock, PD_MOCK_COLLECT, 2, PD_ENOMEM);
-  cr_assert_eq(run_steps(p, 1), 0);
-  step_work();
-  cr_expect_eq(pd_prof_step(p), PD_ENOMEM);
-  cr_expect_not_null(strstr(pd_prof_last_error(p), "parsing the record source's buffers"), "%s",
-                     pd_prof_last_error(p));
-  finish(p);
+  expect_failing_step((pd_schedule_t){.wait = 0, .warmup = 1, .active = 1, .repeat = 1}, PD_MOCK_COLLECT, 2,
+                      PD_ENOMEM, 1, "parsing the record source's buffers");
 }
 
 Test(mock_source, collect_failing_on_the_warmup_discard_fails_that_step) {
-  seen_t seen = {0};
-  pd_prof_t *p = make_profiler((pd_schedule_t){.wait = 0, .warmup = 1, .active = 1, .repeat = 1}, &seen);
-  cr_assert_eq(pd_prof_start(p), 0);
-  pd_mock_source_fail(g_mock, PD_MOCK_COLLECT, 1, PD_ECUPTI);
-  step_work();
-  cr_expect_eq(pd_prof_step(p), PD_ECUPTI);
-  cr_expect_not_null(strstr(pd_prof_last_error(p), "discarding the warmup's records"), "%s", pd_prof_last_error(p));
-  finish(p);
+  expect_failing_step((pd_schedule_t){.wait = 0, .warmup = 1, .active = 1, .repeat = 1}, PD_MOCK_COLLECT, 1,
+                      PD_ECUPTI, 0, "discarding the warmup's records");
 }
 
 Test(mock_source, flush_failing_at_stop_fails_the_stop) {
