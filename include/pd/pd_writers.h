@@ -62,6 +62,9 @@ typedef struct pd_trace_writer pd_trace_writer_t;
 
 /* Kineto's offset from a stream's tid to its synchronization row's tid. */
 #define PD_TRACE_SYNC_TID_OFFSET 1000000u
+/* Offset from a stream's tid to its overlap row's: GPU work that starts before the work
+ * ahead of it on the stream has ended (programmatic dependent launch) is drawn there. */
+#define PD_TRACE_OVERLAP_TID_OFFSET 2000000u
 /* The row of the whole-trace span ("Trace" category): a pid no process or GPU has, as
  * Kineto's "Spans" (its sort index), but a number so every viewer takes it. */
 #define PD_TRACE_SPAN_PID 536870912u

@@ -419,6 +419,21 @@ static nest_row_t *nest_row(pd_nest_t *n, uint64_t key) {
   return &n->row[n->nrows++];
 }
 
+/* The innermost event open on the row at start_ns (closed ones are popped), or NULL. */
+static const nest_open_t *nest_top(pd_nest_t *n, uint32_t pid, uint32_t tid, int64_t start_ns) {
+  int64_t idx = -1;
+  if (!map_get(&n->rows, ((uint64_t)pid << 32) | tid, &idx)) return NULL;
+  nest_row_t *row = &n->row[idx];
+  while (row->n > 0 && row->open[row->n - 1].end_ns <= start_ns) row->n--;
+  return row->n > 0 ? &row->open[row->n - 1] : NULL;
+}
+
+bool pd_nest_overlaps(pd_nest_t *n, uint32_t pid, uint32_t tid, int64_t start_ns, int64_t end_ns) {
+  if (n == NULL) return false;
+  const nest_open_t *top = nest_top(n, pid, tid, start_ns);
+  return top != NULL && start_ns >= top->start_ns && end_ns > top->limit_ns;
+}
+
 int64_t pd_nest_end(pd_nest_t *n, uint32_t pid, uint32_t tid, int64_t start_ns, int64_t end_ns, int *err) {
   if (n == NULL || end_ns <= start_ns) return end_ns > start_ns ? end_ns : start_ns;
   nest_row_t *row = nest_row(n, ((uint64_t)pid << 32) | tid);
@@ -426,10 +441,9 @@ int64_t pd_nest_end(pd_nest_t *n, uint32_t pid, uint32_t tid, int64_t start_ns, 
     if (err != NULL) *err = PD_ENOMEM;
     return end_ns;
   }
-  while (row->n > 0 && row->open[row->n - 1].end_ns <= start_ns) row->n--;
+  const nest_open_t *top = nest_top(n, pid, tid, start_ns);
   int64_t end = end_ns;
-  if (row->n > 0) {
-    const nest_open_t *top = &row->open[row->n - 1];
+  if (top != NULL) {
     /* Inside the parent as given, but not before the end written for it: end just
      * before that (top->end_ns > start_ns, so the child keeps a length >= 0). */
     if (start_ns >= top->start_ns && end_ns <= top->limit_ns && end_ns >= top->end_ns) end = top->end_ns - 1;

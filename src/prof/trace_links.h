@@ -97,5 +97,8 @@ void pd_nest_destroy(pd_nest_t *n);
  * end of the event it lies in; never below start_ns. Sets *err to PD_ENOMEM (and returns
  * end_ns) when out of memory. */
 int64_t pd_nest_end(pd_nest_t *n, uint32_t pid, uint32_t tid, int64_t start_ns, int64_t end_ns, int *err);
+/* True when [start_ns, end_ns] would overlap in part the innermost event still open on
+ * row (pid, tid): it starts inside it and ends after it. Same start-order rule. */
+bool pd_nest_overlaps(pd_nest_t *n, uint32_t pid, uint32_t tid, int64_t start_ns, int64_t end_ns);
 
 #endif /* PD_TRACE_LINKS_H */

@@ -407,10 +407,11 @@ static void write_process_meta(pd_trace_writer_t *w, uint32_t pid, bool device) 
   put_raw(w, buf, (size_t)(p - buf));
 }
 
-typedef enum { ROW_HOST, ROW_STREAM, ROW_SYNC } row_kind_t;
+typedef enum { ROW_HOST, ROW_STREAM, ROW_SYNC, ROW_OVERLAP } row_kind_t;
 
 /* Process and thread name metadata the first time a row appears: "thread <tid>",
- * "stream <id>", or "stream <id> (sync)" sorted with its stream (Kineto's). */
+ * "stream <id>", "stream <id> (sync)" (Kineto's) or "stream <id> (overlap)", the last
+ * two sorted with their stream. */
 static void note_row(pd_trace_writer_t *w, uint32_t pid, uint32_t tid, row_kind_t kind) {
   bool device = kind != ROW_HOST;
   int added = u64set_add(&w->pids, pid);
@@ -431,10 +432,13 @@ static void note_row(pd_trace_writer_t *w, uint32_t pid, uint32_t tid, row_kind_
   p = put_u64(p, pid);
   p = PUT_LIT(p, ",\"tid\":");
   p = put_u64(p, tid);
-  uint32_t shown = kind == ROW_SYNC ? tid - PD_TRACE_SYNC_TID_OFFSET : tid;
+  uint32_t shown = kind == ROW_SYNC      ? tid - PD_TRACE_SYNC_TID_OFFSET
+                  : kind == ROW_OVERLAP ? tid - PD_TRACE_OVERLAP_TID_OFFSET
+                                        : tid;
   p = device ? PUT_LIT(p, ",\"args\":{\"name\":\"stream ") : PUT_LIT(p, ",\"args\":{\"name\":\"thread ");
   p = put_u64(p, shown);
   if (kind == ROW_SYNC) p = PUT_LIT(p, " (sync)");
+  if (kind == ROW_OVERLAP) p = PUT_LIT(p, " (overlap)");
   p = PUT_LIT(p, "\"}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":");
   p = put_u64(p, pid);
   p = PUT_LIT(p, ",\"tid\":");
@@ -954,6 +958,17 @@ int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev) {
     tid = ev->stream + PD_TRACE_SYNC_TID_OFFSET;
     row = ROW_SYNC;
   }
+  int64_t ts_ns = ev->start_ns + w->unix_offset_ns - w->base_ns;
+  int64_t dur_ns = ev->end_ns > ev->start_ns ? ev->end_ns - ev->start_ns : 0;
+  /* GPU work that starts before the work ahead of it on its stream has ended (a kernel
+   * launched with programmatic dependent launch, as cuBLAS's split-K reduction is) goes
+   * to the stream's overlap row: on one row the two would overlap in part, which no
+   * viewer that stacks a row can draw (speedscope, Perfetto). args.stream still names
+   * the stream. */
+  if (row == ROW_STREAM && ev->kind != PD_EVENT_GPU_RANGE && pd_nest_overlaps(w->nest, pid, tid, ts_ns, ts_ns + dur_ns)) {
+    tid = ev->stream + PD_TRACE_OVERLAP_TID_OFFSET;
+    row = ROW_OVERLAP;
+  }
   note_row(w, pid, tid, row);
   if (w->err != 0) return w->err;
   event_links_t lk = link_event(w, ev);
@@ -961,8 +976,6 @@ int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev) {
 
   char buf[1024], *p;
   char namebuf[1024];
-  int64_t ts_ns = ev->start_ns + w->unix_offset_ns - w->base_ns;
-  int64_t dur_ns = ev->end_ns > ev->start_ns ? ev->end_ns - ev->start_ns : 0;
   note_extent(w, ts_ns, ts_ns + dur_ns);
   bool mangled = ev->kind == PD_EVENT_KERNEL && pd_demangle(ev->name, namebuf, sizeof namebuf);
   const char *name = mangled ? namebuf
