@@ -22,17 +22,7 @@ static void make_tmpdir(void) { pd_test_tmpdir_make(tmpdir, sizeof tmpdir, "pd_t
 static void remove_tmpdir(void) { pd_test_tmpdir_remove(tmpdir); }
 
 static pd_event_t mk(pd_event_kind_t kind, int64_t start, int64_t end, const char *name, uint64_t corr) {
-  pd_event_t e;
-  memset(&e, 0, sizeof e);
-  e.kind = kind;
-  e.start_ns = start;
-  e.end_ns = end;
-  e.name = name;
-  e.correlation_id = corr;
-  e.pid = 4242;
-  e.tid = 4243;
-  if (kind == PD_EVENT_RANGE || kind == PD_EVENT_GPU_RANGE || kind == PD_EVENT_CPU_OP) e.u.range.step = -1;
-  return e;
+  return pd_test_event(kind, start, end, name, corr);
 }
 
 static const char *const weird_name = "void k<\"q\">(a\\b)\nline2 \xff end";
