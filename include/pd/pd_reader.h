@@ -25,6 +25,7 @@ typedef struct {
   int schema_version;     /* schemaVersion, -1 when absent */
   bool gzipped;           /* the file was gzip-compressed */
   bool torch;             /* written by torch.profiler (a trace_id key, or ops with an External id) */
+  int trace_format;       /* profiler_demo's traceFormatVersion (1 when its trace has none); 0: another writer */
   char trace_name[512];   /* traceName, "" when absent */
   size_t text_bytes;      /* JSON text size (after decompression) */
   size_t json_events;     /* entries in traceEvents */

@@ -30,6 +30,14 @@ struct cJSON *pd_prof_cost_to_json(const pd_prof_cost_t *c, double step_s);
 
 /* ---- Chrome trace ------------------------------------------------------------------- */
 
+/* The trace writer's format version, written as top-level "traceFormatVersion" (absent
+ * in traces of format 1). Raise it with every change to what the writer puts in a trace,
+ * and re-record the committed fixtures (scripts/make_fixtures.sh): a unit test compares
+ * it with theirs. 2: each host range written once (user_annotation or cpu_op), a child
+ * never ending on its parent's nanosecond, gpu_user_annotation spans ending after the
+ * work they hold (docs/formats.md). */
+#define PD_TRACE_FORMAT_VERSION 2
+
 typedef struct {
   const char *trace_name;     /* "traceName"; may be NULL (then the file path) */
   int64_t unix_offset_ns;     /* pd_clock_unix_offset_ns(): added to event times */
@@ -42,8 +50,8 @@ typedef struct {
   int cupti_version;          /* top-level "cupti_version" (130001); 0: unknown, left out */
   /* Link ops to their CUDA calls and GPU work as torch.profiler does, for
    * torch-tb-profiler's Operator and Kernel pages and HTA's annotation breakdowns:
-   * "External id" on host ranges, calls, GPU activity and syncs, each host range also as
-   * a cpu_op, gpu_user_annotation spans, "Ev Idx", a "trace_id". profiler_demo turns it
+   * "External id" on host ranges, calls, GPU activity and syncs, gpu_user_annotation
+   * spans, fwdbwd flows, "Ev Idx", a "trace_id". profiler_demo turns it
    * on; off, the file holds each recorded event once and nothing derived. */
   bool links;
   /* The cycle's profiler cost, written as top-level "profilerCost"; NULL: left out. */
@@ -54,6 +62,9 @@ typedef struct pd_trace_writer pd_trace_writer_t;
 
 /* Kineto's offset from a stream's tid to its synchronization row's tid. */
 #define PD_TRACE_SYNC_TID_OFFSET 1000000u
+/* Offset from a stream's tid to its overlap row's: GPU work that starts before the work
+ * ahead of it on the stream has ended (programmatic dependent launch) is drawn there. */
+#define PD_TRACE_OVERLAP_TID_OFFSET 2000000u
 /* The row of the whole-trace span ("Trace" category): a pid no process or GPU has, as
  * Kineto's "Spans" (its sort index), but a number so every viewer takes it. */
 #define PD_TRACE_SPAN_PID 536870912u
@@ -69,6 +80,11 @@ int pd_trace_writer_open(const char *path, const pd_trace_meta_t *meta,
 /* Appends one event: GPU rows (kernel, memcpy, memset, gpu_user_annotation) use
  * pid = device, tid = stream, cuda_sync records their stream's own sync row (tid =
  * stream + PD_TRACE_SYNC_TID_OFFSET, "stream N (sync)", as Kineto); host rows pid/tid.
+ * A host range is written once: ProfilerStep#N and data-wait ranges as user_annotation,
+ * the others (and CPU_OP events) as cpu_op. An event that ends on the nanosecond of the
+ * event it lies in on its row is written 1 ns shorter (per level), so every reader's
+ * ts + dur keeps it inside (pd_nest_end(), trace_links.h); events of a row must come in
+ * start order for that.
  * A RUNTIME/DRIVER call with a correlation id also gets its ac2g flow start ("s"), a
  * kernel/memcpy/memset its flow end ("f"); pd_trace_write_file() keeps only the pairs
  * whose both halves exist. Mangled kernel names are written demangled, each mangled one

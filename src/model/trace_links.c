@@ -280,8 +280,9 @@ static int span_table_grow(pd_links_t *l) {
   return 0;
 }
 
-/* Widens range r's span on (device, stream) to cover [start, end). */
-static void widen(pd_links_t *l, int32_t r, const pd_event_t *ev) {
+/* Widens range r's span on (device, stream) to cover [start, end + pad). */
+static void widen(pd_links_t *l, int32_t r, const pd_event_t *ev, int64_t pad) {
+  int64_t end = (ev->end_ns > ev->start_ns ? ev->end_ns : ev->start_ns) + pad;
   if ((l->nspans + 1) * 2 > l->nslots && span_table_grow(l) != 0) {
     fail(l, PD_ENOMEM);
     return;
@@ -291,7 +292,7 @@ static void widen(pd_links_t *l, int32_t r, const pd_event_t *ev) {
     span_t *s = &l->spans[l->slots[j]];
     if (s->range == r && s->device == ev->device && s->stream == ev->stream) {
       if (ev->start_ns < s->start_ns) s->start_ns = ev->start_ns;
-      if (ev->end_ns > s->end_ns) s->end_ns = ev->end_ns;
+      if (end > s->end_ns) s->end_ns = end;
       return;
     }
   }
@@ -306,8 +307,7 @@ static void widen(pd_links_t *l, int32_t r, const pd_event_t *ev) {
     l->scap = cap;
   }
   l->spans[l->nspans] = (span_t){.range = r, .device = ev->device, .stream = ev->stream,
-                                 .start_ns = ev->start_ns,
-                                 .end_ns = ev->end_ns > ev->start_ns ? ev->end_ns : ev->start_ns};
+                                 .start_ns = ev->start_ns, .end_ns = end};
   l->slots[j] = (int32_t)l->nspans++;
 }
 
@@ -316,8 +316,12 @@ uint64_t pd_links_activity(pd_links_t *l, const pd_event_t *ev) {
   int64_t idx = -1;
   if (!map_get(&l->corr, ev->correlation_id, &idx) || idx < 0) return 0;
   if (ev->kind != PD_EVENT_SYNC) {
+    /* Each span ends 1 ns after the activity, its parent's 1 ns after its own, and so
+     * on: a span never ends on the nanosecond of the work or the span it holds, whose
+     * ends readers compute from ts + dur with different roundings (docs/formats.md). */
+    int64_t pad = 0;
     for (int32_t r = (int32_t)idx; r >= 0; r = l->ranges[r].parent)
-      if (l->ranges[r].spans) widen(l, r, ev);
+      if (l->ranges[r].spans) widen(l, r, ev, ++pad);
   }
   return l->ranges[idx].ext_id;
 }
@@ -369,4 +373,92 @@ int64_t pd_links_gpu_spans(pd_links_t *l, const pd_gpu_span_t **out) {
   if (span_table_grow(l) != 0) return PD_ENOMEM;
   *out = l->out;
   return (int64_t)l->nspans;
+}
+
+/* ---- nesting on a row ------------------------------------------------------------------------ */
+
+typedef struct {
+  int64_t start_ns, end_ns; /* as written */
+  int64_t limit_ns;         /* the end as given: what a child must lie within */
+} nest_open_t;
+
+typedef struct {
+  nest_open_t *open; /* the row's open events, outermost first */
+  size_t n, cap;
+} nest_row_t;
+
+struct pd_nest {
+  map_t rows; /* (pid << 32 | tid) -> index into row */
+  nest_row_t *row;
+  size_t nrows, rcap;
+};
+
+pd_nest_t *pd_nest_create(void) { return calloc(1, sizeof(pd_nest_t)); }
+
+void pd_nest_destroy(pd_nest_t *n) {
+  if (n == NULL) return;
+  for (size_t i = 0; i < n->nrows; i++) free(n->row[i].open);
+  free(n->row);
+  map_free(&n->rows);
+  free(n);
+}
+
+/* The row's state, created on first use; NULL when out of memory. */
+static nest_row_t *nest_row(pd_nest_t *n, uint64_t key) {
+  int64_t idx = -1;
+  if (map_get(&n->rows, key, &idx)) return &n->row[idx];
+  if (n->nrows == n->rcap) {
+    size_t cap = n->rcap ? n->rcap * 2 : 16;
+    nest_row_t *r = realloc(n->row, cap * sizeof(*r));
+    if (r == NULL) return NULL;
+    n->row = r;
+    n->rcap = cap;
+  }
+  if (map_put(&n->rows, key, (int64_t)n->nrows) != 0) return NULL;
+  n->row[n->nrows] = (nest_row_t){0};
+  return &n->row[n->nrows++];
+}
+
+/* The innermost event open on the row at start_ns (closed ones are popped), or NULL. */
+static const nest_open_t *nest_top(pd_nest_t *n, uint32_t pid, uint32_t tid, int64_t start_ns) {
+  int64_t idx = -1;
+  if (!map_get(&n->rows, ((uint64_t)pid << 32) | tid, &idx)) return NULL;
+  nest_row_t *row = &n->row[idx];
+  while (row->n > 0 && row->open[row->n - 1].end_ns <= start_ns) row->n--;
+  return row->n > 0 ? &row->open[row->n - 1] : NULL;
+}
+
+bool pd_nest_overlaps(pd_nest_t *n, uint32_t pid, uint32_t tid, int64_t start_ns, int64_t end_ns) {
+  if (n == NULL) return false;
+  const nest_open_t *top = nest_top(n, pid, tid, start_ns);
+  return top != NULL && start_ns >= top->start_ns && end_ns > top->limit_ns;
+}
+
+int64_t pd_nest_end(pd_nest_t *n, uint32_t pid, uint32_t tid, int64_t start_ns, int64_t end_ns, int *err) {
+  if (n == NULL || end_ns <= start_ns) return end_ns > start_ns ? end_ns : start_ns;
+  nest_row_t *row = nest_row(n, ((uint64_t)pid << 32) | tid);
+  if (row == NULL) {
+    if (err != NULL) *err = PD_ENOMEM;
+    return end_ns;
+  }
+  const nest_open_t *top = nest_top(n, pid, tid, start_ns);
+  int64_t end = end_ns;
+  if (top != NULL) {
+    /* Inside the parent as given, but not before the end written for it: end just
+     * before that (top->end_ns > start_ns, so the child keeps a length >= 0). */
+    if (start_ns >= top->start_ns && end_ns <= top->limit_ns && end_ns >= top->end_ns) end = top->end_ns - 1;
+  }
+  if (end <= start_ns) return start_ns;
+  if (row->n == row->cap) {
+    size_t cap = row->cap ? row->cap * 2 : 16;
+    nest_open_t *o = realloc(row->open, cap * sizeof(*o));
+    if (o == NULL) {
+      if (err != NULL) *err = PD_ENOMEM;
+      return end;
+    }
+    row->open = o;
+    row->cap = cap;
+  }
+  row->open[row->n++] = (nest_open_t){.start_ns = start_ns, .end_ns = end, .limit_ns = end_ns};
+  return end;
 }

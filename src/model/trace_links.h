@@ -6,7 +6,7 @@
  * and the GPU activity (and synchronization record) carries the id of its launching call
  * (same correlation id). Kineto also draws each annotated host range once more on the GPU
  * row of every stream it launched work on: a "gpu_user_annotation" span from the start of
- * its first GPU activity to the end of its last.
+ * its first GPU activity to the end of its last (and a nanosecond or a few beyond: below).
  *
  * The links are computed in one pass over events in start order (the order of a sorted
  * pd_trace_t, which is also the order the writer streams them in): host ranges form a
@@ -73,5 +73,32 @@ int pd_links_error(const pd_links_t *l);
  * overlap. Sorted by row, then start. *out points into the links (valid until the next
  * call or destroy). Returns the count, or PD_ENOMEM. */
 int64_t pd_links_gpu_spans(pd_links_t *l, const pd_gpu_span_t **out);
+
+/* ---- nesting on a row ---------------------------------------------------------------------- */
+
+/* Events that end on the very nanosecond of the event they lie in, on one (pid, tid) row:
+ * readers compute an end as ts + dur from three-decimal microseconds in float64, and two
+ * such sums of one true end can come out in either order, so a viewer sees the child
+ * outlive its parent (speedscope's "Tried to end ..."; HTA's ceil/floor then differ by a
+ * whole microsecond). The guard keeps each row's open events (in start order) and tells
+ * the writer to end such a child 1 ns before the end written for its parent, 2 ns for a
+ * grandchild on the same nanosecond, and so on: below any host clock's resolution, and
+ * far beyond float64's error on trace microseconds. Events that overlap in part (real GPU
+ * concurrency) are left as they are. Per-row state only: memory grows with rows and
+ * depth, not with events. */
+typedef struct pd_nest pd_nest_t;
+
+/* Returns a new empty guard, or NULL when out of memory. Free with pd_nest_destroy(). */
+pd_nest_t *pd_nest_create(void);
+/* Frees the guard. NULL: no-op. */
+void pd_nest_destroy(pd_nest_t *n);
+/* The end to write for an event [start_ns, end_ns] on row (pid, tid), events coming in
+ * start order per row: end_ns, or less where the event would end on or past the written
+ * end of the event it lies in; never below start_ns. Sets *err to PD_ENOMEM (and returns
+ * end_ns) when out of memory. */
+int64_t pd_nest_end(pd_nest_t *n, uint32_t pid, uint32_t tid, int64_t start_ns, int64_t end_ns, int *err);
+/* True when [start_ns, end_ns] would overlap in part the innermost event still open on
+ * row (pid, tid): it starts inside it and ends after it. Same start-order rule. */
+bool pd_nest_overlaps(pd_nest_t *n, uint32_t pid, uint32_t tid, int64_t start_ns, int64_t end_ns);
 
 #endif /* PD_TRACE_LINKS_H */

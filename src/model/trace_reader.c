@@ -212,6 +212,8 @@ static void sb_put(sbuf_t *b, const char *s, size_t n) {
  * overlapping events near the ts/dur limit that overflowed the breakdown's and the top
  * table's sums). */
 #define DUR_SUM_LIMIT_NS (INT64_C(1) << 62)
+/* A traceFormatVersion above this is no version of ours (a corrupt or foreign file). */
+#define TRACE_FORMAT_MAX 1000
 
 /* A number field as read; it is checked and converted only when its entry becomes an
  * event, so a skipped entry with odd numbers costs nothing. */
@@ -289,8 +291,10 @@ typedef struct {
   const char *label;   /* the file name, for messages */
   bool torch;
   bool ours;           /* the top level names profiler_demo as the writer */
-  /* The last host range read: profiler_demo writes each host range once more right after
-   * it as a cpu_op (for torch-tb-profiler's Operator page); that copy is not kept. */
+  int format;          /* its traceFormatVersion; 0: absent (format 1, or another writer) */
+  /* The last host range read: profiler_demo's format 1 wrote each host range once more
+   * right after it as a cpu_op (for torch-tb-profiler's Operator page); that copy is not
+   * kept. */
   bool have_range;
   uint32_t range_pid, range_tid;
   int64_t range_start, range_end;
@@ -722,10 +726,14 @@ static int convert_x(conv_t *cv, pd_event_kind_t kind, const int64_t *arg) {
       ev.u.range.step = -1;
       break; /* the container keeps shapes of host ranges only */
     }
-    /* A cpu_op that repeats the range just read (same row, times and name) is the
-     * copy profiler_demo writes for torch-tb-profiler: one op, not two. */
-    if (ev.kind == PD_EVENT_CPU_OP && cv->have_range && ev.pid == cv->range_pid && ev.tid == cv->range_tid &&
-        ev.start_ns == cv->range_start && ev.end_ns == cv->range_end && name != NULL &&
+    /* From format 2 on, profiler_demo writes each host range once, all but the step and
+     * the data wait as cpu_op: in its traces a cpu_op is a host range. */
+    if (ev.kind == PD_EVENT_CPU_OP && cv->ours && cv->format >= 2) ev.kind = PD_EVENT_RANGE;
+    /* Before (no traceFormatVersion): a cpu_op that repeats the range just read (same
+     * row, times and name) is the copy format 1 wrote for torch-tb-profiler: one op, not
+     * two. */
+    if (cv->format < 2 && ev.kind == PD_EVENT_CPU_OP && cv->have_range && ev.pid == cv->range_pid &&
+        ev.tid == cv->range_tid && ev.start_ns == cv->range_start && ev.end_ns == cv->range_end && name != NULL &&
         strcmp(name, cv->range_name) == 0)
       return 0;
     if (ev.kind == PD_EVENT_RANGE && name != NULL && strlen(name) < sizeof cv->range_name) {
@@ -987,6 +995,17 @@ static int read_document(conv_t *cv, an_json_t *p, bool *have_events) {
       if (KEY_IS(p, "trace_id")) cv->torch = true;
       if (KEY_IS(p, "traceWriter")) {
         if (scalar(p) == AN_JSON_STRING) cv->ours = strncmp(p->str, "profiler_demo", 13) == 0;
+      } else if (KEY_IS(p, "traceFormatVersion")) {
+        num_t n = {0};
+        int64_t v;
+        read_num(p, &n);
+        if (get_i64(cv, &n, "traceFormatVersion", 0, &v) != 0) return -1;
+        if (v < 1 || v > TRACE_FORMAT_MAX) {
+          conv_fail(cv, PD_EPARSE, "'%s': traceFormatVersion %lld is not a format version (1 to %d)", cv->label,
+                    (long long)v, TRACE_FORMAT_MAX);
+          return -1;
+        }
+        cv->format = (int)v;
       } else {
         rc = an_json_skip(p);
       }
@@ -1092,6 +1111,7 @@ static int finish_read(conv_t *cv, an_json_t *p, int walk, bool have_events, int
 static int finish_events(conv_t *cv) {
   pd_trace_info_t *info = cv->info;
   info->torch = cv->torch && !cv->ours;
+  info->trace_format = cv->ours ? (cv->format > 0 ? cv->format : 1) : cv->format;
   pd_trace_sort(cv->out);
   int rc = fill_depths(cv->out);
   if (rc != 0) return conv_fail(cv, rc, "cannot read '%s': %s", cv->label, pd_strerror(rc));

@@ -341,6 +341,7 @@ struct pd_trace_writer {
    * when streaming: every correlated event then gets its flow half. */
   const u64set_t *flows;
   pd_links_t *links; /* External ids and GPU spans; NULL unless meta->links */
+  pd_nest_t *nest;   /* per-row nesting guard: the dur written for a child (trace_links.h) */
   uint64_t ev_idx;   /* "Ev Idx" of the next host range or memory record (links) */
   uint64_t nops;     /* host ranges written: the trace span's "Op count" */
   int64_t first_ns, last_ns; /* extent of the events (trace ns), for the trace span */
@@ -406,10 +407,11 @@ static void write_process_meta(pd_trace_writer_t *w, uint32_t pid, bool device) 
   put_raw(w, buf, (size_t)(p - buf));
 }
 
-typedef enum { ROW_HOST, ROW_STREAM, ROW_SYNC } row_kind_t;
+typedef enum { ROW_HOST, ROW_STREAM, ROW_SYNC, ROW_OVERLAP } row_kind_t;
 
 /* Process and thread name metadata the first time a row appears: "thread <tid>",
- * "stream <id>", or "stream <id> (sync)" sorted with its stream (Kineto's). */
+ * "stream <id>", "stream <id> (sync)" (Kineto's) or "stream <id> (overlap)", the last
+ * two sorted with their stream. */
 static void note_row(pd_trace_writer_t *w, uint32_t pid, uint32_t tid, row_kind_t kind) {
   bool device = kind != ROW_HOST;
   int added = u64set_add(&w->pids, pid);
@@ -430,10 +432,13 @@ static void note_row(pd_trace_writer_t *w, uint32_t pid, uint32_t tid, row_kind_
   p = put_u64(p, pid);
   p = PUT_LIT(p, ",\"tid\":");
   p = put_u64(p, tid);
-  uint32_t shown = kind == ROW_SYNC ? tid - PD_TRACE_SYNC_TID_OFFSET : tid;
+  uint32_t shown = kind == ROW_SYNC      ? tid - PD_TRACE_SYNC_TID_OFFSET
+                  : kind == ROW_OVERLAP ? tid - PD_TRACE_OVERLAP_TID_OFFSET
+                                        : tid;
   p = device ? PUT_LIT(p, ",\"args\":{\"name\":\"stream ") : PUT_LIT(p, ",\"args\":{\"name\":\"thread ");
   p = put_u64(p, shown);
   if (kind == ROW_SYNC) p = PUT_LIT(p, " (sync)");
+  if (kind == ROW_OVERLAP) p = PUT_LIT(p, " (overlap)");
   p = PUT_LIT(p, "\"}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":");
   p = put_u64(p, pid);
   p = PUT_LIT(p, ",\"tid\":");
@@ -530,6 +535,11 @@ static void write_top_level(pd_trace_writer_t *w, const pd_trace_meta_t *meta) {
   /* Which writer made the file: a reader tells our traces from torch.profiler's by it
    * (both carry trace_id and External id). */
   p = PUT_LIT(p, "\n  \"traceWriter\": \"profiler_demo " PD_VERSION_STRING "\",");
+  /* What this writer's output looks like (PD_TRACE_FORMAT_VERSION): readers and the
+   * fixture test go by it, not by the program's version. */
+  p = PUT_LIT(p, "\n  \"traceFormatVersion\": ");
+  p = put_u64(p, PD_TRACE_FORMAT_VERSION);
+  p = PUT_LIT(p, ",");
   put_raw(w, buf, (size_t)(p - buf));
   /* What recording this cycle cost (pd_prof_cost_t), so the trace says how much of its
    * steps is the profiler. */
@@ -564,6 +574,7 @@ static void writer_free(pd_trace_writer_t *w) {
   u64set_free(&w->rows);
   nameset_free(&w->mangled);
   pd_links_destroy(w->links);
+  pd_nest_destroy(w->nest);
   free(w);
 }
 
@@ -578,7 +589,8 @@ int pd_trace_writer_open(const char *path, const pd_trace_meta_t *meta,
   const char *pname = meta && meta->process_name ? meta->process_name : program_invocation_short_name;
   w->process_name = dup_str(pname ? pname : "process");
   if (ndevices > 0) w->devices = malloc(ndevices * sizeof(*devices));
-  if (w->trace_name == NULL || w->process_name == NULL || (ndevices > 0 && w->devices == NULL)) {
+  w->nest = pd_nest_create();
+  if (w->trace_name == NULL || w->process_name == NULL || (ndevices > 0 && w->devices == NULL) || w->nest == NULL) {
     writer_free(w);
     return PD_ENOMEM;
   }
@@ -908,6 +920,22 @@ static void write_fwdbwd(pd_trace_writer_t *w, const pd_fwd_range_t *fwd, uint32
   put_raw(w, buf, (size_t)(p - buf));
 }
 
+/* The category an X event is written in (docs/formats.md, "Events"). Each host range is
+ * written once, so that one thread's events nest without a tie: ProfilerStep#N and the
+ * data wait as user_annotation (torch-tb-profiler finds those by name in either
+ * category), every other range as cpu_op (the Operator page, op tree and kernel-to-op
+ * table of torch-tb-profiler take ops from cpu_op only; HTA's aten-op and critical-path
+ * analyses read cpu_op too). Driver-API kernel launches (cuBLASLt's cuLaunchKernelEx) go
+ * under cuda_runtime: torch-tb-profiler reads the launching call of a kernel from that
+ * category only. */
+static const char *x_category(const pd_event_t *ev, const char *name) {
+  if (ev->kind == PD_EVENT_RANGE)
+    return ev->u.range.step >= 0 || pd_range_is_data_wait(ev->name) ? pd_event_kind_category(PD_EVENT_RANGE)
+                                                                      : pd_event_kind_category(PD_EVENT_CPU_OP);
+  if (ev->kind == PD_EVENT_DRIVER && pd_api_name_is_driver_launch(name)) return pd_event_kind_category(PD_EVENT_RUNTIME);
+  return pd_event_kind_category(ev->kind);
+}
+
 static void note_extent(pd_trace_writer_t *w, int64_t ts_ns, int64_t end_ns) {
   if (!w->any_event || ts_ns < w->first_ns) w->first_ns = ts_ns;
   if (!w->any_event || end_ns > w->last_ns) w->last_ns = end_ns;
@@ -930,6 +958,17 @@ int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev) {
     tid = ev->stream + PD_TRACE_SYNC_TID_OFFSET;
     row = ROW_SYNC;
   }
+  int64_t ts_ns = ev->start_ns + w->unix_offset_ns - w->base_ns;
+  int64_t dur_ns = ev->end_ns > ev->start_ns ? ev->end_ns - ev->start_ns : 0;
+  /* GPU work that starts before the work ahead of it on its stream has ended (a kernel
+   * launched with programmatic dependent launch, as cuBLAS's split-K reduction is) goes
+   * to the stream's overlap row: on one row the two would overlap in part, which no
+   * viewer that stacks a row can draw (speedscope, Perfetto). args.stream still names
+   * the stream. */
+  if (row == ROW_STREAM && ev->kind != PD_EVENT_GPU_RANGE && pd_nest_overlaps(w->nest, pid, tid, ts_ns, ts_ns + dur_ns)) {
+    tid = ev->stream + PD_TRACE_OVERLAP_TID_OFFSET;
+    row = ROW_OVERLAP;
+  }
   note_row(w, pid, tid, row);
   if (w->err != 0) return w->err;
   event_links_t lk = link_event(w, ev);
@@ -937,8 +976,6 @@ int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev) {
 
   char buf[1024], *p;
   char namebuf[1024];
-  int64_t ts_ns = ev->start_ns + w->unix_offset_ns - w->base_ns;
-  int64_t dur_ns = ev->end_ns > ev->start_ns ? ev->end_ns - ev->start_ns : 0;
   note_extent(w, ts_ns, ts_ns + dur_ns);
   bool mangled = ev->kind == PD_EVENT_KERNEL && pd_demangle(ev->name, namebuf, sizeof namebuf);
   const char *name = mangled ? namebuf
@@ -956,12 +993,10 @@ int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev) {
     p = us_text(p, ts_ns);
     p = PUT_LIT(p, ",\"args\":{");
   } else {
-    /* Driver-API kernel launches (cuBLASLt's cuLaunchKernelEx) go under cuda_runtime:
-     * torch-tb-profiler reads the launching call of a kernel from that category only. */
-    const char *cat = ev->kind == PD_EVENT_DRIVER && pd_api_name_is_driver_launch(name)
-                          ? pd_event_kind_category(PD_EVENT_RUNTIME)
-                          : pd_event_kind_category(ev->kind);
-    p = put_x_head(w, buf, cat, name, pid, tid, ts_ns, dur_ns);
+    int nrc = 0;
+    int64_t end_ns = pd_nest_end(w->nest, pid, tid, ts_ns, ts_ns + dur_ns, &nrc);
+    if (nrc != 0 && w->err == 0) w->err = nrc;
+    p = put_x_head(w, buf, x_category(ev, name), name, pid, tid, ts_ns, end_ns - ts_ns);
   }
 
   switch (ev->kind) {
@@ -1009,16 +1044,6 @@ int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev) {
   p = put_flow(w, p, ev, pid, tid, ts_ns);
   put_raw(w, buf, (size_t)(p - buf));
 
-  /* Each host range once more as a cpu_op, sharing its External id, as torch writes ops
-   * (torch-tb-profiler builds its Operator page and op tree from cpu_op only). Step and
-   * data-wait ranges stay annotations: tb reads those by name. */
-  if (ev->kind == PD_EVENT_RANGE && w->links != NULL && ev->u.range.step < 0 && !pd_range_is_data_wait(ev->name)) {
-    uint64_t idx = w->ev_idx++;
-    begin_entry(w);
-    p = put_x_head(w, buf, "cpu_op", name, pid, tid, ts_ns, dur_ns);
-    p = put_range_args(w, buf, p, ev, lk.ext_id, &idx);
-    put_raw(w, buf, (size_t)(p - buf));
-  }
   pd_fwd_range_t fwd;
   if (ev->kind == PD_EVENT_RANGE && w->links != NULL && pd_links_fwdbwd(w->links, ev, lk.ext_id, &fwd))
     write_fwdbwd(w, &fwd, pid, tid, ts_ns);

@@ -37,6 +37,23 @@ static inline pd_device_props_t pd_test_h100(void) {
   return d;
 }
 
+/* An event of kind on the host row 4242/4243 (GPU work on device 0, stream 0), with a
+ * range's step -1 (not a step): what a test adds and then adjusts. */
+static inline pd_event_t pd_test_event(pd_event_kind_t kind, int64_t start, int64_t end, const char *name,
+                                       uint64_t corr) {
+  pd_event_t e;
+  memset(&e, 0, sizeof e);
+  e.kind = kind;
+  e.start_ns = start;
+  e.end_ns = end;
+  e.name = name;
+  e.correlation_id = corr;
+  e.pid = 4242;
+  e.tid = 4243;
+  if (kind == PD_EVENT_RANGE || kind == PD_EVENT_GPU_RANGE || kind == PD_EVENT_CPU_OP) e.u.range.step = -1;
+  return e;
+}
+
 /* Creates a fresh directory "/tmp/<tag>.XXXXXX" into buf. */
 static inline void pd_test_tmpdir_make(char *buf, size_t len, const char *tag) {
   snprintf(buf, len, "/tmp/%s.XXXXXX", tag);
@@ -90,6 +107,34 @@ static inline char *pd_test_slurp(const char *path) {
   fclose(f);
   return buf;
 }
+
+#if defined(cJSON__h) && defined(ZLIB_H)
+/* Reads and parses a whole JSON file, plain or gzipped (for tests that include <cJSON.h>
+ * and <zlib.h> first); the caller frees with cJSON_Delete. */
+static inline cJSON *pd_test_read_json_gz(const char *path) {
+  gzFile gz = gzopen(path, "rb");
+  cr_assert_not_null(gz, "cannot open %s", path);
+  size_t cap = 1 << 20, len = 0;
+  char *buf = malloc(cap + 1);
+  cr_assert_not_null(buf);
+  int got;
+  while ((got = gzread(gz, buf + len, (unsigned)(cap - len))) > 0) {
+    len += (size_t)got;
+    if (len == cap) {
+      cap *= 2;
+      buf = realloc(buf, cap + 1);
+      cr_assert_not_null(buf);
+    }
+  }
+  cr_assert_geq(got, 0, "cannot read %s", path);
+  gzclose(gz);
+  buf[len] = 0;
+  cJSON *j = cJSON_Parse(buf);
+  free(buf);
+  cr_assert_not_null(j, "%s is not JSON", path);
+  return j;
+}
+#endif
 
 #ifdef cJSON__h
 /* Reads and parses a whole JSON file (for tests that include <cJSON.h> first); a file that

@@ -304,10 +304,15 @@ static void round_trip(int64_t unix_offset_ns) {
   cr_expect(!info.gzipped);
   cr_expect(!info.torch);
 
+  cr_expect_eq(info.trace_format, PD_TRACE_FORMAT_VERSION);
+
   cr_assert_eq(pd_trace_count(got), pd_trace_count(src));
   const pd_event_t *a = pd_trace_events(src), *b = pd_trace_events(got);
   for (size_t i = 0; i < pd_trace_count(src); i++) {
-    cr_assert_eq(b[i].kind, a[i].kind, "event %zu kind", i);
+    /* our writer puts host ranges and ops alike under cpu_op (but the step and the data
+     * wait): in its traces a cpu_op is a host range */
+    pd_event_kind_t kind = a[i].kind == PD_EVENT_CPU_OP ? PD_EVENT_RANGE : a[i].kind;
+    cr_assert_eq(b[i].kind, kind, "event %zu kind", i);
     cr_expect_eq(b[i].start_ns, a[i].start_ns + shift, "event %zu start", i);
     cr_expect_eq(b[i].end_ns - b[i].start_ns, a[i].end_ns - a[i].start_ns, "event %zu duration", i);
     same_str(b[i].name, a[i].name, i);
@@ -658,6 +663,7 @@ Test(reader, our_cpu_op_copies_are_one_op) {
   cr_expect_eq(count_kind(t, PD_EVENT_RANGE), 1, "the annotation");
   cr_expect_eq(count_kind(t, PD_EVENT_CPU_OP), 1, "aten::add only: the copy of conv is dropped");
   cr_expect(!info.torch, "traceWriter names profiler_demo");
+  cr_expect_eq(info.trace_format, 1, "no traceFormatVersion: format 1");
   pd_trace_destroy(t);
 
   /* the same events from torch (no traceWriter): External id and trace_id say torch */
@@ -678,6 +684,49 @@ Test(reader, our_cpu_op_copies_are_one_op) {
   cr_expect_eq(count_kind(t, PD_EVENT_KERNEL), 1);
   cr_expect_str_eq(info.trace_name, "y");
   pd_trace_destroy(t);
+}
+
+/* Format 2 writes each host range once: the step and the data wait as user_annotation,
+ * the rest as cpu_op, which in our traces are host ranges (RANGE), nothing dropped; a
+ * range and an op of the same times and name are two ranges then. The version is
+ * range-checked. */
+Test(reader, format_2_cpu_ops_are_our_ranges) {
+  static const char v2[] =
+      "{\"schemaVersion\":1,\"traceWriter\":\"profiler_demo 0.2.0\",\"traceFormatVersion\":2,\"traceEvents\":["
+      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#4\",\"pid\":1,\"tid\":2,\"ts\":1,\"dur\":50},"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"conv\",\"pid\":1,\"tid\":2,\"ts\":10,\"dur\":5,"
+      "\"args\":{\"External id\":7}},"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"conv\",\"pid\":1,\"tid\":2,\"ts\":10,\"dur\":4.999,"
+      "\"args\":{\"External id\":8}}"
+      "],\"traceName\":\"x\"}";
+  char err[256];
+  pd_trace_info_t info;
+  pd_trace_t *t = pd_trace_create();
+  cr_assert_eq(pd_trace_read_buffer(v2, strlen(v2), t, &info, err, sizeof err), 0, "%s", err);
+  cr_expect_eq(info.trace_format, 2);
+  cr_expect_eq(count_kind(t, PD_EVENT_RANGE), 3, "the step and two conv ranges");
+  cr_expect_eq(count_kind(t, PD_EVENT_CPU_OP), 0);
+  cr_expect_eq(pd_trace_events(t)[0].u.range.step, 4);
+  pd_trace_destroy(t);
+
+  /* torch's cpu_op stay ops: no traceWriter, no format */
+  static const char torch[] = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\","
+                              "\"pid\":1,\"tid\":2,\"ts\":1,\"dur\":2}]}";
+  t = pd_trace_create();
+  cr_assert_eq(pd_trace_read_buffer(torch, strlen(torch), t, &info, err, sizeof err), 0, "%s", err);
+  cr_expect_eq(info.trace_format, 0, "another writer");
+  cr_expect_eq(count_kind(t, PD_EVENT_CPU_OP), 1);
+  pd_trace_destroy(t);
+
+  static const char *const bad[] = {"0", "-1", "1001", "\"2\""};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char text[256];
+    snprintf(text, sizeof text, "{\"traceFormatVersion\":%s,\"traceEvents\":[]}", bad[i]);
+    t = pd_trace_create();
+    cr_expect_eq(pd_trace_read_buffer(text, strlen(text), t, &info, err, sizeof err), PD_EPARSE, "%s", bad[i]);
+    cr_expect(strstr(err, "traceFormatVersion") != NULL, "%s: %s", bad[i], err);
+    pd_trace_destroy(t);
+  }
 }
 
 /* Both generations of our trace: the older one wrote driver launches as cuda_driver and the

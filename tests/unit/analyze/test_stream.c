@@ -125,18 +125,21 @@ static const char *fixture_path(const char *rel) { return pd_test_fixtures(rel);
 /* Digests of each fixture as read. The torch fixtures' are the former whole-tree (cJSON)
  * reader's, taken while both readers lived and a test compared them event by event
  * (commit 428b47b). The runs/ fixtures were re-recorded afterwards (fresh H100,
- * 2026-11-23, commit 1813cba: mangledNames, queued, fwdbwd, aten::mm ranges, the per-layer
- * sync plant): theirs are this reader's on the new files, so a change in what the reader
- * keeps shows here. */
+ * 2026-11-23, commit 1813cba) and re-written in trace format 2 (tests/fixtures/runs/
+ * README.md): theirs are this reader's on those files, so a change in what the reader
+ * keeps shows here (re-recorded fixtures need their digests taken again). formats/
+ * clean.v1 is the format-1 recording of clean as it was committed: its digest is the one
+ * pinned before format 2, so old traces still read the same. */
 static const struct {
   const char *file;
   uint64_t digest;
 } k_fixtures[] = {
-    {"runs/clean.pt.trace.json.gz", 0xac377e1760c63969ULL},
-    {"runs/dataloader.pt.trace.json.gz", 0xd50b1cb846bc6921ULL},
-    {"runs/sync.pt.trace.json.gz", 0x5fe9a8bbd64c8f7bULL},
-    {"runs/tiny_ops.pt.trace.json.gz", 0x79b015f324762845ULL},
-    {"runs/memory_churn.pt.trace.json.gz", 0x01eca48075f1771fULL},
+    {"runs/clean.pt.trace.json.gz", 0xf529dfdb670f5ff6ULL},
+    {"runs/dataloader.pt.trace.json.gz", 0xc479ad00c3dceed1ULL},
+    {"runs/sync.pt.trace.json.gz", 0x9bb5469a0a72e0cdULL},
+    {"runs/tiny_ops.pt.trace.json.gz", 0x574049823f9b6ca0ULL},
+    {"runs/memory_churn.pt.trace.json.gz", 0xa226d1c395771961ULL},
+    {"formats/clean.v1.pt.trace.json.gz", 0xac377e1760c63969ULL},
     {"torch/torch_sync.pt.trace.json.gz", 0xb47da1fbf7f399a6ULL},
     {"torch/torch_memory_churn.pt.trace.json.gz", 0x47ef7a5c2e775c71ULL},
 };

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "pd/pd_stats.h"
+#include "pd_test_util.h"
 
 /* ---- a hand-built trace ---------------------------------------------------------------------
  *
@@ -27,16 +28,9 @@
 
 static pd_event_t mk(pd_event_kind_t kind, int64_t start, int64_t end, const char *name, uint32_t tid,
                      uint64_t corr) {
-  pd_event_t e;
-  memset(&e, 0, sizeof e);
-  e.kind = kind;
-  e.start_ns = start;
-  e.end_ns = end;
-  e.name = name;
+  pd_event_t e = pd_test_event(kind, start, end, name, corr);
   e.pid = 100;
   e.tid = tid;
-  e.correlation_id = corr;
-  if (kind == PD_EVENT_RANGE) e.u.range.step = -1;
   if (kind == PD_EVENT_KERNEL || kind == PD_EVENT_MEMCPY) e.stream = 7;
   return e;
 }

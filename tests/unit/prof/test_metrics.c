@@ -5,18 +5,12 @@
 #include <string.h>
 
 #include "pd/pd_stats.h"
+#include "pd_test_util.h"
 
 static pd_event_t mk(pd_event_kind_t kind, int64_t start, int64_t end, const char *name, uint64_t corr) {
-  pd_event_t e;
-  memset(&e, 0, sizeof e);
-  e.kind = kind;
-  e.start_ns = start;
-  e.end_ns = end;
-  e.name = name;
-  e.correlation_id = corr;
+  pd_event_t e = pd_test_event(kind, start, end, name, corr);
   e.pid = 1;
   e.tid = 1;
-  if (kind == PD_EVENT_RANGE) e.u.range.step = -1;
   return e;
 }
 

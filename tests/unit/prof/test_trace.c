@@ -5,15 +5,11 @@
 #include <string.h>
 
 #include "pd/pd_event.h"
+#include "pd_test_util.h"
 
 static pd_event_t ev_at(pd_event_kind_t kind, int64_t start, int64_t end, const char *name) {
-  pd_event_t e;
-  memset(&e, 0, sizeof e);
-  e.kind = kind;
-  e.start_ns = start;
-  e.end_ns = end;
-  e.name = name;
-  if (kind == PD_EVENT_RANGE) e.u.range.step = -1;
+  pd_event_t e = pd_test_event(kind, start, end, name, 0);
+  e.pid = e.tid = 0;
   return e;
 }
 

@@ -46,10 +46,10 @@ Test(trace_links, ids_stack_per_thread_and_spans_nest) {
   cr_assert_eq(pd_links_gpu_spans(l, &sp), 2);
   cr_expect_str_eq(sp[0].name, "a");
   cr_expect_eq(sp[0].start_ns, 20);
-  cr_expect_eq(sp[0].end_ns, 60);
+  cr_expect_eq(sp[0].end_ns, 61, "1 ns past the kernel it holds");
   cr_expect_str_eq(sp[1].name, "b");
-  cr_expect_eq(sp[1].start_ns, 60, "the later span starts where the earlier ends");
-  cr_expect_eq(sp[1].end_ns, 90);
+  cr_expect_eq(sp[1].start_ns, 61, "the later span starts where the earlier ends");
+  cr_expect_eq(sp[1].end_ns, 91);
   cr_expect_eq(pd_links_error(l), 0);
   pd_links_destroy(l);
 }
@@ -76,8 +76,60 @@ Test(trace_links, enclosing_ranges_span_their_children_and_steps_get_none) {
   cr_assert_eq(pd_links_gpu_spans(l, &sp), 2, "forward and conv; no span for the step");
   cr_expect_str_eq(sp[0].name, "forward");
   cr_expect_eq(sp[0].start_ns, 40);
-  cr_expect_eq(sp[0].end_ns, 350);
+  cr_expect_eq(sp[0].end_ns, 351, "k2 was launched in forward itself: 1 ns past it");
   cr_expect_str_eq(sp[1].name, "conv");
   cr_expect_eq(sp[1].ext_id, ii);
+  cr_expect_eq(sp[1].end_ns, 81);
   pd_links_destroy(l);
+}
+
+/* A span never ends on the nanosecond of what it holds: readers compute ends from
+ * three-decimal microseconds with different roundings, and a tie can come out either way
+ * (speedscope then reports the kernel outliving its span). Each enclosing span ends 1 ns
+ * after the span inside it, also where their work ends on one nanosecond. */
+Test(trace_links, spans_end_after_the_work_and_the_spans_they_hold) {
+  pd_links_t *l = pd_links_create();
+  pd_event_t outer = ev(PD_EVENT_RANGE, 10, 0, 500, "conv3.backward", 0);
+  pd_event_t mid = ev(PD_EVENT_RANGE, 10, 10, 400, "aten::mm", 0);
+  pd_event_t inner = ev(PD_EVENT_RANGE, 10, 20, 300, "gemm", 0);
+  uint64_t io = pd_links_range(l, &outer), im = pd_links_range(l, &mid), ii = pd_links_range(l, &inner);
+  pd_event_t c1 = ev(PD_EVENT_RUNTIME, 10, 30, 35, "cudaLaunchKernel", 1);
+  cr_expect_eq(pd_links_call(l, &c1), ii);
+  pd_event_t k1 = ev(PD_EVENT_KERNEL, 0, 1000, 2000, "k1", 1); /* the only work of all three */
+  pd_links_activity(l, &k1);
+  const pd_gpu_span_t *sp = NULL;
+  cr_assert_eq(pd_links_gpu_spans(l, &sp), 3);
+  cr_expect(sp[0].ext_id == io && sp[1].ext_id == im && sp[2].ext_id == ii, "outermost first");
+  for (int i = 0; i < 3; i++) cr_expect_eq(sp[i].start_ns, 1000);
+  cr_expect_eq(sp[2].end_ns, 2001);
+  cr_expect_eq(sp[1].end_ns, 2002);
+  cr_expect_eq(sp[0].end_ns, 2003);
+  pd_links_destroy(l);
+}
+
+/* The nesting guard: a child that ends on its parent's nanosecond ends 1 ns before it, a
+ * grandchild on the same nanosecond 2 ns before; partial overlaps, siblings, rows and
+ * events that do not tie are left alone. */
+Test(trace_links, nest_guard_ends_children_before_their_parents) {
+  pd_nest_t *n = pd_nest_create();
+  cr_assert_not_null(n);
+  int err = 0;
+  cr_expect_eq(pd_nest_end(n, 1, 2, 100, 500, &err), 500);
+  cr_expect_eq(pd_nest_end(n, 1, 2, 100, 500, &err), 499, "an exact duplicate nests inside");
+  cr_expect_eq(pd_nest_end(n, 1, 2, 200, 500, &err), 498, "a grandchild on the same ns");
+  cr_expect_eq(pd_nest_end(n, 1, 2, 210, 300, &err), 300, "no tie: as given");
+  cr_expect_eq(pd_nest_end(n, 1, 3, 150, 500, &err), 500, "another row has its own stack");
+  cr_expect_eq(pd_nest_end(n, 1, 2, 497, 498, &err), 497, "1 ns inside a 1 ns gap: length 0");
+  cr_expect_eq(pd_nest_end(n, 1, 2, 400, 600, &err), 600, "a partial overlap is left as it is");
+  cr_expect_eq(pd_nest_end(n, 1, 2, 700, 700, &err), 700, "zero length");
+  cr_expect_eq(pd_nest_end(n, 1, 2, 700, 800, &err), 800, "the old stack closed before 700");
+  cr_expect_eq(pd_nest_end(n, 1, 2, 800, 900, &err), 900, "a sibling that starts at the end");
+  cr_expect_eq(pd_nest_end(NULL, 1, 2, 5, 3, &err), 5, "no guard, and an end before the start");
+  cr_expect_eq(err, 0);
+  for (uint32_t row = 0; row < 100; row++) /* more rows than the first table holds */
+    cr_expect_eq(pd_nest_end(n, row, row, 0, 10, &err), 10);
+  cr_expect_eq(pd_nest_end(n, 7, 7, 0, 10, &err), 9);
+  cr_expect_eq(err, 0);
+  pd_nest_destroy(n);
+  pd_nest_destroy(NULL);
 }
