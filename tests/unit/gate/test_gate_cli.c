@@ -986,3 +986,53 @@ Test(cli, out_of_memory_is_said_and_is_no_verdict) {
   cr_expect(strchr(g_out, '\n') == strrchr(g_out, '\n'), "one line: %s", g_out);
   cr_expect_neq(access(js, F_OK), 0, "nothing written");
 }
+
+/* --promote wrote baselines that the comparison then refused: a metric given as a string or
+ * an object (the run's copy kept it), an empty or an absent per-step array (a run of zero
+ * steps, which a baseline's runs[].steps may not be). One validator decides for both now:
+ * promote refuses (exit 2, nothing written) each input that compare refuses, naming it,
+ * and what it promotes compare reads. */
+Test(cli, promote_refuses_what_compare_refuses) {
+  char cur[512], out[512];
+  snprintf(cur, sizeof cur, "%s", fx_write(fx_run(1.0, NSTEPS), "cur.json"));
+  snprintf(out, sizeof out, "%s", path_in("never_base.json"));
+  static const struct {
+    const char *what;
+    const char *says;
+  } cases[] = {
+      {"string", "metrics.avg_step_time_s is not a number or null"},
+      {"object", "metrics.avg_step_time_s is not a number or null"},
+      {"empty", "\"step_times_s\" holds no samples"},
+      {"absent", "\"step_times_s\" holds no samples"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cJSON *r = fx_run(1.0, NSTEPS);
+    const char *w = cases[i].what;
+    if (strcmp(w, "string") == 0)
+      cJSON_ReplaceItemInObject(cJSON_GetObjectItem(r, "metrics"), "avg_step_time_s", cJSON_CreateString("0.01"));
+    else if (strcmp(w, "object") == 0)
+      cJSON_ReplaceItemInObject(cJSON_GetObjectItem(r, "metrics"), "avg_step_time_s", cJSON_CreateObject());
+    else if (strcmp(w, "empty") == 0)
+      cJSON_ReplaceItemInObject(r, "step_times_s", cJSON_CreateArray());
+    else
+      cJSON_DeleteItemFromObject(r, "step_times_s");
+    char name[32];
+    snprintf(name, sizeof name, "bad_%s.json", w);
+    char bad[512];
+    snprintf(bad, sizeof bad, "%s", fx_write(r, name));
+    int prc = pc_run("--promote", cur, bad, "-o", out, NULL);
+    if (prc == 0) { /* before the fix: the baseline was written; show that compare refuses it */
+      int crc = pc_run(cur, out, "--quiet", NULL);
+      cr_assert_fail("case %s: promote wrote a baseline that compare answers with %d:\n%s", w, crc, g_out);
+    }
+    cr_assert_eq(prc, 2, "case %s: %s", w, g_out);
+    cr_expect(strstr(g_out, bad) != NULL && strstr(g_out, cases[i].says) != NULL, "case %s: %s", w, g_out);
+    cr_expect(strchr(g_out, '\n') == strrchr(g_out, '\n'), "case %s: one line: %s", w, g_out);
+    cr_expect_neq(access(out, F_OK), 0, "case %s: a baseline was written", w);
+    /* the comparison refuses the same input as a baseline, with the same words */
+    if (strcmp(w, "string") == 0 || strcmp(w, "object") == 0) {
+      cr_assert_eq(pc_run(cur, bad, "--quiet", NULL), 2, "case %s: %s", w, g_out);
+      cr_expect(strstr(g_out, cases[i].says) != NULL, "case %s: %s", w, g_out);
+    }
+  }
+}
