@@ -1,5 +1,6 @@
 /* pd_gate.h: the regression gate (library pd_gate). Two comparisons of metrics JSONs
- * (schema v1), and the promotion of runs into baselines:
+ * (schema 1 or 2; PD_METRICS_SCHEMA_VERSION is written), and the promotion of runs into
+ * baselines:
  *
  *  - STORED: a run against the stored baseline of its GPU model and scenario, which pools
  *    runs from several freshly started hosts. Each metric is judged by its class

@@ -15,31 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int null_cmp(const char *a, const char *b) {
-  if (a == b) return 0;
-  if (a == NULL) return -1;
-  if (b == NULL) return 1;
-  return strcmp(a, b);
-}
-
-static int self_cuda_cmp(const void *pa, const void *pb) {
-  const pd_op_stat_t *a = pa, *b = pb;
-  if (a->self_cuda_ns != b->self_cuda_ns) return a->self_cuda_ns > b->self_cuda_ns ? -1 : 1;
-  int c = strcmp(a->name, b->name);
-  return c != 0 ? c : null_cmp(a->shape, b->shape);
-}
-
-/* Orders the key-averages rows as pd_op_table_sort(PD_SORT_SELF_CUDA_TIME_TOTAL) does.
- * Workaround: pd_op_table_sort() rebuilds its lookup with 64 slots whatever the row
- * count, and never returns for a table of more than 64 rows (a torch trace has
- * hundreds of ops); reported to the core. Sorting the rows in place is safe here
- * because nothing is added to the table afterwards (its lookup is then stale). */
-static void sort_ops_by_self_cuda(pd_op_table_t *ops) {
-  pd_op_stat_t *rows = (pd_op_stat_t *)pd_op_table_rows(ops);
-  size_t n = pd_op_table_count(ops);
-  if (n > 1) qsort(rows, n, sizeof(*rows), self_cuda_cmp);
-}
-
 void pd_analysis_destroy(pd_analysis_t *a) {
   if (a == NULL) return;
   pd_breakdown_free(&a->breakdown);
@@ -96,7 +71,7 @@ int pd_analysis_run(const pd_trace_t *trace, const pd_trace_info_t *info, const 
   if (rc == 0) {
     a->ops = pd_op_table_create(PD_GROUP_BY_RANGE);
     if (a->ops == NULL) rc = PD_ENOMEM;
-    else if ((rc = pd_op_table_add_index(a->ops, trace, &ix)) == 0) sort_ops_by_self_cuda(a->ops);
+    else if ((rc = pd_op_table_add_index(a->ops, trace, &ix)) == 0) pd_op_table_sort(a->ops, PD_SORT_SELF_CUDA_TIME_TOTAL);
   }
   if (rc == 0) rc = pd_memtl_build(trace, &a->memory);
   pd_trace_index_free(&ix);

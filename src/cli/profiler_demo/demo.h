@@ -159,7 +159,8 @@ typedef struct {
   const pd_host_memory_t *host_memory; /* RSS over the steps; NULL: null */
 } pd_demo_results_t;
 
-/* Writes cfg->output_json atomically from a run's results (schema v1): config (plus
+/* Writes cfg->output_json atomically from a run's results (schema
+ * PD_METRICS_SCHEMA_VERSION): config (plus
  * "no_profile": true for a run without the profiler; profiled runs keep the keys their
  * baselines have), device, metrics, samples, verdict, top ops (cfg->top_n rows), trace
  * files. Returns 0 or the writer's PD_E* code; on failure nothing is left at the path. */

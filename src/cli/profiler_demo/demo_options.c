@@ -119,7 +119,9 @@ static const opt_t opts[] = {
     {"trace_dir", OPT_PATH, OFF(trace_dir), 0, 0, 0, 0, NULL, NULL, 0, "DIR", G_OUT,
      "results/traces/profiler_demo", "where the Chrome trace (.pt.trace.json) goes"},
     {"output_json", OPT_PATH, OFF(output_json), 0, 0, 0, 0, NULL, NULL, 0, "FILE", G_OUT,
-     "results/metrics_demo.json", "the metrics JSON (schema v1)"},
+     "results/metrics_demo.json",
+     "the metrics JSON (schema " PD_STRINGIFY(PD_METRICS_SCHEMA_VERSION) "); - writes it to standard output and the "
+     "report to stderr"},
     {"cupti_buffer_budget_mib", OPT_INT, OFF(cupti_buffer_budget_mib), 0, 65536, 0, 0, NULL, NULL, 0, "MIB", G_OUT,
      "0 (no limit)",
      "most MiB of CUPTI activity buffers out at once; past it CUPTI drops records, which are "
@@ -131,7 +133,7 @@ static const opt_t opts[] = {
      "\"Call stack\" (TensorBoard's call-stack view)"},
     {"export_stacks", OPT_PATH, OFF(export_stacks), 0, 0, 0, 0, NULL, NULL, 0, "FILE", G_OUT, NULL,
      "write collapsed stacks (frame;frame;op value_us) for flamegraph.pl, inferno, speedscope, "
-     "as torch's prof.export_stacks (needs --with_stack)"},
+     "as torch's prof.export_stacks (needs --with_stack); - writes them to standard output"},
     {"stacks_metric", OPT_CHOICE, OFF(stacks_metric), 0, 0, 0, 0, stacks_metric_choices, stacks_metric_values, 0,
      "METRIC", G_OUT, "self_cuda_time_total", "the value --export_stacks writes per stack"},
     {"group_by_stack_n", OPT_INT, OFF(group_by_stack_n), 0, 100, 0, 0, NULL, NULL, 0, "N", G_OUT, "0",
