@@ -23,7 +23,10 @@ int pd_demo_main(int argc, char *const argv[]) {
       pd_demo_print_version(stdout);
       return PD_DEMO_EXIT_OK;
     case PD_DEMO_LIST:
-      pd_demo_print_scenarios(stdout);
+      if (cfg.list_names)
+        pd_demo_print_scenario_names(stdout);
+      else
+        pd_demo_print_scenarios(stdout);
       return PD_DEMO_EXIT_OK;
     case PD_DEMO_RUN:
       break;

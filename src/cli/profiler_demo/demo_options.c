@@ -178,6 +178,8 @@ static const opt_t opts[] = {
 
     {"list_scenarios", OPT_ACTION, 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_LIST, NULL, G_INFO, NULL,
      "describe the five scenarios and exit"},
+    {"names", OPT_SWITCH, OFF(list_names), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_INFO, NULL,
+     "with --list_scenarios: the names only, one a line (the list scripts loop over)"},
     {"help", OPT_ACTION, 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_HELP, NULL, G_INFO, NULL,
      "show this help and exit (also -h)"},
     {"version", OPT_ACTION, 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_VERSION, NULL, G_INFO, NULL,
@@ -348,6 +350,10 @@ static int opt_set(const opt_t *o, const char *value, pd_demo_config_t *cfg, cha
 
 int pd_demo_config_validate(const pd_demo_config_t *cfg, char *err, size_t errlen) {
   const int64_t cycle = (int64_t)cfg->wait_steps + 1 + cfg->profile_steps;
+  if (cfg->list_names && cfg->action != PD_DEMO_LIST) {
+    snprintf(err, errlen, "--names goes with --list_scenarios (it lists the scenario names only)");
+    return PD_DEMO_EXIT_USAGE;
+  }
   if (cfg->repeat == 0 && cfg->steps == 0) {
     snprintf(err, errlen, "--repeat 0 repeats the cycle until the steps end: give --steps N as well");
     return PD_DEMO_EXIT_USAGE;
@@ -576,6 +582,12 @@ void pd_demo_print_scenarios(FILE *out) {
     if (t[i].fix_flag[0] != '\0') fprintf(out, "  fix:       %s\n", t[i].fix_hint);
     if (i + 1 < n) fprintf(out, "\n");
   }
+}
+
+void pd_demo_print_scenario_names(FILE *out) {
+  size_t n = 0;
+  const pd_scenario_info_t *t = pd_scenario_table(&n);
+  for (size_t i = 0; i < n; i++) fprintf(out, "%s\n", t[i].name);
 }
 
 void pd_demo_print_version(FILE *out) {

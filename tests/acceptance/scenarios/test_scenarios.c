@@ -85,8 +85,10 @@ typedef struct {
   cJSON *metrics; /* owned; freed at process exit (each test is its own process) */
 } run_t;
 
-/* Appends the whitespace-separated words of baselines/acceptance.args ('#' starts a
- * comment line) to argv. */
+/* Appends the flags of baselines/acceptance.args to argv, by the one rule of that file
+ * (baselines/README.md; scripts/lib_args.sh's pd_args_read reads it the same way): a line
+ * whose first non-blank character is '#' is a comment, blank lines are skipped, every
+ * other line is split at spaces and tabs (and a CRLF's CR). */
 static void common_args(const char **argv, int *argc) {
   static char text[2048];
   char path[600];

@@ -256,3 +256,12 @@ Test(cli_binary, dash_is_standard_output) {
   cr_expect_eq(count_entries(r.dir), 0, "something was created in %s", r.dir);
   run_free(&r);
 }
+
+Test(cli_binary, list_scenarios_names_one_a_line) {
+  run_t r = RUN("--list_scenarios", "--names");
+  cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+  cr_expect_str_eq(r.out, "clean\ndataloader\nsync\ntiny_ops\nmemory_churn\n");
+  cr_expect_str_eq(r.err, "");
+  cr_expect_eq(count_entries(r.dir), 0);
+  run_free(&r);
+}

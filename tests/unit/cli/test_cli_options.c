@@ -479,3 +479,29 @@ Test(cli_outputs, dash_is_standard_output_not_a_file) {
   rmdir(root);
   free(root);
 }
+
+/* --list_scenarios --names: the scenario table's names, one a line, nothing else (what the
+ * scripts loop over); --names alone is bad input. */
+Test(cli_options, list_scenarios_names_is_the_table) {
+  pd_demo_config_t c;
+  char err[512];
+  cr_assert_eq(PARSE(&c, err, "--list_scenarios", "--names"), 0, "%s", err);
+  cr_expect_eq(c.action, PD_DEMO_LIST);
+  cr_expect(c.list_names);
+  cr_assert_eq(PARSE(&c, err, "--names", "--list_scenarios"), 0, "%s", err);
+  cr_expect(c.list_names);
+  cr_expect_eq(PARSE(&c, err, "--names"), PD_DEMO_EXIT_USAGE);
+  cr_expect_str_eq(err, "--names goes with --list_scenarios (it lists the scenario names only)");
+  cr_expect_eq(PARSE(&c, err, "--list_scenarios", "--names=1"), PD_DEMO_EXIT_USAGE);
+  char *text = capture(pd_demo_print_scenario_names);
+  size_t n = 0;
+  const pd_scenario_info_t *t = pd_scenario_table(&n);
+  char want[512] = "";
+  for (size_t i = 0; i < n; i++) {
+    strcat(want, t[i].name);
+    strcat(want, "\n");
+  }
+  cr_expect_gt(n, 1);
+  cr_expect_str_eq(text, want);
+  free(text);
+}
