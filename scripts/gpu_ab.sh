@@ -44,11 +44,7 @@ mkdir -p "$out" || { echo "gpu_ab: cannot create $out" >&2; exit 2; }
 # shellcheck source=scripts/lib_args.sh
 . scripts/lib_args.sh
 scenarios=()
-if [ -n "${PD_SCENARIOS:-}" ]; then
-  read -r -a scenarios <<<"$PD_SCENARIOS"
-else
-  pd_scenario_names "${demo[head]}" scenarios || exit 2
-fi
+pd_scenarios_chosen "${demo[head]}" scenarios || exit 2
 args=()
 pd_args_read baselines/acceptance.args args || exit 2
 

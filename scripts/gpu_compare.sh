@@ -22,11 +22,7 @@ done
 # shellcheck source=scripts/lib_args.sh
 . scripts/lib_args.sh
 scenarios=()
-if [ -n "${PD_SCENARIOS:-}" ]; then
-  read -r -a scenarios <<<"$PD_SCENARIOS"
-else
-  pd_scenario_names "$demo" scenarios || exit 2
-fi
+pd_scenarios_chosen "$demo" scenarios || exit 2
 read -r -a extra <<<"${PD_DEMO_ARGS:-}"
 # Unless PD_DEMO_ARGS is given: the flags the baselines were recorded with
 # (baselines/acceptance.args, read by scripts/update_baselines.sh too), since only runs made

@@ -11,6 +11,9 @@
 #   pd_scenario_names DEMO ARRAY
 #                             the scenario names, in table order, from
 #                             `DEMO --list_scenarios --names` (no GPU needed).
+#   pd_scenarios_chosen DEMO ARRAY
+#                             the words of $PD_SCENARIOS when it is set and not empty (the
+#                             GPU scripts' override), else pd_scenario_names.
 # Both return 0, or print one line on stderr and return 2.
 # shellcheck shell=bash
 
@@ -47,4 +50,14 @@ pd_scenario_names() {
     return 2
   fi
   return 0
+}
+
+pd_scenarios_chosen() {
+  if [ -n "${PD_SCENARIOS:-}" ]; then
+    local -n pd_chosen_out_=$2
+    # shellcheck disable=SC2034 # a nameref: it fills the caller's array
+    read -r -a pd_chosen_out_ <<<"$PD_SCENARIOS"
+    return 0
+  fi
+  pd_scenario_names "$1" "$2"
 }

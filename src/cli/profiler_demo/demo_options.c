@@ -79,8 +79,10 @@ static const char *const alloc_choices[] = {"cudamalloc", "pool", NULL};
 static const int alloc_values[] = {PD_ALLOC_CHURN, PD_ALLOC_POOL};
 
 #define OFF(field) offsetof(pd_demo_config_t, field)
-/* The shared parser's part of a row: "--name", and whether the flag takes a value. */
-#define ROW(name, kind) {"--" name, (kind) == OPT_SWITCH || (kind) == OPT_ACTION ? PD_CLI_SWITCH : PD_CLI_VALUE, 0}
+/* A row's start: the shared parser's part ("--name", and whether the flag takes a value),
+ * then the kind. */
+#define ROW(name, kind) \
+  {"--" name, (kind) == OPT_SWITCH || (kind) == OPT_ACTION ? PD_CLI_SWITCH : PD_CLI_VALUE, 0}, (kind)
 #define G_RUN "Run"
 #define G_DATA "Data pipeline"
 #define G_OUT "Profiler and output"
@@ -90,104 +92,104 @@ static const int alloc_values[] = {PD_ALLOC_CHURN, PD_ALLOC_POOL};
 
 /* The flag table. Order is the order of --help within each group. */
 static const opt_t opts[] = {
-    {ROW("scenario", OPT_CHOICE), OPT_CHOICE, OFF(scenario), 0, 0, 0, 0, scenario_choices, scenario_values, 0, "NAME", G_RUN,
+    {ROW("scenario", OPT_CHOICE), OFF(scenario), 0, 0, 0, 0, scenario_choices, scenario_values, 0, "NAME", G_RUN,
      "dataloader", "the planted bottleneck to run (see --list_scenarios)"},
-    {ROW("batch_size", OPT_INT), OPT_INT, OFF(batch_size), 1, 65536, 0, 0, NULL, NULL, 0, "N", G_RUN, "64",
+    {ROW("batch_size", OPT_INT), OFF(batch_size), 1, 65536, 0, 0, NULL, NULL, 0, "N", G_RUN, "64",
      "images per training step"},
-    {ROW("amp", OPT_SWITCH), OPT_SWITCH, OFF(amp), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_RUN, "off",
+    {ROW("amp", OPT_SWITCH), OFF(amp), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_RUN, "off",
      "fp16 compute with fp32 master weights and dynamic loss scaling"},
-    {ROW("warmup_steps", OPT_INT), OPT_INT, OFF(warmup_steps), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_RUN, "10",
+    {ROW("warmup_steps", OPT_INT), OFF(warmup_steps), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_RUN, "10",
      "unprofiled steps before the profiler starts"},
-    {ROW("profile_steps", OPT_INT), OPT_INT, OFF(profile_steps), 1, 10000, 0, 0, NULL, NULL, 0, "N", G_RUN, "8",
+    {ROW("profile_steps", OPT_INT), OFF(profile_steps), 1, 10000, 0, 0, NULL, NULL, 0, "N", G_RUN, "8",
      "recorded steps per cycle: schedule(wait=W, warmup=1, active=N, repeat=R)"},
-    {ROW("wait_steps", OPT_INT), OPT_INT, OFF(wait_steps), 0, PD_DEMO_MAX_STEPS, 0, 0, NULL, NULL, 0, "W", G_RUN, "1",
+    {ROW("wait_steps", OPT_INT), OFF(wait_steps), 0, PD_DEMO_MAX_STEPS, 0, 0, NULL, NULL, 0, "W", G_RUN, "1",
      "unprofiled steps at the start of each cycle (the schedule's wait)"},
-    {ROW("repeat", OPT_INT), OPT_INT, OFF(repeat), 0, PD_DEMO_MAX_STEPS, 0, 0, NULL, NULL, 0, "R", G_RUN, "1",
+    {ROW("repeat", OPT_INT), OFF(repeat), 0, PD_DEMO_MAX_STEPS, 0, 0, NULL, NULL, 0, "R", G_RUN, "1",
      "cycles to record, one trace each; 0 repeats them until --steps ends (torch's repeat=0)"},
-    {ROW("steps", OPT_I64), OPT_I64, OFF(steps), 0, PD_DEMO_MAX_STEPS, 0, 0, NULL, NULL, 0, "N", G_RUN,
+    {ROW("steps", OPT_I64), OFF(steps), 0, PD_DEMO_MAX_STEPS, 0, 0, NULL, NULL, 0, "N", G_RUN,
      "(W + 1 + N) x R", "steps after the warmup; past the last cycle they run unprofiled; needed with --repeat 0"},
-    {ROW("seed", OPT_I64), OPT_I64, OFF(seed), 0, INT64_MAX, 0, 0, NULL, NULL, 0, "N", G_RUN, "0",
+    {ROW("seed", OPT_I64), OFF(seed), 0, INT64_MAX, 0, 0, NULL, NULL, 0, "N", G_RUN, "0",
      "seed of the weights and of the synthetic data"},
-    {ROW("device", OPT_INT), OPT_INT, OFF(device), 0, 1023, 0, 0, NULL, NULL, 0, "N", G_RUN, "0", "CUDA device ordinal"},
+    {ROW("device", OPT_INT), OFF(device), 0, 1023, 0, 0, NULL, NULL, 0, "N", G_RUN, "0", "CUDA device ordinal"},
 
-    {ROW("num_workers", OPT_INT), OPT_INT, OFF(num_workers), 0, 256, 0, 0, NULL, NULL, 0, "N", G_DATA, "2",
+    {ROW("num_workers", OPT_INT), OFF(num_workers), 0, 256, 0, 0, NULL, NULL, 0, "N", G_DATA, "2",
      "loader threads; 0 loads on the main thread"},
-    {ROW("prefetch_factor", OPT_INT), OPT_INT, OFF(prefetch_factor), 1, 64, 0, 0, NULL, NULL, 0, "N", G_DATA, "2",
+    {ROW("prefetch_factor", OPT_INT), OFF(prefetch_factor), 1, 64, 0, 0, NULL, NULL, 0, "N", G_DATA, "2",
      "batches queued per worker (no effect with --num_workers 0)"},
-    {ROW("persistent_workers", OPT_SWITCH), OPT_SWITCH, OFF(persistent_workers), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_DATA, "off",
+    {ROW("persistent_workers", OPT_SWITCH), OFF(persistent_workers), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_DATA, "off",
      "keep workers alive across epochs (no effect with --num_workers 0)"},
-    {ROW("pin_memory", OPT_SWITCH), OPT_SWITCH, OFF(pin_memory), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_DATA, "off",
+    {ROW("pin_memory", OPT_SWITCH), OFF(pin_memory), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_DATA, "off",
      "stage batches in page-locked memory and copy them asynchronously"},
 
-    {ROW("trace_dir", OPT_PATH), OPT_PATH, OFF(trace_dir), 0, 0, 0, 0, NULL, NULL, 0, "DIR", G_OUT,
+    {ROW("trace_dir", OPT_PATH), OFF(trace_dir), 0, 0, 0, 0, NULL, NULL, 0, "DIR", G_OUT,
      "results/traces/profiler_demo", "where the Chrome trace (.pt.trace.json) goes"},
-    {ROW("output_json", OPT_PATH), OPT_PATH, OFF(output_json), 0, 0, 0, 0, NULL, NULL, 0, "FILE", G_OUT,
+    {ROW("output_json", OPT_PATH), OFF(output_json), 0, 0, 0, 0, NULL, NULL, 0, "FILE", G_OUT,
      "results/metrics_demo.json",
      "the metrics JSON (schema " PD_STRINGIFY(PD_METRICS_SCHEMA_VERSION) "); - writes it to standard output and the "
      "report to stderr"},
-    {ROW("cupti_buffer_budget_mib", OPT_INT), OPT_INT, OFF(cupti_buffer_budget_mib), 0, 65536, 0, 0, NULL, NULL, 0, "MIB", G_OUT,
+    {ROW("cupti_buffer_budget_mib", OPT_INT), OFF(cupti_buffer_budget_mib), 0, 65536, 0, 0, NULL, NULL, 0, "MIB", G_OUT,
      "0 (no limit)",
      "most MiB of CUPTI activity buffers out at once; past it CUPTI drops records, which are "
      "counted, warned about and written as dropped_records"},
-    {ROW("trace_gzip", OPT_SWITCH), OPT_SWITCH, OFF(trace_gzip), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
+    {ROW("trace_gzip", OPT_SWITCH), OFF(trace_gzip), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
      "write the trace gzipped as it is written (.pt.trace.json.gz, torch.profiler's use_gzip)"},
-    {ROW("with_stack", OPT_SWITCH), OPT_SWITCH, OFF(with_stack), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
+    {ROW("with_stack", OPT_SWITCH), OFF(with_stack), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
      "record each host range's call stack (function, file, line); the trace carries it as "
      "\"Call stack\" (TensorBoard's call-stack view)"},
-    {ROW("export_stacks", OPT_PATH), OPT_PATH, OFF(export_stacks), 0, 0, 0, 0, NULL, NULL, 0, "FILE", G_OUT, NULL,
+    {ROW("export_stacks", OPT_PATH), OFF(export_stacks), 0, 0, 0, 0, NULL, NULL, 0, "FILE", G_OUT, NULL,
      "write collapsed stacks (frame;frame;op value_us) for flamegraph.pl, inferno, speedscope, "
      "as torch's prof.export_stacks (needs --with_stack); - writes them to standard output"},
-    {ROW("stacks_metric", OPT_CHOICE), OPT_CHOICE, OFF(stacks_metric), 0, 0, 0, 0, stacks_metric_choices, stacks_metric_values, 0,
+    {ROW("stacks_metric", OPT_CHOICE), OFF(stacks_metric), 0, 0, 0, 0, stacks_metric_choices, stacks_metric_values, 0,
      "METRIC", G_OUT, "self_cuda_time_total", "the value --export_stacks writes per stack"},
-    {ROW("group_by_stack_n", OPT_INT), OPT_INT, OFF(group_by_stack_n), 0, 100, 0, 0, NULL, NULL, 0, "N", G_OUT, "0",
+    {ROW("group_by_stack_n", OPT_INT), OFF(group_by_stack_n), 0, 100, 0, 0, NULL, NULL, 0, "N", G_OUT, "0",
      "also print the ops table grouped by the N innermost frames of each op's call stack, as "
      "torch's key_averages(group_by_stack_n=N); 0 off (needs --with_stack)"},
-    {ROW("top_n", OPT_INT), OPT_INT, OFF(top_n), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_OUT, "15",
+    {ROW("top_n", OPT_INT), OFF(top_n), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_OUT, "15",
      "rows of the top CUDA ops table; 0 prints all"},
-    {ROW("sort_by", OPT_CHOICE), OPT_CHOICE, OFF(sort_by), 0, 0, 0, 0, sort_choices, sort_values, 0, "KEY", G_OUT,
+    {ROW("sort_by", OPT_CHOICE), OFF(sort_by), 0, 0, 0, 0, sort_choices, sort_values, 0, "KEY", G_OUT,
      "self_cuda_time_total", "column the ops table is sorted by"},
-    {ROW("profile_level", OPT_CHOICE), OPT_CHOICE, OFF(profile_level), 0, 0, 0, 0, level_choices, level_values, 0, "LEVEL", G_OUT,
+    {ROW("profile_level", OPT_CHOICE), OFF(profile_level), 0, 0, 0, 0, level_choices, level_values, 0, "LEVEL", G_OUT,
      "lean", "lean: what the outputs need (GPU activity, syncs, memory, runtime calls but the query-only ones, "
      "driver-API launches); full: every runtime and driver API call as well (more records, more overhead)"},
-    {ROW("quiet", OPT_SWITCH), OPT_SWITCH, OFF(quiet), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
+    {ROW("quiet", OPT_SWITCH), OFF(quiet), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
      "print only the verdict and the output paths"},
-    {ROW("no_profile", OPT_SWITCH), OPT_SWITCH, OFF(no_profile), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
+    {ROW("no_profile", OPT_SWITCH), OFF(no_profile), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
      "run the same steps without the profiler (to measure its overhead); the metrics JSON then has "
      "step times but no trace metrics, and no trace is written"},
 
-    {ROW("no_sync", OPT_SWITCH), OPT_SWITCH, OFF(no_sync), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_KNOB, "off",
+    {ROW("no_sync", OPT_SWITCH), OFF(no_sync), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_KNOB, "off",
      "drop the host reads of the loss inside the step (fixes sync)"},
-    {ROW("tiny_ops_mode", OPT_CHOICE), OPT_CHOICE, OFF(tiny_ops_mode), 0, 0, 0, 0, tiny_choices, tiny_values, 0, "MODE", G_KNOB,
+    {ROW("tiny_ops_mode", OPT_CHOICE), OFF(tiny_ops_mode), 0, 0, 0, 0, tiny_choices, tiny_values, 0, "MODE", G_KNOB,
      "the scenario's (chain for tiny_ops, off otherwise)",
      "TinyOpsBlock: chain plants it, fused or graph fix it, off removes it"},
-    {ROW("tiny_ops_depth", OPT_INT), OPT_INT, OFF(tiny_ops_depth), 1, 100000, 0, 0, NULL, NULL, 0, "N", G_KNOB,
+    {ROW("tiny_ops_depth", OPT_INT), OFF(tiny_ops_depth), 1, 100000, 0, 0, NULL, NULL, 0, "N", G_KNOB,
      "the model's (256)", "elementwise kernels in the TinyOpsBlock chain"},
-    {ROW("allocator", OPT_CHOICE), OPT_CHOICE, OFF(allocator), 0, 0, 0, 0, alloc_choices, alloc_values, 0, "KIND", G_KNOB,
+    {ROW("allocator", OPT_CHOICE), OFF(allocator), 0, 0, 0, 0, alloc_choices, alloc_values, 0, "KIND", G_KNOB,
      "the scenario's (cudamalloc for memory_churn, pool otherwise)",
      "step temporaries: cudamalloc (cudaMalloc/cudaFree each step) or pool (cudaMallocAsync)"},
-    {ROW("churn_buffers", OPT_INT), OPT_INT, OFF(churn_buffers), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_KNOB,
+    {ROW("churn_buffers", OPT_INT), OFF(churn_buffers), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_KNOB,
      "the model's (64, i.e. all of them)",
      "how many of the step's per-step buffers (15 in this model) are temporaries taken from the "
      "allocator every step; 0 keeps them all in workspaces made once"},
 
-    {ROW("inject_slowdown", OPT_DOUBLE), OPT_DOUBLE, OFF(inject_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION", G_TEST,
+    {ROW("inject_slowdown", OPT_DOUBLE), OFF(inject_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION", G_TEST,
      "0",
      "busy-wait FRACTION x the mean warmup step time at the end of every profiled step "
      "(the gate's self-test)"},
-    {ROW("inject_gpu_slowdown", OPT_DOUBLE), OPT_DOUBLE, OFF(inject_gpu_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION",
+    {ROW("inject_gpu_slowdown", OPT_DOUBLE), OFF(inject_gpu_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION",
      G_TEST, "0",
      "add device time, FRACTION x the step's GPU time measured after the warmup, to the "
      "optimizer kernel of every profiled step (the gate's GPU-side self-test)"},
 
-    {ROW("list_scenarios", OPT_ACTION), OPT_ACTION, 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_LIST, NULL, G_INFO, NULL,
+    {ROW("list_scenarios", OPT_ACTION), 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_LIST, NULL, G_INFO, NULL,
      "describe the five scenarios and exit"},
-    {ROW("names", OPT_SWITCH), OPT_SWITCH, OFF(list_names), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_INFO, NULL,
+    {ROW("names", OPT_SWITCH), OFF(list_names), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_INFO, NULL,
      "with --list_scenarios: the names only, one a line (the list scripts loop over)"},
-    {ROW("help", OPT_ACTION), OPT_ACTION, 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_HELP, NULL, G_INFO, NULL,
+    {ROW("help", OPT_ACTION), 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_HELP, NULL, G_INFO, NULL,
      "show this help and exit (also -h)"},
     /* -h: --help's short name; no group, so neither usage nor help lists it apart */
     {{"-h", PD_CLI_SWITCH, 0}, OPT_ACTION, 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_HELP, NULL, NULL, NULL, NULL},
-    {ROW("version", OPT_ACTION), OPT_ACTION, 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_VERSION, NULL, G_INFO, NULL,
+    {ROW("version", OPT_ACTION), 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_VERSION, NULL, G_INFO, NULL,
      "show the version and exit"},
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))

@@ -401,9 +401,18 @@ Test(out_file, empty_output_and_empty_final_write) {
   cr_expect(!has_tmp);
 }
 
-/* Runs body in a child whose descriptors 1 and 2 are the files out and err, in dir (so a
- * file named "-" would land there); returns the child's exit status. */
-static int in_child(const char *dir, const char *out, const char *err, int (*body)(void)) {
+/* The child's working directory (made once per test): a file named "-" would land there. */
+static const char *child_dir(void) {
+  static char dir[512];
+  snprintf(dir, sizeof dir, "%s", in_dir("cwd"));
+  cr_assert(mkdir(dir, 0755) == 0 || errno == EEXIST);
+  return dir;
+}
+
+/* Runs body in a child whose descriptors 1 and 2 are the files out and err, in
+ * child_dir(); returns the child's exit status. */
+static int in_child(const char *out, const char *err, int (*body)(void)) {
+  const char *dir = child_dir();
   fflush(NULL);
   pid_t pid = fork();
   cr_assert_geq(pid, 0);
@@ -437,14 +446,11 @@ static int stdout_plain(void) {
 
 Test(out_file, dash_is_standard_output_once) {
   const char *out = in_dir("out.txt"), *err = in_dir("err.txt");
-  char dir[512];
-  snprintf(dir, sizeof dir, "%s", in_dir("cwd"));
-  cr_assert_eq(mkdir(dir, 0755), 0);
-  cr_assert_eq(in_child(dir, out, err, stdout_plain), 0);
+  cr_assert_eq(in_child(out, err, stdout_plain), 0);
   char *t = pd_test_slurp(out);
   cr_expect_str_eq(t, "before\n{\"a\": 1}\n");
   free(t);
-  cr_expect_eq(pd_test_count_files(dir, NULL), 0, "a file was made in the working directory");
+  cr_expect_eq(pd_test_count_files(child_dir(), NULL), 0, "a file was made in the working directory");
 }
 
 /* With the console moved to stderr, a report printed to stdout goes there, the "-" output
@@ -472,10 +478,7 @@ static int stdout_held_dropped(void) {
 
 Test(out_file, dash_waits_for_the_end_while_the_console_is_on_stderr) {
   const char *out = in_dir("out.gz"), *err = in_dir("err.txt");
-  char dir[512];
-  snprintf(dir, sizeof dir, "%s", in_dir("cwd"));
-  cr_assert_eq(mkdir(dir, 0755), 0);
-  cr_assert_eq(in_child(dir, out, err, stdout_held_kept), 0);
+  cr_assert_eq(in_child(out, err, stdout_held_kept), 0);
   gzFile gz = gzopen(out, "rb");
   cr_assert_not_null(gz);
   char buf[64] = {0};
@@ -485,13 +488,13 @@ Test(out_file, dash_waits_for_the_end_while_the_console_is_on_stderr) {
   char *e = pd_test_slurp(err);
   cr_expect_str_eq(e, "report line\nafter the commit\n");
   free(e);
-  cr_assert_eq(in_child(dir, out, err, stdout_held_dropped), 0);
+  cr_assert_eq(in_child(out, err, stdout_held_dropped), 0);
   char *t = pd_test_slurp(out);
   cr_expect_str_eq(t, "", "a failed run wrote to stdout: %s", t);
   free(t);
   e = pd_test_slurp(err);
   cr_expect_str_eq(e, "failed later\n");
   free(e);
-  cr_expect_eq(pd_test_count_files(dir, NULL), 0);
+  cr_expect_eq(pd_test_count_files(child_dir(), NULL), 0);
   cr_expect_eq(pd_out_stdout_end(true), 0, "an end without a begin does nothing");
 }

@@ -54,6 +54,13 @@ err=$(pd_scenario_names /bin/false names 2>&1)
 expect "failing demo: rc" "$?" 2
 expect "failing demo: one line" "$(printf '%s\n' "$err" | wc -l)" 1
 
+# PD_SCENARIOS overrides the list where the scripts allow it; empty does not
+chosen=()
+PD_SCENARIOS="sync  clean" pd_scenarios_chosen "$demo" chosen
+expect "chosen: override" "${chosen[*]}" "sync clean"
+PD_SCENARIOS="" pd_scenarios_chosen "$demo" chosen
+expect "chosen: empty" "${chosen[*]}" "${names[*]}"
+
 if [ "$fails" -gt 0 ]; then
   echo "test_lib_args: $fails failure(s)"
   exit 1
