@@ -34,12 +34,17 @@ static void put_str(const char *key, const char *s) {
   putchar('\'');
 }
 
+/* The start of a program's line: its status and error line. */
+static void put_head(const char *prog, int rc, const char *err) {
+  printf("%s rc=%d", prog, rc);
+  put_str("err", err);
+}
+
 static void dump_demo(int argc, char **argv) {
   pd_demo_config_t c;
   char err[512] = "";
   int rc = pd_demo_config_parse(argc, argv, &c, err, sizeof err);
-  printf("demo rc=%d", rc);
-  put_str("err", err);
+  put_head("demo", rc, err);
   if (rc == 0) {
     printf(" action=%d scen=%d bs=%d amp=%d warm=%d prof=%d wait=%d rep=%d steps=%lld seed=%lld dev=%d nw=%d pf=%d "
            "pw=%d pin=%d",
@@ -62,8 +67,7 @@ static void dump_analyze(int argc, char **argv) {
   pd_analyze_cli_t o;
   char err[1024] = "";
   int rc = pd_analyze_cli_parse(argc, argv, &o, err, sizeof err);
-  printf("analyze rc=%d", rc);
-  put_str("err", rc == PD_ACLI_BAD ? err : "");
+  put_head("analyze", rc, rc == PD_ACLI_BAD ? err : "");
   if (rc == PD_ACLI_RUN) {
     put_str("trace", o.trace);
     printf(" top=%d agg=%d order=%d min=%lld", o.top, (int)o.opts.aggregate, (int)o.opts.order,
@@ -90,8 +94,7 @@ static void dump_compare(int argc, char **argv) {
   pd_compare_cli_t c;
   char err[1024] = "";
   int rc = pd_compare_cli_parse(argc, argv, &c, err, sizeof err);
-  printf("compare rc=%d", rc);
-  put_str("err", err);
+  put_head("compare", rc, err);
   if (rc == 0) {
     printf(" mode=%d", (int)c.mode);
     put_list("files", c.files, c.nfiles);
