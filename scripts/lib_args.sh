@@ -5,9 +5,10 @@
 #   pd_args_read FILE ARRAY   the flags of an args file (baselines/acceptance.args) into the
 #                             named array. The one rule (baselines/README.md; the C reader in
 #                             tests/acceptance/scenarios/test_scenarios.c keeps the same): a
-#                             line whose first non-blank character is '#' is a comment, blank
-#                             lines are skipped, every other line is split into words at
-#                             spaces and tabs (no quoting, no comment after a flag).
+#                             CR at the end of a line is dropped; a line whose first character
+#                             after spaces and tabs is '#' is a comment; every other line is
+#                             split into words at spaces and tabs (so a blank line gives none;
+#                             no quoting, no comment after a flag).
 #   pd_scenario_names DEMO ARRAY
 #                             the scenario names, in table order, from
 #                             `DEMO --list_scenarios --names` (no GPU needed).
@@ -28,7 +29,7 @@ pd_args_read() {
   fi
   while IFS= read -r line || [ -n "$line" ]; do
     line=${line%$'\r'}
-    trimmed=${line#"${line%%[![:space:]]*}"}
+    trimmed=${line#"${line%%[!$' \t']*}"}
     case "$trimmed" in '' | '#'*) continue ;; esac
     read -r -a words <<<"$line"
     pd_args_out_+=("${words[@]}")
