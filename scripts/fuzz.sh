@@ -53,10 +53,10 @@ san=("-fsanitize=address,undefined" "-fno-sanitize-recover=undefined" -fno-omit-
 read -r -a cjson_cflags <<<"$(pkg-config --cflags libcjson)"
 read -r -a cjson_libs <<<"$(pkg-config --libs libcjson)"
 cflags=(-std=gnu11 -g -O1 -fsanitize=fuzzer-no-link "${san[@]}" -Iinclude -Isrc/model -Isrc/analyze -Isrc/gate
-  -Isrc/cli/profiler_demo -Isrc/cli/profile_analyze -Isrc/cli/profile_compare -Itests/fuzz "-I$cuda/include" "-I$cuda/extras/CUPTI/include"
+  -Isrc/cli/common -Isrc/cli/profiler_demo -Isrc/cli/profile_analyze -Isrc/cli/profile_compare -Itests/fuzz "-I$cuda/include" "-I$cuda/extras/CUPTI/include"
   "-DPD_FUZZ_SOURCE_DIR=\"$root\"" "${cjson_cflags[@]}")
 objs=()
-for src in src/model/*.c src/analyze/*.c src/gate/*.c src/scen/scenarios.c src/cli/profiler_demo/demo_options.c \
+for src in src/model/*.c src/analyze/*.c src/gate/*.c src/scen/scenarios.c src/cli/common/*.c src/cli/profiler_demo/demo_options.c \
   src/cli/profile_analyze/analyze_options.c src/cli/profile_compare/compare_options.c; do
   o=$out/obj/$(echo "$src" | tr / _).o
   if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ -n "$(find include src -name '*.h' -newer "$o" -print -quit)" ]; then

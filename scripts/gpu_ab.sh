@@ -41,8 +41,12 @@ if [ -z "$out" ]; then
 fi
 mkdir -p "$out" || { echo "gpu_ab: cannot create $out" >&2; exit 2; }
 [ "$keep" -eq 1 ] || trap 'rm -rf "$out"' EXIT
-read -r -a scenarios <<<"${PD_SCENARIOS:-clean dataloader sync tiny_ops memory_churn}"
-read -r -a args <<<"$(grep -v '^[[:space:]]*#' baselines/acceptance.args | tr '\n' ' ')"
+# shellcheck source=scripts/lib_args.sh
+. scripts/lib_args.sh
+scenarios=()
+pd_scenarios_chosen "${demo[head]}" scenarios || exit 2
+args=()
+pd_args_read baselines/acceptance.args args || exit 2
 
 # run SIDE SCENARIO FILE: one profiler_demo run; exits the script on a failure.
 run() {

@@ -19,13 +19,16 @@ compare=$build/src/cli/profile_compare/profile_compare
 for exe in "$demo" "$compare"; do
   [ -x "$exe" ] || { echo "gpu_compare: $exe is not built" >&2; exit 2; }
 done
-read -r -a scenarios <<<"${PD_SCENARIOS:-clean dataloader sync tiny_ops memory_churn}"
+# shellcheck source=scripts/lib_args.sh
+. scripts/lib_args.sh
+scenarios=()
+pd_scenarios_chosen "$demo" scenarios || exit 2
 read -r -a extra <<<"${PD_DEMO_ARGS:-}"
 # Unless PD_DEMO_ARGS is given: the flags the baselines were recorded with
 # (baselines/acceptance.args, read by scripts/update_baselines.sh too), since only runs made
 # with the same settings compare fairly.
 if [ -z "${PD_DEMO_ARGS+set}" ] && [ -f baselines/acceptance.args ]; then
-  read -r -a extra <<<"$(grep -v '^[[:space:]]*#' baselines/acceptance.args | tr '\n' ' ')"
+  pd_args_read baselines/acceptance.args extra || exit 2
 fi
 mkdir -p "$out"
 summary=$out/summary.md

@@ -20,7 +20,11 @@ demo=$build/src/cli/profiler_demo/profiler_demo
 mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for s in clean dataloader sync tiny_ops memory_churn; do
+# shellcheck source=scripts/lib_args.sh
+. scripts/lib_args.sh
+scenarios=()
+pd_scenario_names "$demo" scenarios
+for s in "${scenarios[@]}"; do
   "$demo" --scenario "$s" --amp --pin_memory --warmup_steps 5 --profile_steps 4 --seed 1 \
     --quiet --trace_dir "$work/$s" --output_json "$work/$s.json"
   trace=$(find "$work/$s" -name '*.pt.trace.json' | head -n 1)

@@ -69,9 +69,11 @@ compare=$build/src/cli/profile_compare/profile_compare
 for exe in "$demo" "$compare"; do
   [ -x "$exe" ] || die 2 "$exe is not built (build first, or name the build with --build DIR)"
 done
-argsfile=baselines/acceptance.args
-[ -f "$argsfile" ] || die 2 "$argsfile is missing"
-read -r -a run_args <<<"$(grep -v '^[[:space:]]*#' "$argsfile" | tr '\n' ' ')"
+# shellcheck source=scripts/lib_args.sh
+. scripts/lib_args.sh
+run_args=() scenarios=()
+pd_args_read baselines/acceptance.args run_args || exit 2
+pd_scenario_names "$demo" scenarios || exit 2
 
 # A GPU first: without one there is nothing to measure and nothing may change.
 ngpu=0
@@ -97,11 +99,10 @@ else
 fi
 commit=${PD_BASELINE_COMMIT:-$commit}
 
-scenarios=(clean dataloader sync tiny_ops memory_churn)
 if [ -n "$only" ]; then
   IFS=, read -r -a picked <<< "$only"
   for p in "${picked[@]}"; do
-    case " ${scenarios[*]} " in *" $p "*) ;; *) die 2 "--scenarios: unknown scenario '$p' (clean, dataloader, sync, tiny_ops, memory_churn)" ;; esac
+    case " ${scenarios[*]} " in *" $p "*) ;; *) die 2 "--scenarios: unknown scenario '$p' (${scenarios[*]})" ;; esac
   done
   scenarios=("${picked[@]}")
 fi

@@ -17,7 +17,11 @@ cd "$(dirname "$0")/../.."
 demo=$build/src/cli/profiler_demo/profiler_demo
 [ -x "$demo" ] || { echo "scenario_truth: no $demo" >&2; exit 2; }
 mkdir -p "$out"
-read -r -a args <<< "$(grep -v '^#' baselines/acceptance.args | tr '\n' ' ')"
+# shellcheck source=scripts/lib_args.sh
+. scripts/lib_args.sh
+args=() scenarios=()
+pd_args_read baselines/acceptance.args args
+pd_scenario_names "$demo" scenarios
 fix_of() {
   case "$1" in
     dataloader) echo "--num_workers 8" ;;
@@ -38,7 +42,7 @@ print("%.3f" % statistics.median(v))' "$@"; }
 
 echo "| scenario | verdict | share | planted cause (profiled) | step, unprofiled | with the fix | fix saves |"
 echo "|---|---|---|---|---|---|---|"
-for s in clean dataloader sync tiny_ops memory_churn; do
+for s in "${scenarios[@]}"; do
   if ! "$demo" "${args[@]}" --scenario "$s" --trace_dir "$out/$s" --output_json "$out/$s.json" --quiet > "$out/$s.log" 2>&1; then
     echo "scenario_truth: profiler_demo --scenario $s failed:" >&2
     tail -5 "$out/$s.log" >&2

@@ -21,8 +21,11 @@ for v in "$base_runs" "$ab_rounds" "$gpu_runs"; do
 done
 demo=$build/src/cli/profiler_demo/profiler_demo
 [ -x "$demo" ] || { echo "gate_data: no program at $demo (build first)" >&2; exit 2; }
-read -r -a args <<<"$(grep -v '^[[:space:]]*#' baselines/acceptance.args | tr '\n' ' ')"
-scenarios=(clean dataloader sync tiny_ops memory_churn)
+# shellcheck source=scripts/lib_args.sh
+. scripts/lib_args.sh
+args=() scenarios=()
+pd_args_read baselines/acceptance.args args || exit 2
+pd_scenario_names "$demo" scenarios || exit 2
 mkdir -p "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -273,7 +273,10 @@ typedef struct {
  * top device rows, memory timeline; no script, no network) to "<path>.tmp.<pid>" and
  * renames it to path. Returns 0, PD_EINVAL, PD_ENOMEM or PD_EIO (nothing left at path). */
 int pd_report_html_write(const char *path, const pd_report_t *r);
-/* Writes the analysis as JSON ({"schema_version":1, "trace", "metrics", "verdict",
+/* The analysis JSON's schema_version (docs/analyzer.md names it; a docs test checks). */
+#define PD_ANALYSIS_SCHEMA_VERSION 2
+
+/* Writes the analysis as JSON ({"schema_version":PD_ANALYSIS_SCHEMA_VERSION, "trace", "metrics", "verdict",
  * "top", "steps", "idle", "memory", "key_averages", "diff"}), atomically as above. */
 int pd_report_json_write(const char *path, const pd_report_t *r);
 

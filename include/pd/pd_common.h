@@ -14,7 +14,12 @@
 extern "C" {
 #endif
 
+/* The programs' version: --version and --help print it; a docs test checks that README.md
+ * and the pages under docs/ name no other. */
 #define PD_VERSION_STRING "0.1.0"
+/* Turns a macro's value into a string literal (PD_STRINGIFY(PD_METRICS_SCHEMA_VERSION)). */
+#define PD_STRINGIFY_(x) #x
+#define PD_STRINGIFY(x) PD_STRINGIFY_(x)
 
 /* Mixes the bits of a 64-bit key (MurmurHash3's 64-bit finalizer): the hash of every
  * open-addressing table in the project, and the mixer of the trace's ids. */
@@ -79,7 +84,8 @@ static inline int64_t pd_sub_sat_i64(int64_t a, int64_t b) {
   X(NOTREG, -17, "not a regular file (a directory, device node, FIFO or socket)")    \
   X(ISINPUT, -18, "the output would replace one of the program's inputs")            \
   X(NOENT, -19, "no such file or directory")                                         \
-  X(TOOBIG, -20, "larger than the size limit for this input")
+  X(TOOBIG, -20, "larger than the size limit for this input")                       \
+  X(STDOUT, -21, "standard output ('-') already carries another output")
 
 typedef enum {
 #define PD_ERRNO_GEN(name, value, msg) PD_E##name = (value),

@@ -1,5 +1,6 @@
 /* pd_gate.h: the regression gate (library pd_gate). Two comparisons of metrics JSONs
- * (schema v1), and the promotion of runs into baselines:
+ * (schema 1 or 2; PD_METRICS_SCHEMA_VERSION is written), and the promotion of runs into
+ * baselines:
  *
  *  - STORED: a run against the stored baseline of its GPU model and scenario, which pools
  *    runs from several freshly started hosts. Each metric is judged by its class
@@ -183,6 +184,11 @@ size_t pd_cmp_run_quantiles(const cJSON *doc, const char *samples, double q, dou
  * with cJSON_Delete), or PD_EIO / PD_ENOTREG / PD_ETOOBIG / PD_EPARSE / PD_ESCHEMA /
  * PD_ENOMEM with one line in why naming the file and the fault. */
 int pd_cmp_doc_load(const char *path, cJSON **out, char *why, size_t whylen);
+/* The validation half of pd_cmp_doc_load() on a parsed document (the one validator of the
+ * comparison's and the promotion's documents), plus: every metric (of "metrics" and of
+ * each run's) a number or null. path names the document in why. Returns 0, PD_EPARSE or
+ * PD_ESCHEMA with one line in why. */
+int pd_cmp_doc_check(const cJSON *doc, const char *path, char *why, size_t whylen);
 
 /* Writes the GPU slug of a device name ("NVIDIA H100 80GB HBM3" ->
  * "nvidia-h100-80gb-hbm3": lower case, runs of other characters become one '-').

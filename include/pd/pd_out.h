@@ -19,6 +19,11 @@
  *    outputs are written all or none. Only a rename itself failing half way through a
  *    batch, or SIGKILL between two renames, could leave some renamed: staging is where
  *    the disk fills up.
+ * The path "-" means standard output, for every output: its bytes are held (in an
+ * anonymous memory file) until the output is committed, so a failure writes nothing there;
+ * inside pd_out_stdout_begin() .. pd_out_stdout_end() they are held until the end, so a
+ * program that fails later still writes nothing there. One output per process may use it
+ * (a second open of "-" is PD_ESTDOUT). Other device nodes stay refused.
  * Text goes through a UTF-8 filter: each maximal invalid subsequence becomes U+FFFD, so a
  * JSON output is valid UTF-8 whatever bytes the names carried. PD_OUT_GZIP compresses on
  * the fly (zlib's gzip format, as torch.profiler's use_gzip), in the same single pass.
@@ -62,6 +67,18 @@ int pd_out_commit(pd_out_t *o);
 void pd_out_abort(pd_out_t *o);
 /* Writes len bytes of data as path in one go (open, write, commit). */
 int pd_out_write_all(const char *path, unsigned flags, const void *data, size_t len);
+
+/* True for "-", the path of standard output. */
+bool pd_out_is_stdout(const char *path);
+/* For a program with an output on "-": moves the console to stderr (file descriptor 1
+ * then refers to what 2 does, so every report line printed to stdout lands on stderr) and
+ * holds the committed "-" output until pd_out_stdout_end(). Call before printing anything.
+ * Returns 0, or PD_EIO (nothing changed). */
+int pd_out_stdout_begin(void);
+/* Ends what pd_out_stdout_begin() started: with keep, writes the held "-" output (if any)
+ * to the real standard output; without, drops it. Restores descriptor 1. Returns 0 or
+ * PD_EIO when the bytes could not all be written. A no-op without a begin. */
+int pd_out_stdout_end(bool keep);
 
 /* Starts a batch on the calling thread (batches do not nest). */
 void pd_out_batch_begin(void);

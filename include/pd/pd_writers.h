@@ -2,7 +2,7 @@
  *
  *  - the Kineto-compatible Chrome trace (Perfetto, chrome://tracing, torch-tb-profiler,
  *    Holistic Trace Analysis), streamed event by event to a temporary file and renamed;
- *  - the metrics JSON, schema v1 (docs/formats.md), written atomically;
+ *  - the metrics JSON, schema PD_METRICS_SCHEMA_VERSION (docs/formats.md), written atomically;
  *  - JSON text helpers: locale-independent numbers, NaN/Inf as null, escaped strings.
  */
 #ifndef PD_WRITERS_H
@@ -140,6 +140,8 @@ int pd_kernel_launch_stats(const pd_device_props_t *dev, const pd_event_t *kerne
 
 /* ---- metrics JSON --------------------------------------------------------------------- */
 
+/* The metrics JSON's schema_version: the one constant that help texts and docs name
+ * (tests/unit/docs checks the docs against it). */
 #define PD_METRICS_SCHEMA_VERSION 2
 
 typedef struct {
@@ -226,7 +228,7 @@ typedef struct {
   const pd_host_memory_t *host_memory;
 } pd_run_report_t;
 
-/* Writes the metrics JSON (schema v1, docs/formats.md) through the one output writer
+/* Writes the metrics JSON (schema PD_METRICS_SCHEMA_VERSION, docs/formats.md) through the one output writer
  * (pd_out.h: temporary, fsync, rename). NaN/Inf metrics (not measured) are written as null. Returns
  * 0; PD_EINVAL (NULL path/report, or no metrics); PD_ENOMEM; or PD_EIO with nothing
  * left at path (an existing file at path is then untouched). */

@@ -1,6 +1,8 @@
 /* analyze_internal.h: helpers shared by the analyzer's files (src/analyze/analyze_*.c),
- * not public: launch attribution, a correlation-id map, number formatting, atomic file
- * output. Names start with an_ to keep them apart from the public pd_ API.
+ * not public: the breakdown and the top table over one shared trace index, the core's
+ * classifiers and demangler under the analyzer's names, event display names, time, byte
+ * and column formatting, a top table's options and a diff's totals. Names start with an_
+ * to keep them apart from the public pd_ API.
  */
 #ifndef PD_ANALYZE_INTERNAL_H
 #define PD_ANALYZE_INTERNAL_H

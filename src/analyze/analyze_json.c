@@ -15,7 +15,6 @@
 
 #include <cJSON.h>
 
-#define ANALYSIS_SCHEMA_VERSION 2
 
 /* cJSON_Add* return NULL when out of memory; one flag collects that. */
 typedef struct {
@@ -229,7 +228,7 @@ int pd_report_json_write(const char *path, const pd_report_t *r) {
   const pd_analysis_t *a = r->a;
   jctx_t c = {false};
   cJSON *root = chk(&c, cJSON_CreateObject());
-  add_num(&c, root, "schema_version", ANALYSIS_SCHEMA_VERSION);
+  add_num(&c, root, "schema_version", PD_ANALYSIS_SCHEMA_VERSION);
   cJSON *tool = add_obj(&c, root, "tool");
   add_str(&c, tool, "name", "profile_analyze");
   add_str(&c, tool, "version", PD_VERSION_STRING);

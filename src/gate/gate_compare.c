@@ -171,6 +171,68 @@ static bool cmp_doc_counts_bad(const cJSON *doc, const char *path, char *why, si
   return false;
 }
 
+/* True (with why) when a metric of doc["metrics"] or of a run's "metrics" is neither a
+ * number nor null: the comparison reads every one of them (cmp_metric_value) and would
+ * refuse the document, so the load refuses it first, for compare and promote alike. */
+static bool cmp_doc_metrics_bad(const cJSON *doc, const char *path, char *why, size_t whylen) {
+  const cJSON *it = NULL;
+  cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(doc, "metrics")) {
+    if (!cJSON_IsNumber(it) && !cJSON_IsNull(it)) {
+      cmp_why(why, whylen, "%s: metrics.%s is not a number or null", path, it->string);
+      return true;
+    }
+  }
+  size_t i = 0;
+  const cJSON *run = NULL;
+  cJSON_ArrayForEach(run, cJSON_GetObjectItemCaseSensitive(doc, "runs")) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(run, "metrics");
+    if (m != NULL && !cJSON_IsObject(m)) {
+      cmp_why(why, whylen, "%s: \"runs[%zu].metrics\" is not an object", path, i);
+      return true;
+    }
+    cJSON_ArrayForEach(it, m) {
+      if (!cJSON_IsNumber(it) && !cJSON_IsNull(it)) {
+        cmp_why(why, whylen, "%s: runs[%zu].metrics.%s is not a number or null", path, i, it->string);
+        return true;
+      }
+    }
+    i++;
+  }
+  return false;
+}
+
+int pd_cmp_doc_check(const cJSON *doc, const char *path, char *why, size_t whylen) {
+  const char *fault = NULL;
+  const cJSON *sv = cJSON_GetObjectItemCaseSensitive(doc, "schema_version");
+  const cJSON *metrics = cJSON_GetObjectItemCaseSensitive(doc, "metrics");
+  const cJSON *device = cJSON_GetObjectItemCaseSensitive(doc, "device");
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(device, "name");
+  if (!cJSON_IsObject(doc)) {
+    fault = "top level is not a JSON object";
+  } else if (!cJSON_IsNumber(sv)) {
+    fault = "no numeric \"schema_version\"; not a profiler_demo metrics JSON";
+  } else if (sv->valuedouble != 1.0 && sv->valuedouble != 2.0) {
+    cmp_why(why, whylen, "%s: schema_version %g is not supported (this build reads 1 and 2)", path,
+            sv->valuedouble);
+    return PD_ESCHEMA;
+  } else if (!cJSON_IsObject(metrics)) {
+    fault = "\"metrics\" is missing or not an object";
+  } else if (!cJSON_IsString(name) || name->valuestring[0] == '\0') {
+    fault = "\"device.name\" is missing; cannot tell which GPU the numbers are from";
+  } else if (cmp_doc_samples_bad(doc, path, why, whylen) || cmp_doc_counts_bad(doc, path, why, whylen) ||
+             cmp_doc_metrics_bad(doc, path, why, whylen)) {
+    return PD_EPARSE; /* why names the field (and the index) */
+  } else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "incomplete"))) {
+    fault = "\"incomplete\": true: the run was stopped early (a signal); its numbers cover only part of "
+            "the steps, so it is neither compared nor promoted";
+  }
+  if (fault != NULL) {
+    cmp_why(why, whylen, "%s: %s", path, fault);
+    return PD_EPARSE;
+  }
+  return 0;
+}
+
 int pd_cmp_doc_load(const char *path, cJSON **out, char *why, size_t whylen) {
   *out = NULL;
   char *text = NULL;
@@ -201,36 +263,8 @@ int pd_cmp_doc_load(const char *path, cJSON **out, char *why, size_t whylen) {
     return PD_EPARSE;
   }
   free(text);
-  const char *fault = NULL;
-  rc = PD_EPARSE;
-  const cJSON *sv = cJSON_GetObjectItemCaseSensitive(doc, "schema_version");
-  const cJSON *metrics = cJSON_GetObjectItemCaseSensitive(doc, "metrics");
-  const cJSON *device = cJSON_GetObjectItemCaseSensitive(doc, "device");
-  const cJSON *name = cJSON_GetObjectItemCaseSensitive(device, "name");
-  if (!cJSON_IsObject(doc)) {
-    fault = "top level is not a JSON object";
-  } else if (!cJSON_IsNumber(sv)) {
-    fault = "no numeric \"schema_version\"; not a profiler_demo metrics JSON";
-  } else if (sv->valuedouble != 1.0 && sv->valuedouble != 2.0) {
-    cmp_why(why, whylen, "%s: schema_version %g is not supported (this build reads 1 and 2)", path,
-            sv->valuedouble);
-    cJSON_Delete(doc);
-    return PD_ESCHEMA;
-  } else if (!cJSON_IsObject(metrics)) {
-    fault = "\"metrics\" is missing or not an object";
-  } else if (!cJSON_IsString(name) || name->valuestring[0] == '\0') {
-    fault = "\"device.name\" is missing; cannot tell which GPU the numbers are from";
-  } else if (cmp_doc_samples_bad(doc, path, why, whylen) || cmp_doc_counts_bad(doc, path, why, whylen)) {
-    cJSON_Delete(doc);
-    return PD_EPARSE; /* why names the field (and the index) */
-  } else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "incomplete"))) {
-    fault = "\"incomplete\": true: the run was stopped early (a signal); its numbers cover only part of "
-            "the steps, so it is neither compared nor promoted";
-  } else {
-    rc = 0;
-  }
+  rc = pd_cmp_doc_check(doc, path, why, whylen);
   if (rc != 0) {
-    cmp_why(why, whylen, "%s: %s", path, fault);
     cJSON_Delete(doc);
     return rc;
   }

@@ -1,6 +1,6 @@
 /* gate_promote.c: turns metrics JSONs of repeated runs into a baseline.
  *
- * A baseline is a metrics JSON (schema v1) of its own: the per-step samples of every run
+ * A baseline is a metrics JSON (schema 2, PD_METRICS_SCHEMA_VERSION) of its own: the per-step samples of every run
  * concatenated (so a rank test sees the run-to-run noise, not only step-to-step noise),
  * "runs" with each run's metrics and host, metrics as the median over runs (what a
  * comparison reads), the most frequent verdict, a "policy" per metric whose tolerances come from
@@ -381,7 +381,18 @@ int pd_baseline_promote(const cJSON *const *runs, const char *const *names, size
       cmp_why(why, whylen, "%s is scenario '%s' but the first input is '%s': one scenario per "
               "baseline", name, scen ? scen : "?", scen0 ? scen0 : "?");
       return PD_EMISMATCH;
+    }    /* A plain run becomes one of the baseline's runs, whose "steps" (its sample count)
+     * the comparison requires to be at least 1. */
+    const cJSON *prior = cJSON_GetObjectItemCaseSensitive(runs[i], "runs");
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(runs[i], "step_times_s");
+    if (!(cJSON_IsArray(prior) && cJSON_GetArraySize(prior) > 0) && cJSON_GetArraySize(st) < 1) {
+      cmp_why(why, whylen, "%s: \"step_times_s\" holds no samples; a baseline's run needs at least one step",
+              name);
+      return PD_EPARSE;
     }
+    /* What the comparison would refuse in an input it refuses here too (one validator). */
+    int vrc = pd_cmp_doc_check(runs[i], name, why, whylen);
+    if (vrc != 0) return vrc;
   }
   cJSON *doc = cJSON_CreateObject();
   if (doc == NULL) return PD_ENOMEM;
@@ -389,6 +400,12 @@ int pd_baseline_promote(const cJSON *const *runs, const char *const *names, size
   if (rc != 0) {
     cJSON_Delete(doc);
     if (rc == PD_ENOMEM) cmp_why(why, whylen, "out of memory building the baseline");
+    return rc;
+  }
+  /* The baseline itself passes the comparison's validator, or is not handed out. */
+  rc = pd_cmp_doc_check(doc, "the promoted baseline", why, whylen);
+  if (rc != 0) {
+    cJSON_Delete(doc);
     return rc;
   }
   *out = doc;

@@ -12,6 +12,11 @@
  * Live temporaries are also kept in a fixed table of paths that an async-signal-safe
  * function walks (pd_out_remove_temps): a slot is claimed (0 -> 2), filled, then
  * published (2 -> 1); the handler unlinks published slots only.
+ *
+ * "-" is standard output: the same stream and sinks, over an anonymous memory file
+ * (memfd) instead of a temporary beside the target, copied to descriptor 1 when the
+ * output is committed, or held until pd_out_stdout_end() while a program has moved its
+ * console to stderr (pd_out_stdout_begin). Nothing on disk, so nothing to remove.
  */
 #define _GNU_SOURCE /* fopencookie */
 #include "pd/pd_out.h"
@@ -25,6 +30,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -45,6 +51,8 @@ struct pd_out {
   char *iobuf;  /* f's buffer */
   unsigned flags;
   int slot;     /* index in the signal table, or -1 */
+  bool to_stdout; /* "-": fd is a memfd; hold_fd keeps it past close */
+  int hold_fd;  /* to_stdout: a second descriptor of the memfd, else -1 */
   int err_no;   /* first errno of the sink */
   unsigned char pend[4]; /* start of a UTF-8 sequence cut by a buffer boundary */
   size_t npend;
@@ -171,9 +179,12 @@ static bool is_input(const struct stat *st) {
   return hit;
 }
 
-/* The target may be replaced: absent, or a regular file that is no input. */
+bool pd_out_is_stdout(const char *path) { return path != NULL && strcmp(path, "-") == 0; }
+
+/* The target may be replaced: absent, or a regular file that is no input; or "-". */
 static int check_target(const char *path) {
   struct stat st;
+  if (pd_out_is_stdout(path)) return 0;
   if (stat(path, &st) != 0) {
     if (errno == ENOENT) return 0; /* new file (or a dangling symlink, which rename replaces) */
     return code_of_errno(errno);
@@ -304,6 +315,76 @@ static char *dir_of(const char *path) {
   return d;
 }
 
+/* ---- standard output ("-") ------------------------------------------------------------------------- */
+
+/* One output per process on "-" (set at open, cleared when it is aborted). Outputs are
+ * opened and committed on the program's main thread; the flag is atomic all the same. */
+static atomic_bool g_stdout_taken;
+/* While pd_out_stdout_begin() is in effect: the real standard output, and the committed
+ * "-" output waiting for pd_out_stdout_end() (-1: none). Main thread only. */
+static int g_console_saved = -1;
+static int g_stdout_held = -1;
+
+/* Copies the whole of memfd from (from its start) to descriptor to. Returns 0 or PD_EIO. */
+static int copy_fd(int from, int to) {
+  char buf[1 << 16];
+  if (lseek(from, 0, SEEK_SET) != 0) return PD_EIO;
+  for (;;) {
+    ssize_t n = read(from, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return PD_EIO;
+    if (n == 0) return 0;
+    for (ssize_t off = 0; off < n;) {
+      ssize_t w = write(to, buf + off, (size_t)(n - off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return PD_EIO;
+      off += w;
+    }
+  }
+}
+
+/* Hands a committed "-" output's bytes on: held while the console is on stderr, else
+ * written to descriptor 1 now. Takes hold_fd. */
+static int stdout_deliver(int hold_fd) {
+  if (g_console_saved >= 0) {
+    if (g_stdout_held >= 0) close(g_stdout_held);
+    g_stdout_held = hold_fd;
+    return 0;
+  }
+  fflush(stdout); /* what the program printed before comes first */
+  int rc = copy_fd(hold_fd, STDOUT_FILENO);
+  close(hold_fd);
+  return rc;
+}
+
+int pd_out_stdout_begin(void) {
+  if (g_console_saved >= 0) return 0;
+  fflush(stdout);
+  int fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (fd < 0) return PD_EIO;
+  if (dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+    close(fd);
+    return PD_EIO;
+  }
+  g_console_saved = fd;
+  return 0;
+}
+
+int pd_out_stdout_end(bool keep) {
+  if (g_console_saved < 0) return 0;
+  fflush(NULL); /* the console's lines (on stderr now) before the output */
+  int rc = 0;
+  if (g_stdout_held >= 0) {
+    if (keep) rc = copy_fd(g_stdout_held, g_console_saved);
+    close(g_stdout_held);
+    g_stdout_held = -1;
+  }
+  if (dup2(g_console_saved, STDOUT_FILENO) < 0 && rc == 0) rc = PD_EIO;
+  close(g_console_saved);
+  g_console_saved = -1;
+  return rc;
+}
+
 static void out_free(pd_out_t *o) {
   free(o->path);
   free(o->tmp);
@@ -335,6 +416,10 @@ static void close_all(pd_out_t *o, bool sync) {
 
 static void discard(pd_out_t *o) {
   close_all(o, false);
+  if (o->to_stdout) {
+    if (o->hold_fd >= 0) close(o->hold_fd);
+    atomic_store(&g_stdout_taken, false);
+  }
   if (o->tmp != NULL) (void)unlink(o->tmp);
   slot_release(o->slot);
   out_free(o);
@@ -361,26 +446,46 @@ int pd_out_open(const char *path, unsigned flags, pd_out_t **out) {
   if (strlen(path) + 48 >= PATH_MAX) return PD_EINVAL;
   int rc = check_target(path);
   if (rc != 0) return rc;
+  const bool to_stdout = pd_out_is_stdout(path);
+  bool unclaimed = false;
+  if (to_stdout && !atomic_compare_exchange_strong(&g_stdout_taken, &unclaimed, true)) return PD_ESTDOUT;
   pd_out_t *o = calloc(1, sizeof(*o));
-  if (o == NULL) return PD_ENOMEM;
+  if (o == NULL) {
+    if (to_stdout) atomic_store(&g_stdout_taken, false);
+    return PD_ENOMEM;
+  }
   o->fd = -1;
+  o->hold_fd = -1;
   o->slot = -1;
   o->flags = flags;
+  o->to_stdout = to_stdout;
   o->path = dup_str(path);
   o->dir = dir_of(path);
   o->iobuf = malloc(OUT_BUFFER_BYTES);
   if (o->path == NULL || o->dir == NULL || o->iobuf == NULL) {
+    if (to_stdout) atomic_store(&g_stdout_taken, false);
     out_free(o);
     return PD_ENOMEM;
   }
-  rc = create_temp(o);
-  if (rc != 0) {
-    free(o->tmp);
-    o->tmp = NULL; /* nothing was created */
-    out_free(o);
-    return rc;
+  if (to_stdout) {
+    /* held in memory until committed: a failure writes nothing to standard output */
+    o->fd = memfd_create("pd_out_stdout", MFD_CLOEXEC);
+    o->hold_fd = o->fd >= 0 ? fcntl(o->fd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (o->hold_fd < 0) {
+      rc = code_of_errno(errno);
+      discard(o);
+      return rc;
+    }
+  } else {
+    rc = create_temp(o);
+    if (rc != 0) {
+      free(o->tmp);
+      o->tmp = NULL; /* nothing was created */
+      out_free(o);
+      return rc;
+    }
+    o->slot = slot_claim(o->tmp);
   }
-  o->slot = slot_claim(o->tmp);
   if (flags & PD_OUT_GZIP) {
     int fd2 = dup(o->fd);
     o->gz = fd2 >= 0 ? gzdopen(fd2, "wb") : NULL;
@@ -420,6 +525,12 @@ static void sync_dir(const char *dir) {
 
 /* Renames a staged output over its target (checked again just before) and frees it. */
 static int finish(pd_out_t *o) {
+  if (o->to_stdout) {
+    int hold = o->hold_fd;
+    o->hold_fd = -1;
+    out_free(o); /* stays taken: one output per process on "-" */
+    return stdout_deliver(hold);
+  }
   int rc = check_target(o->path);
   if (rc == 0 && rename(o->tmp, o->path) != 0) rc = code_of_errno(errno);
   if (rc != 0) {

@@ -10,6 +10,7 @@
  * JSON, not a Chrome trace): one line naming the fault and a synopsis line on stderr,
  * nothing written; 1 any other failure (out of memory, an output that cannot be written,
  * which is then left absent). Every input is read and checked before any output is made.
+ * An output named "-" is standard output (one at most); the tables then go to stderr.
  */
 #include <errno.h>
 #include <limits.h>
@@ -66,6 +67,7 @@ static const char k_help[] =
     "  -h, --help               this text\n"
     "  --version                the version\n"
     "\n"
+    "An OUT or FILE of - is standard output (one at most); the tables then go to stderr.\n"
     "exit status: 0 ok, 1 failure, 2 bad input\n";
 
 /* Prints one line naming the fault and the synopsis; returns the bad-input status. */
@@ -270,8 +272,8 @@ static int run(const pd_analyze_cli_t *o) {
       if (lines < 0) {
         fprintf(stderr, "profile_analyze: cannot write %s: %s\n", o->export_stacks, pd_strerror((int)lines));
         status = EXIT_FAILURE_;
-        if (o->html != NULL) remove(o->html);
-        if (o->json != NULL) remove(o->json);
+        if (o->html != NULL && !pd_out_is_stdout(o->html)) remove(o->html);
+        if (o->json != NULL && !pd_out_is_stdout(o->json)) remove(o->json);
       } else {
         fprintf(stdout, "Stacks: %s (%lld stacks by %s)\n", o->export_stacks, (long long)lines,
                 o->stacks_metric == PD_SORT_SELF_CPU_TIME_TOTAL ? "self_cpu_time_total" : "self_cuda_time_total");
@@ -309,7 +311,19 @@ int main(int argc, char **argv) {
   pd_analyze_cli_t o;
   int status = parse_options(argc, argv, &o);
   if (status < 0) status = probe_outputs(&o);
+  /* An output on "-" takes standard output: the tables go to stderr, and the output is
+   * written only when the whole run succeeded. */
+  bool dash = false;
+  if (status < 0) dash = pd_out_is_stdout(o.html) || pd_out_is_stdout(o.json) || pd_out_is_stdout(o.export_stacks);
+  if (dash && pd_out_stdout_begin() != 0) {
+    fprintf(stderr, "profile_analyze: cannot move the report to stderr\n");
+    status = EXIT_FAILURE_;
+  }
   if (status < 0) status = run(&o);
+  if (dash && pd_out_stdout_end(status == EXIT_OK) != 0 && status == EXIT_OK) {
+    fprintf(stderr, "profile_analyze: cannot write to standard output\n");
+    status = EXIT_FAILURE_;
+  }
   pd_term_end(&term);
   return status;
 }

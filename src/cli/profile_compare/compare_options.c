@@ -1,26 +1,38 @@
-/* compare_options.c: profile_compare's option parser (compare_cli.h). */
+/* compare_options.c: profile_compare's option parser (compare_cli.h): its forms and options as
+ * tables over the shared parser (src/cli/common/cli_args.h). */
 #include "compare_cli.h"
 
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "pd/pd_common.h"
-#include "pd/pd_out.h"
 
 /* Writes one line into err; returns PD_EINVAL. */
-static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad(char *err, size_t errlen, const char *fmt, ...) {
-  char line[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  pd_term_escape_line(err, errlen, line); /* a value with a newline keeps it one line */
-  return PD_EINVAL;
-}
+#define bad(err, errlen, ...) (pd_cli_errorf((err), (errlen), __VA_ARGS__), PD_EINVAL)
+
+/* The option tables (cli_args.h). "--flag VALUE" only (no "="), any next argument is the
+ * value; "-" is a file. The form is chosen by the first argument alone. */
+static const struct {
+  const char *name;
+  pd_compare_cli_mode_t mode;
+} k_forms[] = {{"--help", PD_CCLI_HELP}, {"-h", PD_CCLI_HELP}, {"--version", PD_CCLI_VERSION},
+               {"--slug", PD_CCLI_SLUG}, {"--promote", PD_CCLI_PROMOTE}};
+
+enum { P_OUT, P_COMMIT, P_COMMAND, P_DATE };
+static const pd_cli_opt_t k_promote_opts[] = {
+    {"-o", PD_CLI_VALUE, P_OUT},           {"--output", PD_CLI_VALUE, P_OUT}, {"--commit", PD_CLI_VALUE, P_COMMIT},
+    {"--command", PD_CLI_VALUE, P_COMMAND}, {"--date", PD_CLI_VALUE, P_DATE},
+};
+static const pd_cli_spec_t k_promote_spec = PD_CLI_SPEC(k_promote_opts, PD_CLI_DASH_POSITIONAL);
+
+enum { C_JSON, C_MARKDOWN, C_ALPHA, C_BASE, C_HEAD, C_QUIET };
+static const pd_cli_opt_t k_compare_opts[] = {
+    {"--json", PD_CLI_VALUE, C_JSON},  {"--markdown", PD_CLI_VALUE, C_MARKDOWN}, {"--alpha", PD_CLI_VALUE, C_ALPHA},
+    {"--base", PD_CLI_SWITCH, C_BASE}, {"--head", PD_CLI_SWITCH, C_HEAD},         {"--quiet", PD_CLI_SWITCH, C_QUIET},
+};
+static const pd_cli_spec_t k_compare_spec = PD_CLI_SPEC(k_compare_opts, PD_CLI_DASH_POSITIONAL);
 
 static int parse_slug(int argc, char *const argv[], pd_compare_cli_t *c, char *err, size_t errlen) {
   c->mode = PD_CCLI_SLUG;
@@ -32,21 +44,15 @@ static int parse_slug(int argc, char *const argv[], pd_compare_cli_t *c, char *e
 
 static int parse_promote(int argc, char *const argv[], pd_compare_cli_t *c, char *err, size_t errlen) {
   c->mode = PD_CCLI_PROMOTE;
-  for (int i = 2; i < argc; i++) {
-    const char *a = argv[i];
-    const char **dst = strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 ? &c->out
-                       : strcmp(a, "--commit") == 0                        ? &c->commit
-                       : strcmp(a, "--command") == 0                       ? &c->command
-                       : strcmp(a, "--date") == 0                          ? &c->date
-                                                                           : NULL;
-    if (dst != NULL) {
-      if (i + 1 >= argc) return bad(err, errlen, "%s needs a value", a);
-      *dst = argv[++i];
-    } else if (a[0] == '-' && a[1] != '\0') {
-      return bad(err, errlen, "unknown option for --promote: %s", a);
-    } else {
-      c->runs[c->nruns++] = a;
-    }
+  const char **dst[] = {[P_OUT] = &c->out, [P_COMMIT] = &c->commit, [P_COMMAND] = &c->command, [P_DATE] = &c->date};
+  pd_cli_iter_t iter;
+  pd_cli_item_t it;
+  pd_cli_iter_init(&iter, &k_promote_spec, argc, argv, 2);
+  while (pd_cli_next(&iter, &it) != PD_CLI_END) {
+    if (it.kind == PD_CLI_OPTION) *dst[it.id] = it.value;
+    else if (it.kind == PD_CLI_POSITIONAL) c->runs[c->nruns++] = it.arg;
+    else if (it.kind == PD_CLI_NO_VALUE) return bad(err, errlen, "%s needs a value", it.arg);
+    else return bad(err, errlen, "unknown option for --promote: %s", it.arg);
   }
   if (c->nruns == 0 || c->out == NULL)
     return bad(err, errlen, "--promote needs at least one metrics JSON and -o BASELINE.json");
@@ -56,39 +62,44 @@ static int parse_promote(int argc, char *const argv[], pd_compare_cli_t *c, char
 static int parse_compare(int argc, char *const argv[], pd_compare_cli_t *c, char *err, size_t errlen) {
   int list = 0; /* 0 positional, 1 after --base, 2 after --head */
   bool ab = false;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--json") == 0 || strcmp(a, "--markdown") == 0 || strcmp(a, "--alpha") == 0) {
-      list = 0;
-      if (i + 1 >= argc) return bad(err, errlen, "%s needs a value", a);
-      const char *v = argv[++i];
-      if (a[2] == 'j') {
-        c->json_out = v;
-      } else if (a[2] == 'm') {
-        c->md_out = v;
+  pd_cli_iter_t iter;
+  pd_cli_item_t it;
+  pd_cli_iter_init(&iter, &k_compare_spec, argc, argv, 1);
+  while (pd_cli_next(&iter, &it) != PD_CLI_END) {
+    if (it.kind == PD_CLI_NO_VALUE) return bad(err, errlen, "%s needs a value", it.arg);
+    if (it.kind != PD_CLI_OPTION && it.kind != PD_CLI_POSITIONAL) return bad(err, errlen, "unknown option: %s", it.arg);
+    if (it.kind == PD_CLI_POSITIONAL) {
+      if (list == 1) {
+        c->base[c->nbase++] = it.arg;
+      } else if (list == 2) {
+        c->head[c->nhead++] = it.arg;
+      } else if (c->nfiles < 2) {
+        c->files[c->nfiles++] = it.arg;
       } else {
-        char *end = NULL;
-        errno = 0;
-        c->alpha = strtod(v, &end);
-        if (errno != 0 || end == v || *end != '\0' || !(c->alpha > 0.0 && c->alpha <= 0.5))
-          return bad(err, errlen, "--alpha must be a number with 0 < alpha <= 0.5, got '%s'", v);
+        return bad(err, errlen, "one CURRENT and one BASELINE file, got a third: %s", it.arg);
       }
-    } else if (strcmp(a, "--base") == 0 || strcmp(a, "--head") == 0) {
+      continue;
+    }
+    list = 0;
+    switch (it.id) {
+    case C_JSON:
+      c->json_out = it.value;
+      break;
+    case C_MARKDOWN:
+      c->md_out = it.value;
+      break;
+    case C_ALPHA:
+      if (!pd_cli_number(it.value, false, &c->alpha) || !(c->alpha > 0.0 && c->alpha <= 0.5))
+        return bad(err, errlen, "--alpha must be a number with 0 < alpha <= 0.5, got '%s'", it.value);
+      break;
+    case C_BASE:
+    case C_HEAD:
       ab = true;
-      list = a[2] == 'b' ? 1 : 2;
-    } else if (strcmp(a, "--quiet") == 0) {
-      list = 0;
+      list = it.id == C_BASE ? 1 : 2;
+      break;
+    default:
       c->quiet = true;
-    } else if (a[0] == '-' && a[1] != '\0') {
-      return bad(err, errlen, "unknown option: %s", a);
-    } else if (list == 1) {
-      c->base[c->nbase++] = a;
-    } else if (list == 2) {
-      c->head[c->nhead++] = a;
-    } else if (c->nfiles < 2) {
-      c->files[c->nfiles++] = a;
-    } else {
-      return bad(err, errlen, "one CURRENT and one BASELINE file, got a third: %s", a);
+      break;
     }
   }
   c->mode = ab ? PD_CCLI_AB : PD_CCLI_COMPARE;
@@ -119,15 +130,14 @@ int pd_compare_cli_parse(int argc, char *const argv[], pd_compare_cli_t *c, char
   memset(c, 0, sizeof *c);
   c->alpha = 0.01;
   if (errlen > 0) err[0] = '\0';
-  if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    c->mode = PD_CCLI_HELP;
+  int form = -1;
+  for (size_t i = 0; argc >= 2 && i < sizeof k_forms / sizeof k_forms[0]; i++)
+    if (strcmp(argv[1], k_forms[i].name) == 0) form = (int)k_forms[i].mode;
+  if (form == PD_CCLI_HELP || form == PD_CCLI_VERSION) {
+    c->mode = (pd_compare_cli_mode_t)form;
     return 0;
   }
-  if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
-    c->mode = PD_CCLI_VERSION;
-    return 0;
-  }
-  if (argc >= 2 && strcmp(argv[1], "--slug") == 0) return parse_slug(argc, argv, c, err, errlen);
+  if (form == PD_CCLI_SLUG) return parse_slug(argc, argv, c, err, errlen);
   /* each list holds at most every argument */
   const size_t n = argc > 0 ? (size_t)argc : 1;
   c->base = calloc(n, sizeof *c->base);
@@ -137,7 +147,7 @@ int pd_compare_cli_parse(int argc, char *const argv[], pd_compare_cli_t *c, char
     snprintf(err, errlen, "out of memory");
     return PD_ENOMEM;
   }
-  if (argc >= 2 && strcmp(argv[1], "--promote") == 0) return parse_promote(argc, argv, c, err, errlen);
+  if (form == PD_CCLI_PROMOTE) return parse_promote(argc, argv, c, err, errlen);
   return parse_compare(argc, argv, c, err, errlen);
 }
 

@@ -10,6 +10,7 @@
  * no verdict for another reason (out of memory, an output that cannot be written): never
  * 1, which a gate reads as a regression.
  * Output files are written to a temporary name and renamed, so a failure leaves nothing.
+ * An output named "-" is standard output (one at most); the table then goes to stderr.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -48,6 +49,7 @@ static const char k_usage[] =
     "  profile_compare --slug METRICS.json\n"
     "      print the GPU slug of the file's device (the baselines/<slug>/ folder)\n"
     "  profile_compare --help | --version\n"
+    "an OUT or BASELINE.json of - is standard output (one at most); the table then goes to stderr\n"
     "exit status: 0 within policy, 1 regression, 2 bad input or no verdict (out of memory,\n"
     "an output that cannot be written)\n";
 
@@ -253,6 +255,26 @@ int main(int argc, char **argv) {
   return status;
 }
 
+/* Runs the parsed command; returns the exit status. */
+static int dispatch(const pd_compare_cli_t *c) {
+  switch (c->mode) {
+  case PD_CCLI_HELP:
+    fputs(k_usage, stdout);
+    return EXIT_PASS;
+  case PD_CCLI_VERSION:
+    printf("profile_compare %s\n", PD_VERSION_STRING);
+    return EXIT_PASS;
+  case PD_CCLI_SLUG:
+    return cmd_slug(c);
+  case PD_CCLI_PROMOTE:
+    return cmd_promote(c);
+  case PD_CCLI_COMPARE:
+  case PD_CCLI_AB:
+    break;
+  }
+  return cmd_compare(c);
+}
+
 static int run_main(int argc, char **argv) {
   pd_compare_cli_t c;
   char err[1024];
@@ -263,25 +285,18 @@ static int run_main(int argc, char **argv) {
   } else if (rc != 0) {
     usage_error("%s", err);
   } else {
-    switch (c.mode) {
-    case PD_CCLI_HELP:
-      fputs(k_usage, stdout);
-      status = EXIT_PASS;
-      break;
-    case PD_CCLI_VERSION:
-      printf("profile_compare %s\n", PD_VERSION_STRING);
-      status = EXIT_PASS;
-      break;
-    case PD_CCLI_SLUG:
-      status = cmd_slug(&c);
-      break;
-    case PD_CCLI_PROMOTE:
-      status = cmd_promote(&c);
-      break;
-    case PD_CCLI_COMPARE:
-    case PD_CCLI_AB:
-      status = cmd_compare(&c);
-      break;
+    /* An output on "-" takes standard output: the table goes to stderr, and the output is
+     * written only when a verdict was reached (exit 0 or 1). */
+    bool dash = (c.mode == PD_CCLI_PROMOTE && pd_out_is_stdout(c.out)) ||
+                ((c.mode == PD_CCLI_COMPARE || c.mode == PD_CCLI_AB) &&
+                 (pd_out_is_stdout(c.json_out) || pd_out_is_stdout(c.md_out)));
+    if (dash && pd_out_stdout_begin() != 0)
+      fprintf(stderr, "profile_compare: cannot move the report to stderr\n");
+    else
+      status = dispatch(&c);
+    if (dash && pd_out_stdout_end(status != EXIT_BAD_INPUT) != 0 && status != EXIT_BAD_INPUT) {
+      fprintf(stderr, "profile_compare: cannot write to standard output\n");
+      status = EXIT_BAD_INPUT;
     }
   }
   pd_compare_cli_free(&c);

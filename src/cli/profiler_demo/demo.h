@@ -82,6 +82,7 @@ typedef struct {
   int profile_level;  /* PD_DEMO_LEVEL_*: what CUPTI records */
   bool quiet;
   bool no_profile;    /* same steps without the profiler: host-timed metrics only */
+  bool list_names;    /* --names: --list_scenarios prints the names only */
   /* fix knobs: PD_KNOB_SCENARIO (-1) keeps the scenario's setting */
   bool no_sync;
   int tiny_ops_mode;  /* pd_tiny_mode_t or -1 */
@@ -110,6 +111,8 @@ int pd_demo_config_validate(const pd_demo_config_t *cfg, char *err, size_t errle
 void pd_demo_print_usage(FILE *out);
 void pd_demo_print_help(FILE *out);
 void pd_demo_print_scenarios(FILE *out);
+/* The scenario names of the scenario table, one a line (--list_scenarios --names). */
+void pd_demo_print_scenario_names(FILE *out);
 void pd_demo_print_version(FILE *out);
 
 /* ---- output paths --------------------------------------------------------------------- */
@@ -159,7 +162,8 @@ typedef struct {
   const pd_host_memory_t *host_memory; /* RSS over the steps; NULL: null */
 } pd_demo_results_t;
 
-/* Writes cfg->output_json atomically from a run's results (schema v1): config (plus
+/* Writes cfg->output_json atomically from a run's results (schema
+ * PD_METRICS_SCHEMA_VERSION): config (plus
  * "no_profile": true for a run without the profiler; profiled runs keep the keys their
  * baselines have), device, metrics, samples, verdict, top ops (cfg->top_n rows), trace
  * files. Returns 0 or the writer's PD_E* code; on failure nothing is left at the path. */

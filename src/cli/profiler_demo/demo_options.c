@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "demo.h"
 #include "pd/pd_cnn.h"
 #include "pd/pd_common.h"
@@ -27,7 +28,7 @@ typedef enum {
 } opt_kind_t;
 
 typedef struct {
-  const char *name; /* without the leading "--" */
+  pd_cli_opt_t cli; /* name ("--scenario"), switch or value: the shared parser's row */
   opt_kind_t kind;
   size_t offset;
   int64_t imin, imax;
@@ -78,6 +79,10 @@ static const char *const alloc_choices[] = {"cudamalloc", "pool", NULL};
 static const int alloc_values[] = {PD_ALLOC_CHURN, PD_ALLOC_POOL};
 
 #define OFF(field) offsetof(pd_demo_config_t, field)
+/* A row's start: the shared parser's part ("--name", and whether the flag takes a value),
+ * then the kind. */
+#define ROW(name, kind) \
+  {"--" name, (kind) == OPT_SWITCH || (kind) == OPT_ACTION ? PD_CLI_SWITCH : PD_CLI_VALUE, 0}, (kind)
 #define G_RUN "Run"
 #define G_DATA "Data pipeline"
 #define G_OUT "Profiler and output"
@@ -87,101 +92,109 @@ static const int alloc_values[] = {PD_ALLOC_CHURN, PD_ALLOC_POOL};
 
 /* The flag table. Order is the order of --help within each group. */
 static const opt_t opts[] = {
-    {"scenario", OPT_CHOICE, OFF(scenario), 0, 0, 0, 0, scenario_choices, scenario_values, 0, "NAME", G_RUN,
+    {ROW("scenario", OPT_CHOICE), OFF(scenario), 0, 0, 0, 0, scenario_choices, scenario_values, 0, "NAME", G_RUN,
      "dataloader", "the planted bottleneck to run (see --list_scenarios)"},
-    {"batch_size", OPT_INT, OFF(batch_size), 1, 65536, 0, 0, NULL, NULL, 0, "N", G_RUN, "64",
+    {ROW("batch_size", OPT_INT), OFF(batch_size), 1, 65536, 0, 0, NULL, NULL, 0, "N", G_RUN, "64",
      "images per training step"},
-    {"amp", OPT_SWITCH, OFF(amp), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_RUN, "off",
+    {ROW("amp", OPT_SWITCH), OFF(amp), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_RUN, "off",
      "fp16 compute with fp32 master weights and dynamic loss scaling"},
-    {"warmup_steps", OPT_INT, OFF(warmup_steps), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_RUN, "10",
+    {ROW("warmup_steps", OPT_INT), OFF(warmup_steps), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_RUN, "10",
      "unprofiled steps before the profiler starts"},
-    {"profile_steps", OPT_INT, OFF(profile_steps), 1, 10000, 0, 0, NULL, NULL, 0, "N", G_RUN, "8",
+    {ROW("profile_steps", OPT_INT), OFF(profile_steps), 1, 10000, 0, 0, NULL, NULL, 0, "N", G_RUN, "8",
      "recorded steps per cycle: schedule(wait=W, warmup=1, active=N, repeat=R)"},
-    {"wait_steps", OPT_INT, OFF(wait_steps), 0, PD_DEMO_MAX_STEPS, 0, 0, NULL, NULL, 0, "W", G_RUN, "1",
+    {ROW("wait_steps", OPT_INT), OFF(wait_steps), 0, PD_DEMO_MAX_STEPS, 0, 0, NULL, NULL, 0, "W", G_RUN, "1",
      "unprofiled steps at the start of each cycle (the schedule's wait)"},
-    {"repeat", OPT_INT, OFF(repeat), 0, PD_DEMO_MAX_STEPS, 0, 0, NULL, NULL, 0, "R", G_RUN, "1",
+    {ROW("repeat", OPT_INT), OFF(repeat), 0, PD_DEMO_MAX_STEPS, 0, 0, NULL, NULL, 0, "R", G_RUN, "1",
      "cycles to record, one trace each; 0 repeats them until --steps ends (torch's repeat=0)"},
-    {"steps", OPT_I64, OFF(steps), 0, PD_DEMO_MAX_STEPS, 0, 0, NULL, NULL, 0, "N", G_RUN,
+    {ROW("steps", OPT_I64), OFF(steps), 0, PD_DEMO_MAX_STEPS, 0, 0, NULL, NULL, 0, "N", G_RUN,
      "(W + 1 + N) x R", "steps after the warmup; past the last cycle they run unprofiled; needed with --repeat 0"},
-    {"seed", OPT_I64, OFF(seed), 0, INT64_MAX, 0, 0, NULL, NULL, 0, "N", G_RUN, "0",
+    {ROW("seed", OPT_I64), OFF(seed), 0, INT64_MAX, 0, 0, NULL, NULL, 0, "N", G_RUN, "0",
      "seed of the weights and of the synthetic data"},
-    {"device", OPT_INT, OFF(device), 0, 1023, 0, 0, NULL, NULL, 0, "N", G_RUN, "0", "CUDA device ordinal"},
+    {ROW("device", OPT_INT), OFF(device), 0, 1023, 0, 0, NULL, NULL, 0, "N", G_RUN, "0", "CUDA device ordinal"},
 
-    {"num_workers", OPT_INT, OFF(num_workers), 0, 256, 0, 0, NULL, NULL, 0, "N", G_DATA, "2",
+    {ROW("num_workers", OPT_INT), OFF(num_workers), 0, 256, 0, 0, NULL, NULL, 0, "N", G_DATA, "2",
      "loader threads; 0 loads on the main thread"},
-    {"prefetch_factor", OPT_INT, OFF(prefetch_factor), 1, 64, 0, 0, NULL, NULL, 0, "N", G_DATA, "2",
+    {ROW("prefetch_factor", OPT_INT), OFF(prefetch_factor), 1, 64, 0, 0, NULL, NULL, 0, "N", G_DATA, "2",
      "batches queued per worker (no effect with --num_workers 0)"},
-    {"persistent_workers", OPT_SWITCH, OFF(persistent_workers), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_DATA, "off",
+    {ROW("persistent_workers", OPT_SWITCH), OFF(persistent_workers), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_DATA, "off",
      "keep workers alive across epochs (no effect with --num_workers 0)"},
-    {"pin_memory", OPT_SWITCH, OFF(pin_memory), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_DATA, "off",
+    {ROW("pin_memory", OPT_SWITCH), OFF(pin_memory), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_DATA, "off",
      "stage batches in page-locked memory and copy them asynchronously"},
 
-    {"trace_dir", OPT_PATH, OFF(trace_dir), 0, 0, 0, 0, NULL, NULL, 0, "DIR", G_OUT,
+    {ROW("trace_dir", OPT_PATH), OFF(trace_dir), 0, 0, 0, 0, NULL, NULL, 0, "DIR", G_OUT,
      "results/traces/profiler_demo", "where the Chrome trace (.pt.trace.json) goes"},
-    {"output_json", OPT_PATH, OFF(output_json), 0, 0, 0, 0, NULL, NULL, 0, "FILE", G_OUT,
-     "results/metrics_demo.json", "the metrics JSON (schema v1)"},
-    {"cupti_buffer_budget_mib", OPT_INT, OFF(cupti_buffer_budget_mib), 0, 65536, 0, 0, NULL, NULL, 0, "MIB", G_OUT,
+    {ROW("output_json", OPT_PATH), OFF(output_json), 0, 0, 0, 0, NULL, NULL, 0, "FILE", G_OUT,
+     "results/metrics_demo.json",
+     "the metrics JSON (schema " PD_STRINGIFY(PD_METRICS_SCHEMA_VERSION) "); - writes it to standard output and the "
+     "report to stderr"},
+    {ROW("cupti_buffer_budget_mib", OPT_INT), OFF(cupti_buffer_budget_mib), 0, 65536, 0, 0, NULL, NULL, 0, "MIB", G_OUT,
      "0 (no limit)",
      "most MiB of CUPTI activity buffers out at once; past it CUPTI drops records, which are "
      "counted, warned about and written as dropped_records"},
-    {"trace_gzip", OPT_SWITCH, OFF(trace_gzip), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
+    {ROW("trace_gzip", OPT_SWITCH), OFF(trace_gzip), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
      "write the trace gzipped as it is written (.pt.trace.json.gz, torch.profiler's use_gzip)"},
-    {"with_stack", OPT_SWITCH, OFF(with_stack), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
+    {ROW("with_stack", OPT_SWITCH), OFF(with_stack), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
      "record each host range's call stack (function, file, line); the trace carries it as "
      "\"Call stack\" (TensorBoard's call-stack view)"},
-    {"export_stacks", OPT_PATH, OFF(export_stacks), 0, 0, 0, 0, NULL, NULL, 0, "FILE", G_OUT, NULL,
+    {ROW("export_stacks", OPT_PATH), OFF(export_stacks), 0, 0, 0, 0, NULL, NULL, 0, "FILE", G_OUT, NULL,
      "write collapsed stacks (frame;frame;op value_us) for flamegraph.pl, inferno, speedscope, "
-     "as torch's prof.export_stacks (needs --with_stack)"},
-    {"stacks_metric", OPT_CHOICE, OFF(stacks_metric), 0, 0, 0, 0, stacks_metric_choices, stacks_metric_values, 0,
+     "as torch's prof.export_stacks (needs --with_stack); - writes them to standard output"},
+    {ROW("stacks_metric", OPT_CHOICE), OFF(stacks_metric), 0, 0, 0, 0, stacks_metric_choices, stacks_metric_values, 0,
      "METRIC", G_OUT, "self_cuda_time_total", "the value --export_stacks writes per stack"},
-    {"group_by_stack_n", OPT_INT, OFF(group_by_stack_n), 0, 100, 0, 0, NULL, NULL, 0, "N", G_OUT, "0",
+    {ROW("group_by_stack_n", OPT_INT), OFF(group_by_stack_n), 0, 100, 0, 0, NULL, NULL, 0, "N", G_OUT, "0",
      "also print the ops table grouped by the N innermost frames of each op's call stack, as "
      "torch's key_averages(group_by_stack_n=N); 0 off (needs --with_stack)"},
-    {"top_n", OPT_INT, OFF(top_n), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_OUT, "15",
+    {ROW("top_n", OPT_INT), OFF(top_n), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_OUT, "15",
      "rows of the top CUDA ops table; 0 prints all"},
-    {"sort_by", OPT_CHOICE, OFF(sort_by), 0, 0, 0, 0, sort_choices, sort_values, 0, "KEY", G_OUT,
+    {ROW("sort_by", OPT_CHOICE), OFF(sort_by), 0, 0, 0, 0, sort_choices, sort_values, 0, "KEY", G_OUT,
      "self_cuda_time_total", "column the ops table is sorted by"},
-    {"profile_level", OPT_CHOICE, OFF(profile_level), 0, 0, 0, 0, level_choices, level_values, 0, "LEVEL", G_OUT,
+    {ROW("profile_level", OPT_CHOICE), OFF(profile_level), 0, 0, 0, 0, level_choices, level_values, 0, "LEVEL", G_OUT,
      "lean", "lean: what the outputs need (GPU activity, syncs, memory, runtime calls but the query-only ones, "
      "driver-API launches); full: every runtime and driver API call as well (more records, more overhead)"},
-    {"quiet", OPT_SWITCH, OFF(quiet), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
+    {ROW("quiet", OPT_SWITCH), OFF(quiet), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
      "print only the verdict and the output paths"},
-    {"no_profile", OPT_SWITCH, OFF(no_profile), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
+    {ROW("no_profile", OPT_SWITCH), OFF(no_profile), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
      "run the same steps without the profiler (to measure its overhead); the metrics JSON then has "
      "step times but no trace metrics, and no trace is written"},
 
-    {"no_sync", OPT_SWITCH, OFF(no_sync), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_KNOB, "off",
+    {ROW("no_sync", OPT_SWITCH), OFF(no_sync), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_KNOB, "off",
      "drop the host reads of the loss inside the step (fixes sync)"},
-    {"tiny_ops_mode", OPT_CHOICE, OFF(tiny_ops_mode), 0, 0, 0, 0, tiny_choices, tiny_values, 0, "MODE", G_KNOB,
+    {ROW("tiny_ops_mode", OPT_CHOICE), OFF(tiny_ops_mode), 0, 0, 0, 0, tiny_choices, tiny_values, 0, "MODE", G_KNOB,
      "the scenario's (chain for tiny_ops, off otherwise)",
      "TinyOpsBlock: chain plants it, fused or graph fix it, off removes it"},
-    {"tiny_ops_depth", OPT_INT, OFF(tiny_ops_depth), 1, 100000, 0, 0, NULL, NULL, 0, "N", G_KNOB,
+    {ROW("tiny_ops_depth", OPT_INT), OFF(tiny_ops_depth), 1, 100000, 0, 0, NULL, NULL, 0, "N", G_KNOB,
      "the model's (256)", "elementwise kernels in the TinyOpsBlock chain"},
-    {"allocator", OPT_CHOICE, OFF(allocator), 0, 0, 0, 0, alloc_choices, alloc_values, 0, "KIND", G_KNOB,
+    {ROW("allocator", OPT_CHOICE), OFF(allocator), 0, 0, 0, 0, alloc_choices, alloc_values, 0, "KIND", G_KNOB,
      "the scenario's (cudamalloc for memory_churn, pool otherwise)",
      "step temporaries: cudamalloc (cudaMalloc/cudaFree each step) or pool (cudaMallocAsync)"},
-    {"churn_buffers", OPT_INT, OFF(churn_buffers), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_KNOB,
+    {ROW("churn_buffers", OPT_INT), OFF(churn_buffers), 0, 100000, 0, 0, NULL, NULL, 0, "N", G_KNOB,
      "the model's (64, i.e. all of them)",
      "how many of the step's per-step buffers (15 in this model) are temporaries taken from the "
      "allocator every step; 0 keeps them all in workspaces made once"},
 
-    {"inject_slowdown", OPT_DOUBLE, OFF(inject_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION", G_TEST,
+    {ROW("inject_slowdown", OPT_DOUBLE), OFF(inject_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION", G_TEST,
      "0",
      "busy-wait FRACTION x the mean warmup step time at the end of every profiled step "
      "(the gate's self-test)"},
-    {"inject_gpu_slowdown", OPT_DOUBLE, OFF(inject_gpu_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION",
+    {ROW("inject_gpu_slowdown", OPT_DOUBLE), OFF(inject_gpu_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION",
      G_TEST, "0",
      "add device time, FRACTION x the step's GPU time measured after the warmup, to the "
      "optimizer kernel of every profiled step (the gate's GPU-side self-test)"},
 
-    {"list_scenarios", OPT_ACTION, 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_LIST, NULL, G_INFO, NULL,
+    {ROW("list_scenarios", OPT_ACTION), 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_LIST, NULL, G_INFO, NULL,
      "describe the five scenarios and exit"},
-    {"help", OPT_ACTION, 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_HELP, NULL, G_INFO, NULL,
+    {ROW("names", OPT_SWITCH), OFF(list_names), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_INFO, NULL,
+     "with --list_scenarios: the names only, one a line (the list scripts loop over)"},
+    {ROW("help", OPT_ACTION), 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_HELP, NULL, G_INFO, NULL,
      "show this help and exit (also -h)"},
-    {"version", OPT_ACTION, 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_VERSION, NULL, G_INFO, NULL,
+    /* -h: --help's short name; no group, so neither usage nor help lists it apart */
+    {{"-h", PD_CLI_SWITCH, 0}, OPT_ACTION, 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_HELP, NULL, NULL, NULL, NULL},
+    {ROW("version", OPT_ACTION), 0, 0, 0, 0, 0, NULL, NULL, PD_DEMO_VERSION, NULL, G_INFO, NULL,
      "show the version and exit"},
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
+/* "--flag value" or "--flag=value"; a following "--x" is a missing value, as argparse sees it */
+static const pd_cli_spec_t k_spec = PD_CLI_SPEC(opts, PD_CLI_EQ | PD_CLI_NO_DASHDASH_VALUE);
 
 static const char *const groups[] = {G_RUN, G_DATA, G_OUT, G_KNOB, G_TEST, G_INFO};
 
@@ -235,13 +248,6 @@ void pd_demo_config_init(pd_demo_config_t *cfg) {
   cfg->inject_gpu_slowdown = 0.0;
 }
 
-static const opt_t *opt_find(const char *name, size_t len) {
-  for (size_t i = 0; i < NOPTS; i++) {
-    if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0) return &opts[i];
-  }
-  return NULL;
-}
-
 /* "an integer from 1 to 65536", "one of a, b, c": what the flag allows, in words. */
 static void opt_allowed(const opt_t *o, char *buf, size_t len) {
   switch (o->kind) {
@@ -271,30 +277,8 @@ static void opt_allowed(const opt_t *o, char *buf, size_t len) {
 static int opt_error(char *err, size_t errlen, const opt_t *o, const char *value) {
   char allowed[256];
   opt_allowed(o, allowed, sizeof(allowed));
-  snprintf(err, errlen, "--%s must be %s, got '%s'", o->name, allowed, value);
+  snprintf(err, errlen, "%s must be %s, got '%s'", o->cli.name, allowed, value);
   return PD_DEMO_EXIT_USAGE;
-}
-
-/* Whole-string integer: no spaces, no '+', no exponent, no trailing text, no overflow. */
-static bool parse_i64(const char *s, int64_t *out) {
-  if (*s == '\0' || !(*s == '-' || (*s >= '0' && *s <= '9'))) return false;
-  errno = 0;
-  char *end = NULL;
-  long long v = strtoll(s, &end, 10);
-  if (errno == ERANGE || end == s || *end != '\0') return false;
-  *out = (int64_t)v;
-  return true;
-}
-
-/* Whole-string finite decimal number. */
-static bool parse_double(const char *s, double *out) {
-  if (*s == '\0' || !(*s == '-' || *s == '.' || (*s >= '0' && *s <= '9'))) return false;
-  errno = 0;
-  char *end = NULL;
-  double v = strtod(s, &end);
-  if (errno == ERANGE || end == s || *end != '\0' || !isfinite(v)) return false;
-  *out = v;
-  return true;
 }
 
 static int opt_set(const opt_t *o, const char *value, pd_demo_config_t *cfg, char *err, size_t errlen) {
@@ -303,7 +287,7 @@ static int opt_set(const opt_t *o, const char *value, pd_demo_config_t *cfg, cha
     case OPT_INT:
     case OPT_I64: {
       int64_t v = 0;
-      if (!parse_i64(value, &v) || v < o->imin || v > o->imax) return opt_error(err, errlen, o, value);
+      if (!pd_cli_int(value, o->imin, o->imax, true, &v)) return opt_error(err, errlen, o, value);
       if (o->kind == OPT_INT) {
         int iv = (int)v;
         memcpy(field, &iv, sizeof(iv));
@@ -314,7 +298,7 @@ static int opt_set(const opt_t *o, const char *value, pd_demo_config_t *cfg, cha
     }
     case OPT_DOUBLE: {
       double v = 0;
-      if (!parse_double(value, &v) || v < o->dmin || v > o->dmax) return opt_error(err, errlen, o, value);
+      if (!pd_cli_number(value, true, &v) || v < o->dmin || v > o->dmax) return opt_error(err, errlen, o, value);
       memcpy(field, &v, sizeof(v));
       return 0;
     }
@@ -324,14 +308,12 @@ static int opt_set(const opt_t *o, const char *value, pd_demo_config_t *cfg, cha
       memcpy(field, value, n + 1);
       return 0;
     }
-    case OPT_CHOICE:
-      for (int i = 0; o->choices[i] != NULL; i++) {
-        if (strcmp(value, o->choices[i]) == 0) {
-          memcpy(field, &o->values[i], sizeof(int));
-          return 0;
-        }
-      }
-      return opt_error(err, errlen, o, value);
+    case OPT_CHOICE: {
+      int i = pd_cli_choice(value, o->choices);
+      if (i < 0) return opt_error(err, errlen, o, value);
+      memcpy(field, &o->values[i], sizeof(int));
+      return 0;
+    }
     case OPT_SWITCH: {
       bool t = true;
       memcpy(field, &t, sizeof(t));
@@ -346,6 +328,10 @@ static int opt_set(const opt_t *o, const char *value, pd_demo_config_t *cfg, cha
 
 int pd_demo_config_validate(const pd_demo_config_t *cfg, char *err, size_t errlen) {
   const int64_t cycle = (int64_t)cfg->wait_steps + 1 + cfg->profile_steps;
+  if (cfg->list_names && cfg->action != PD_DEMO_LIST) {
+    snprintf(err, errlen, "--names goes with --list_scenarios (it lists the scenario names only)");
+    return PD_DEMO_EXIT_USAGE;
+  }
   if (cfg->repeat == 0 && cfg->steps == 0) {
     snprintf(err, errlen, "--repeat 0 repeats the cycle until the steps end: give --steps N as well");
     return PD_DEMO_EXIT_USAGE;
@@ -407,45 +393,38 @@ int pd_demo_config_validate(const pd_demo_config_t *cfg, char *err, size_t errle
 static int config_parse(int argc, char *const argv[], pd_demo_config_t *cfg, char *err, size_t errlen) {
   pd_demo_config_init(cfg);
   if (errlen > 0) err[0] = '\0';
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    if (strcmp(arg, "-h") == 0) arg = "--help";
-    if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
-      if (arg[0] == '-')
-        snprintf(err, errlen, "unknown flag '%s' (flags are --name or --name=value; see --help)", arg);
-      else
-        snprintf(err, errlen, "unexpected argument '%s' (flags are --name or --name=value; see --help)", arg);
-      return PD_DEMO_EXIT_USAGE;
-    }
-    const char *name = arg + 2;
-    const char *eq = strchr(name, '=');
-    size_t name_len = eq != NULL ? (size_t)(eq - name) : strlen(name);
-    const opt_t *o = opt_find(name, name_len);
-    if (o == NULL) {
-      snprintf(err, errlen, "unknown flag '--%.*s' (see --help)", (int)name_len, name);
-      return PD_DEMO_EXIT_USAGE;
-    }
-    const char *value = NULL;
-    if (o->kind == OPT_SWITCH || o->kind == OPT_ACTION) {
-      if (eq != NULL) {
-        snprintf(err, errlen, "--%s is a switch and takes no value, got '%s'", o->name, arg);
-        return PD_DEMO_EXIT_USAGE;
+  pd_cli_iter_t iter;
+  pd_cli_item_t it;
+  pd_cli_iter_init(&iter, &k_spec, argc, argv, 1);
+  while (pd_cli_next(&iter, &it) != PD_CLI_END) {
+    const opt_t *o = it.row;
+    char allowed[256];
+    switch (it.kind) {
+      case PD_CLI_OPTION: {
+        int rc = opt_set(o, it.value, cfg, err, errlen);
+        if (rc != 0) return rc;
+        /* --help and --version win over whatever follows, as with argparse. */
+        if (cfg->action == PD_DEMO_HELP || cfg->action == PD_DEMO_VERSION) return 0;
+        continue;
       }
-    } else if (eq != NULL) {
-      value = eq + 1;
-    } else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
-      /* A following "--flag" is a missing value, as argparse sees it; "-1" is a value. */
-      value = argv[++i];
-    } else {
-      char allowed[256];
-      opt_allowed(o, allowed, sizeof(allowed));
-      snprintf(err, errlen, "--%s needs a value (%s)", o->name, allowed);
-      return PD_DEMO_EXIT_USAGE;
+      case PD_CLI_POSITIONAL:
+        snprintf(err, errlen, "unexpected argument '%s' (flags are --name or --name=value; see --help)", it.arg);
+        break;
+      case PD_CLI_UNKNOWN:
+        if (strncmp(it.arg, "--", 2) != 0 || it.arg[2] == '\0')
+          snprintf(err, errlen, "unknown flag '%s' (flags are --name or --name=value; see --help)", it.arg);
+        else
+          snprintf(err, errlen, "unknown flag '%.*s' (see --help)", (int)it.name_len, it.arg);
+        break;
+      case PD_CLI_SWITCH_VALUE:
+        snprintf(err, errlen, "%s is a switch and takes no value, got '%s'", o->cli.name, it.arg);
+        break;
+      default: /* PD_CLI_NO_VALUE */
+        opt_allowed(o, allowed, sizeof(allowed));
+        snprintf(err, errlen, "%s needs a value (%s)", o->cli.name, allowed);
+        break;
     }
-    int rc = opt_set(o, value, cfg, err, errlen);
-    if (rc != 0) return rc;
-    /* --help and --version win over whatever follows, as with argparse. */
-    if (cfg->action == PD_DEMO_HELP || cfg->action == PD_DEMO_VERSION) return 0;
+    return PD_DEMO_EXIT_USAGE;
   }
   return pd_demo_config_validate(cfg, err, errlen);
 }
@@ -465,14 +444,14 @@ int pd_demo_config_parse(int argc, char *const argv[], pd_demo_config_t *cfg, ch
 
 static void opt_synopsis(const opt_t *o, char *buf, size_t len) {
   if (o->kind == OPT_SWITCH || o->kind == OPT_ACTION)
-    snprintf(buf, len, "[--%s]", o->name);
+    snprintf(buf, len, "[%s]", o->cli.name);
   else if (o->kind == OPT_CHOICE && o->values != sort_values) { /* sort keys: too long inline */
-    size_t used = (size_t)snprintf(buf, len, "[--%s {", o->name);
+    size_t used = (size_t)snprintf(buf, len, "[%s {", o->cli.name);
     for (int i = 0; o->choices[i] != NULL && used < len; i++)
       used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "," : "", o->choices[i]);
     if (used < len) snprintf(buf + used, len - used, "}]");
   } else {
-    snprintf(buf, len, "[--%s %s]", o->name, o->metavar);
+    snprintf(buf, len, "[%s %s]", o->cli.name, o->metavar);
   }
 }
 
@@ -481,6 +460,7 @@ void pd_demo_print_usage(FILE *out) {
   const int indent = (int)strlen(lead);
   int col = fprintf(out, "%s", lead);
   for (size_t i = 0; i < NOPTS; i++) {
+    if (opts[i].group == NULL) continue; /* a short name (-h) */
     char item[512];
     opt_synopsis(&opts[i], item, sizeof(item));
     int w = (int)strlen(item) + 1;
@@ -523,12 +503,12 @@ void pd_demo_print_help(FILE *out) {
     fprintf(out, "\n%s:\n", groups[g]);
     for (size_t i = 0; i < NOPTS; i++) {
       const opt_t *o = &opts[i];
-      if (strcmp(o->group, groups[g]) != 0) continue;
+      if (o->group == NULL || strcmp(o->group, groups[g]) != 0) continue;
       char head[128];
       if (o->kind == OPT_SWITCH || o->kind == OPT_ACTION)
-        snprintf(head, sizeof(head), "--%s", o->name);
+        snprintf(head, sizeof(head), "%s", o->cli.name);
       else
-        snprintf(head, sizeof(head), "--%s %s", o->name, o->metavar);
+        snprintf(head, sizeof(head), "%s %s", o->cli.name, o->metavar);
       fprintf(out, "  %-28s", head);
       help_wrap(out, o->help);
       if (o->kind == OPT_CHOICE) {
@@ -574,6 +554,12 @@ void pd_demo_print_scenarios(FILE *out) {
     if (t[i].fix_flag[0] != '\0') fprintf(out, "  fix:       %s\n", t[i].fix_hint);
     if (i + 1 < n) fprintf(out, "\n");
   }
+}
+
+void pd_demo_print_scenario_names(FILE *out) {
+  size_t n = 0;
+  const pd_scenario_info_t *t = pd_scenario_table(&n);
+  for (size_t i = 0; i < n; i++) fprintf(out, "%s\n", t[i].name);
 }
 
 void pd_demo_print_version(FILE *out) {

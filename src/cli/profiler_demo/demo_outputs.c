@@ -19,7 +19,8 @@ static void outputs_track_dir(pd_demo_outputs_t *outs, const char *path) {
 }
 
 void pd_demo_outputs_track_file(pd_demo_outputs_t *outs, const char *path) {
-  if (outs->nfiles >= PD_DEMO_MAX_TRACKED) return;
+  /* "-" is standard output, which the writer holds back on failure: no file to remove */
+  if (outs->nfiles >= PD_DEMO_MAX_TRACKED || pd_out_is_stdout(path)) return;
   snprintf(outs->files[outs->nfiles++], PD_DEMO_PATH_MAX, "%s", path);
 }
 
@@ -114,17 +115,20 @@ int pd_demo_outputs_prepare(const pd_demo_config_t *cfg, pd_demo_outputs_t *outs
   char parent[PD_DEMO_PATH_MAX], stacks_parent[PD_DEMO_PATH_MAX];
   outputs_parent(cfg->output_json, parent);
   outputs_parent(cfg->export_stacks, stacks_parent);
+  /* "-" (standard output) needs no directory and no file check */
+  const bool json_file = !pd_out_is_stdout(cfg->output_json);
+  const bool stacks_file = cfg->export_stacks[0] && !pd_out_is_stdout(cfg->export_stacks);
 
-  if (output_file_kind("--output_json", cfg->output_json, err, errlen) != 0 ||
-      (cfg->export_stacks[0] && output_file_kind("--export_stacks", cfg->export_stacks, err, errlen) != 0))
+  if ((json_file && output_file_kind("--output_json", cfg->output_json, err, errlen) != 0) ||
+      (stacks_file && output_file_kind("--export_stacks", cfg->export_stacks, err, errlen) != 0))
     return PD_DEMO_EXIT_USAGE;
   /* --no_profile writes no trace, so it makes no trace directory either. */
   if ((!cfg->no_profile && (outputs_mkdirs(outs, "--trace_dir", cfg->trace_dir, err, errlen) != 0 ||
                             outputs_probe("--trace_dir", cfg->trace_dir, err, errlen) != 0)) ||
-      outputs_mkdirs(outs, "--output_json", parent, err, errlen) != 0 ||
-      outputs_probe("--output_json", parent, err, errlen) != 0 ||
-      output_check("--output_json", cfg->output_json, err, errlen) != 0 ||
-      (cfg->export_stacks[0] && (outputs_mkdirs(outs, "--export_stacks", stacks_parent, err, errlen) != 0 ||
+      (json_file && (outputs_mkdirs(outs, "--output_json", parent, err, errlen) != 0 ||
+                     outputs_probe("--output_json", parent, err, errlen) != 0 ||
+                     output_check("--output_json", cfg->output_json, err, errlen) != 0)) ||
+      (stacks_file && (outputs_mkdirs(outs, "--export_stacks", stacks_parent, err, errlen) != 0 ||
                                  outputs_probe("--export_stacks", stacks_parent, err, errlen) != 0 ||
                                  output_check("--export_stacks", cfg->export_stacks, err, errlen) != 0))) {
     pd_demo_outputs_rollback(outs);

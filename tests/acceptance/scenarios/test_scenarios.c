@@ -85,8 +85,10 @@ typedef struct {
   cJSON *metrics; /* owned; freed at process exit (each test is its own process) */
 } run_t;
 
-/* Appends the whitespace-separated words of baselines/acceptance.args ('#' starts a
- * comment line) to argv. */
+/* Appends the flags of baselines/acceptance.args to argv, by the one rule of that file
+ * (baselines/README.md; scripts/lib_args.sh's pd_args_read reads it the same way): a CR at
+ * the end of a line is dropped; a line whose first character after spaces and tabs is '#'
+ * is a comment; every other line is split into words at spaces and tabs. */
 static void common_args(const char **argv, int *argc) {
   static char text[2048];
   char path[600];
@@ -97,13 +99,17 @@ static void common_args(const char **argv, int *argc) {
   char line[512];
   while (fgets(line, sizeof(line), f) != NULL) {
     if (line[strspn(line, " \t")] == '#') continue;
-    size_t len = strlen(line);
+    size_t len = strcspn(line, "\n");
+    cr_assert_lt(len + 1, sizeof(line), "%s: a line longer than %zu bytes", path, sizeof(line) - 2);
+    if (len > 0 && line[len - 1] == '\r') len--;
+    line[len++] = '\n'; /* the words of each line stay apart */
+    line[len] = '\0';
     cr_assert_lt(used + len + 1, sizeof(text), "%s is too long", path);
     memcpy(text + used, line, len + 1);
     used += len;
   }
   fclose(f);
-  for (char *tok = strtok(text, " \t\r\n"); tok != NULL; tok = strtok(NULL, " \t\r\n")) {
+  for (char *tok = strtok(text, " \t\n"); tok != NULL; tok = strtok(NULL, " \t\n")) {
     cr_assert_lt(*argc, MAX_ARGS - 8);
     argv[(*argc)++] = tok;
   }

@@ -72,7 +72,7 @@ static int pa_run(const char *first, ...) {
   if (pid == 0) {
     int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fo < 0 || fe < 0) _exit(126);
+    if (fo < 0 || fe < 0 || chdir(g_dir) != 0) _exit(126); /* a file named "-" would land in g_dir */
     dup2(fo, 1);
     dup2(fe, 2);
     pd_test_child_limit_as(g_as_limit_mib);
@@ -362,4 +362,34 @@ Test(cli, unwritable_stacks_file_leaves_no_output) {
   cr_expect(strstr(g_err, "cannot write") != NULL, "%s", g_err);
   cr_expect(!exists(json), "all outputs or none");
   cr_expect_eq(dir_entries(), 0);
+}
+
+/* "-" is standard output for every output (it used to write a file named "-"): the
+ * tables go to stderr then, stdout carries the output alone; two outputs on "-" are bad
+ * input; a failure writes nothing to stdout. */
+Test(cli, dash_is_standard_output) {
+  const char *t = fixture("torch_sync.pt.trace.json.gz");
+  int rc = pa_run(t, "--json", "-", NULL);
+  cr_assert_eq(rc, 0, "stderr: %s", g_err);
+  cJSON *j = cJSON_Parse(g_out);
+  cr_expect_not_null(j, "stdout is the JSON alone: %s", g_out);
+  cJSON_Delete(j);
+  cr_expect(strstr(g_err, "Device self time: top 10 of") != NULL, "the tables on stderr: %s", g_err);
+  cr_expect_eq(dir_entries(), 0, "no file named '-'");
+  rc = pa_run(t, "--html=-", NULL);
+  cr_assert_eq(rc, 0, "stderr: %s", g_err);
+  cr_expect(strncmp(g_out, "<!DOCTYPE html>", 15) == 0, "%.40s", g_out);
+  rc = pa_run(stacked_trace(), "--export_stacks", "-", NULL);
+  cr_assert_eq(rc, 0, "stderr: %s", g_err);
+  cr_expect_str_eq(g_out, "train.py(40):_step;model.py(12):_forward;aten::conv2d 20\n"
+                          "train.py(40):_step;model.py(13):_forward;aten::relu 3\n");
+  cr_expect(strstr(g_err, "Stacks: -") != NULL, "%s", g_err);
+  expect_bad_input(pa_run(t, "--json", "-", "--html", "-", NULL), "two outputs name the same file '-'");
+  /* a failure after the JSON was staged: nothing on stdout */
+  rc = pa_run(stacked_trace(), "--json", "-", "--export_stacks", in_dir("no/dir/s.txt"), NULL);
+  cr_expect_eq(rc, 1, "stderr: %s", g_err);
+  cr_expect_str_eq(g_out, "", "a failure wrote to stdout");
+  expect_bad_input(pa_run(t, "--json", "-", "--export_stacks", in_dir("s.txt"), NULL), "carries a \"Call stack\"");
+  /* other device nodes stay refused */
+  expect_bad_input(pa_run(t, "--json", "/dev/null", NULL), "not a regular file");
 }

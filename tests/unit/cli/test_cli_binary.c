@@ -241,3 +241,27 @@ Test(cli_binary, environment_knobs_are_checked_before_the_device) {
     run_free(&r);
   }
 }
+
+/* "-" is standard output for --output_json and --export_stacks (it used to name a file
+ * "-"): two of them on "-" are bad input; without a GPU the run fails (exit 3) and writes
+ * nothing, on stdout or in the directory; the report line goes to stderr. */
+Test(cli_binary, dash_is_standard_output) {
+  EXPECT_BAD("--export_stacks must differ from --output_json and --trace_dir, got '-'", "--with_stack",
+             "--export_stacks", "-", "--output_json", "-");
+  if (!no_gpu_here()) cr_skip_test("a CUDA device is visible; the no-device path cannot be exercised here");
+  run_t r = RUN("--scenario", "clean", "--output_json", "-", "--no_profile");
+  cr_expect_eq(r.status, 3, "exit %d, stderr: %s", r.status, r.err);
+  cr_expect_str_eq(r.out, "", "a failed run wrote to stdout");
+  cr_expect_not_null(strstr(r.err, "no CUDA device available"), "%s", r.err);
+  cr_expect_eq(count_entries(r.dir), 0, "something was created in %s", r.dir);
+  run_free(&r);
+}
+
+Test(cli_binary, list_scenarios_names_one_a_line) {
+  run_t r = RUN("--list_scenarios", "--names");
+  cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+  cr_expect_str_eq(r.out, "clean\ndataloader\nsync\ntiny_ops\nmemory_churn\n");
+  cr_expect_str_eq(r.err, "");
+  cr_expect_eq(count_entries(r.dir), 0);
+  run_free(&r);
+}

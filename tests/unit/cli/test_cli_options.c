@@ -443,3 +443,65 @@ Test(cli_outputs, unwritable_paths_fail_with_exit_2_and_leave_nothing) {
   rmdir(root);
   free(root);
 }
+
+/* "-" (standard output) needs no directory: prepare makes none for it and checks no file
+ * named "-" (here a directory of that name, which a file check refuses), and a failed
+ * run's rollback leaves a file of that name alone. */
+Test(cli_outputs, dash_is_standard_output_not_a_file) {
+  char *root = make_tmpdir();
+  char cwd[1024];
+  cr_assert_not_null(getcwd(cwd, sizeof cwd));
+  cr_assert_eq(chdir(root), 0);
+  cr_assert_eq(mkdir("-", 0700), 0);
+  pd_demo_config_t c;
+  char err[2048];
+  const char *argv[] = {"profiler_demo", "--output_json", "-", "--with_stack", "--export_stacks=-", NULL};
+  cr_assert_eq(pd_demo_config_parse(3, (char *const *)argv, &c, err, sizeof err), 0, "%s", err);
+  cr_expect_str_eq(c.output_json, "-");
+  cr_expect_eq(pd_demo_config_parse(5, (char *const *)argv, &c, err, sizeof err), PD_DEMO_EXIT_USAGE);
+  cr_expect_str_eq(err, "--export_stacks must differ from --output_json and --trace_dir, got '-'");
+  pd_demo_config_init(&c);
+  c.no_profile = true;
+  snprintf(c.output_json, sizeof c.output_json, "-");
+  pd_demo_outputs_t outs;
+  cr_assert_eq(pd_demo_outputs_prepare(&c, &outs, err, sizeof(err)), 0, "%s", err);
+  cr_expect_eq(outs.ndirs, 0);
+  cr_assert_eq(rmdir("-"), 0);
+  FILE *f = fopen("-", "w");
+  cr_assert_not_null(f);
+  fclose(f);
+  pd_demo_outputs_track_file(&outs, c.output_json);
+  pd_demo_outputs_rollback(&outs);
+  cr_expect_eq(access("-", F_OK), 0, "the rollback removed a file named '-'");
+  unlink("-");
+  cr_assert_eq(chdir(cwd), 0);
+  cr_expect_eq(count_entries(root), 0);
+  rmdir(root);
+  free(root);
+}
+
+/* --list_scenarios --names: the scenario table's names, one a line, nothing else (what the
+ * scripts loop over); --names alone is bad input. */
+Test(cli_options, list_scenarios_names_is_the_table) {
+  pd_demo_config_t c;
+  char err[512];
+  cr_assert_eq(PARSE(&c, err, "--list_scenarios", "--names"), 0, "%s", err);
+  cr_expect_eq(c.action, PD_DEMO_LIST);
+  cr_expect(c.list_names);
+  cr_assert_eq(PARSE(&c, err, "--names", "--list_scenarios"), 0, "%s", err);
+  cr_expect(c.list_names);
+  cr_expect_eq(PARSE(&c, err, "--names"), PD_DEMO_EXIT_USAGE);
+  cr_expect_str_eq(err, "--names goes with --list_scenarios (it lists the scenario names only)");
+  cr_expect_eq(PARSE(&c, err, "--list_scenarios", "--names=1"), PD_DEMO_EXIT_USAGE);
+  char *text = capture(pd_demo_print_scenario_names);
+  size_t n = 0;
+  const pd_scenario_info_t *t = pd_scenario_table(&n);
+  char want[512] = "";
+  for (size_t i = 0; i < n; i++) {
+    strcat(want, t[i].name);
+    strcat(want, "\n");
+  }
+  cr_expect_gt(n, 1);
+  cr_expect_str_eq(text, want);
+  free(text);
+}

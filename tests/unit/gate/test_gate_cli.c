@@ -25,7 +25,9 @@
 #define NSTEPS 16
 
 static char g_dir[256];
-static char g_out[1 << 16]; /* stdout + stderr of the last run */
+static char g_out[1 << 16]; /* stdout + stderr of the last run (stderr alone with g_split) */
+static bool g_split;          /* the next runs keep stdout apart, in g_stdout */
+static char g_stdout[1 << 16];
 
 static void gate_setup(void) {
   snprintf(g_dir, sizeof(g_dir), "/tmp/pd_gate_test.XXXXXX");
@@ -75,8 +77,9 @@ static int pc_run(const char *first, ...) {
   cr_assert_geq(pid, 0);
   if (pid == 0) {
     int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) _exit(126);
-    dup2(fd, 1);
+    int fo = g_split ? open(path_in("pc.stdout"), O_WRONLY | O_CREAT | O_TRUNC, 0644) : fd;
+    if (fd < 0 || fo < 0 || chdir(g_dir) != 0) _exit(126); /* a file named "-" would land in g_dir */
+    dup2(fo, 1);
     dup2(fd, 2);
     pd_test_child_limit_as(g_as_limit_mib);
     execv(exe, (char *const *)argv);
@@ -88,6 +91,13 @@ static int pc_run(const char *first, ...) {
   size_t n = f ? fread(g_out, 1, sizeof(g_out) - 1, f) : 0;
   if (f) fclose(f);
   g_out[n] = '\0';
+  g_stdout[0] = '\0';
+  if (g_split && (f = fopen(path_in("pc.stdout"), "r")) != NULL) {
+    g_stdout[fread(g_stdout, 1, sizeof(g_stdout) - 1, f)] = '\0';
+    fclose(f);
+    unlink(path_in("pc.stdout"));
+  }
+  unlink(log);
   cr_assert(WIFEXITED(status), "profile_compare crashed:\n%s", g_out);
   cr_assert_neq(WEXITSTATUS(status), 127, "cannot run %s", exe);
   return WEXITSTATUS(status);
@@ -985,4 +995,89 @@ Test(cli, out_of_memory_is_said_and_is_no_verdict) {
   cr_expect(strstr(g_out, "big_base.json: out of memory parsing the file") != NULL, "%s", g_out);
   cr_expect(strchr(g_out, '\n') == strrchr(g_out, '\n'), "one line: %s", g_out);
   cr_expect_neq(access(js, F_OK), 0, "nothing written");
+}
+
+/* --promote wrote baselines that the comparison then refused: a metric given as a string or
+ * an object (the run's copy kept it), an empty or an absent per-step array (a run of zero
+ * steps, which a baseline's runs[].steps may not be). One validator decides for both now:
+ * promote refuses (exit 2, nothing written) each input that compare refuses, naming it,
+ * and what it promotes compare reads. */
+Test(cli, promote_refuses_what_compare_refuses) {
+  char cur[512], out[512];
+  snprintf(cur, sizeof cur, "%s", fx_write(fx_run(1.0, NSTEPS), "cur.json"));
+  snprintf(out, sizeof out, "%s", path_in("never_base.json"));
+  static const struct {
+    const char *what;
+    const char *says;
+  } cases[] = {
+      {"string", "metrics.avg_step_time_s is not a number or null"},
+      {"object", "metrics.avg_step_time_s is not a number or null"},
+      {"empty", "\"step_times_s\" holds no samples"},
+      {"absent", "\"step_times_s\" holds no samples"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cJSON *r = fx_run(1.0, NSTEPS);
+    const char *w = cases[i].what;
+    if (strcmp(w, "string") == 0)
+      cJSON_ReplaceItemInObject(cJSON_GetObjectItem(r, "metrics"), "avg_step_time_s", cJSON_CreateString("0.01"));
+    else if (strcmp(w, "object") == 0)
+      cJSON_ReplaceItemInObject(cJSON_GetObjectItem(r, "metrics"), "avg_step_time_s", cJSON_CreateObject());
+    else if (strcmp(w, "empty") == 0)
+      cJSON_ReplaceItemInObject(r, "step_times_s", cJSON_CreateArray());
+    else
+      cJSON_DeleteItemFromObject(r, "step_times_s");
+    char name[32];
+    snprintf(name, sizeof name, "bad_%s.json", w);
+    char bad[512];
+    snprintf(bad, sizeof bad, "%s", fx_write(r, name));
+    int prc = pc_run("--promote", cur, bad, "-o", out, NULL);
+    if (prc == 0) { /* before the fix: the baseline was written; show that compare refuses it */
+      int crc = pc_run(cur, out, "--quiet", NULL);
+      cr_assert_fail("case %s: promote wrote a baseline that compare answers with %d:\n%s", w, crc, g_out);
+    }
+    cr_assert_eq(prc, 2, "case %s: %s", w, g_out);
+    cr_expect(strstr(g_out, bad) != NULL && strstr(g_out, cases[i].says) != NULL, "case %s: %s", w, g_out);
+    cr_expect(strchr(g_out, '\n') == strrchr(g_out, '\n'), "case %s: one line: %s", w, g_out);
+    cr_expect_neq(access(out, F_OK), 0, "case %s: a baseline was written", w);
+    /* the comparison refuses the same input as a baseline, with the same words */
+    if (strcmp(w, "string") == 0 || strcmp(w, "object") == 0) {
+      cr_assert_eq(pc_run(cur, bad, "--quiet", NULL), 2, "case %s: %s", w, g_out);
+      cr_expect(strstr(g_out, cases[i].says) != NULL, "case %s: %s", w, g_out);
+    }
+  }
+}
+
+/* "-" is standard output for --json, --markdown and --promote's -o (each used to write a
+ * file named "-"): the table then goes to stderr; two outputs on "-" are refused; a run
+ * that fails writes nothing to stdout. */
+Test(cli, dash_is_standard_output) {
+  char cur[512], base[512];
+  snprintf(cur, sizeof cur, "%s", fx_write(fx_run(1.0, NSTEPS), "cur.json"));
+  snprintf(base, sizeof base, "%s", fx_baseline());
+  g_split = true;
+  cr_assert_eq(pc_run(cur, base, "--json", "-", NULL), 0, "%s", g_out);
+  cJSON *j = cJSON_Parse(g_stdout);
+  cr_expect_not_null(j, "stdout is the JSON alone: %s", g_stdout);
+  cJSON_Delete(j);
+  cr_expect(strstr(g_out, "avg_step_time_s") != NULL, "the table on stderr: %s", g_out);
+  cr_assert_eq(pc_run(cur, base, "--markdown", "-", "--quiet", NULL), 0, "%s", g_out);
+  cr_expect(strncmp(g_stdout, "### profile_compare", 19) == 0 && strstr(g_stdout, "| metric |") != NULL, "%s", g_stdout);
+  cr_expect_str_eq(g_out, "");
+  cr_assert_eq(pc_run("--promote", cur, "-o", "-", NULL), 0, "%s", g_out);
+  j = cJSON_Parse(g_stdout);
+  cr_assert_not_null(j, "stdout is the baseline alone: %s", g_stdout);
+  cr_expect_not_null(cJSON_GetObjectItem(j, "runs"));
+  cJSON_Delete(j);
+  cr_expect(strstr(g_out, "promoted 1 file into -") != NULL, "%s", g_out);
+  cr_assert_eq(pc_run(cur, base, "--json", "-", "--markdown", "-", NULL), 2, "%s", g_out);
+  cr_expect(strstr(g_out, "--json and --markdown name the same file -") != NULL, "%s", g_out);
+  cr_expect_str_eq(g_stdout, "");
+  cJSON *r = fx_run(1.0, NSTEPS);
+  cJSON_DeleteItemFromObject(r, "step_times_s");
+  cr_assert_eq(pc_run("--promote", fx_write(r, "nosamples.json"), "-o", "-", NULL), 2, "%s", g_out);
+  cr_expect_str_eq(g_stdout, "", "a failure wrote to stdout");
+  cr_assert_eq(pc_run(cur, base, "--json", "/dev/null", NULL), 2, "%s", g_out);
+  cr_expect(strstr(g_out, "not a regular file") != NULL, "%s", g_out);
+  g_split = false;
+  cr_expect_eq(access(path_in("-"), F_OK), -1, "a file named '-' was written");
 }

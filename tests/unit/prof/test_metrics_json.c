@@ -1,4 +1,4 @@
-/* test_metrics_json.c: the metrics JSON (schema v1) read back with cJSON: every key of
+/* test_metrics_json.c: the metrics JSON (schema PD_METRICS_SCHEMA_VERSION) read back with cJSON: every key of
  * DESIGN.md section 5, NaN as null, dropped records carried from the trace, top ops,
  * atomic writing and failure without leftovers. */
 #include <criterion/criterion.h>

@@ -400,3 +400,101 @@ Test(out_file, empty_output_and_empty_final_write) {
   cr_expect_eq(pd_test_count_files(tmpdir, &has_tmp), 1);
   cr_expect(!has_tmp);
 }
+
+/* The child's working directory (made once per test): a file named "-" would land there. */
+static const char *child_dir(void) {
+  static char dir[512];
+  snprintf(dir, sizeof dir, "%s", in_dir("cwd"));
+  cr_assert(mkdir(dir, 0755) == 0 || errno == EEXIST);
+  return dir;
+}
+
+/* Runs body in a child whose descriptors 1 and 2 are the files out and err, in
+ * child_dir(); returns the child's exit status. */
+static int in_child(const char *out, const char *err, int (*body)(void)) {
+  const char *dir = child_dir();
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0 || chdir(dir) != 0) _exit(126);
+    dup2(o, 1);
+    dup2(e, 2);
+    _exit(body());
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  cr_assert(WIFEXITED(st), "the child crashed");
+  return WEXITSTATUS(st);
+}
+
+/* "-" is standard output; a second output there is refused; nothing of an aborted one. */
+static int stdout_plain(void) {
+  if (!pd_out_is_stdout("-") || pd_out_is_stdout("./-") || pd_out_is_stdout(NULL)) return 10;
+  if (pd_out_probe("-") != 0) return 11;
+  pd_out_t *a = NULL;
+  if (pd_out_open("-", 0, &a) != 0) return 12;
+  fputs("dropped\n", pd_out_stream(a));
+  pd_out_abort(a); /* nothing written, "-" free again */
+  printf("before\n");
+  if (pd_out_write_all("-", 0, "{\"a\": 1}\n", 9) != 0) return 13;
+  if (pd_out_write_all("-", 0, "again\n", 6) != PD_ESTDOUT) return 14;
+  if (pd_out_open("-", 0, &a) != PD_ESTDOUT || a != NULL) return 15;
+  return 0;
+}
+
+Test(out_file, dash_is_standard_output_once) {
+  const char *out = in_dir("out.txt"), *err = in_dir("err.txt");
+  cr_assert_eq(in_child(out, err, stdout_plain), 0);
+  char *t = pd_test_slurp(out);
+  cr_expect_str_eq(t, "before\n{\"a\": 1}\n");
+  free(t);
+  cr_expect_eq(pd_test_count_files(child_dir(), NULL), 0, "a file was made in the working directory");
+}
+
+/* With the console moved to stderr, a report printed to stdout goes there, the "-" output
+ * is held until the end and written only when the run succeeded. */
+static int stdout_held_kept(void) {
+  if (pd_out_stdout_begin() != 0) return 10;
+  printf("report line\n");
+  pd_out_t *o = NULL;
+  if (pd_out_open("-", PD_OUT_GZIP, &o) != 0) return 11;
+  fputs("zipped\n", pd_out_stream(o));
+  if (pd_out_commit(o) != 0) return 12;
+  printf("after the commit\n");
+  return pd_out_stdout_end(true) == 0 ? 0 : 14;
+}
+
+static int stdout_held_dropped(void) {
+  if (pd_out_stdout_begin() != 0) return 10;
+  pd_out_batch_begin();
+  if (pd_out_write_all("-", 0, "never\n", 6) != 0) return 11;
+  pd_out_batch_abort();
+  if (pd_out_write_all("-", 0, "staged\n", 7) != 0) return 12; /* free again after the abort */
+  printf("failed later\n");
+  return pd_out_stdout_end(false) == 0 ? 0 : 13;
+}
+
+Test(out_file, dash_waits_for_the_end_while_the_console_is_on_stderr) {
+  const char *out = in_dir("out.gz"), *err = in_dir("err.txt");
+  cr_assert_eq(in_child(out, err, stdout_held_kept), 0);
+  gzFile gz = gzopen(out, "rb");
+  cr_assert_not_null(gz);
+  char buf[64] = {0};
+  cr_expect_eq(gzread(gz, buf, sizeof buf - 1), 7);
+  gzclose(gz);
+  cr_expect_str_eq(buf, "zipped\n");
+  char *e = pd_test_slurp(err);
+  cr_expect_str_eq(e, "report line\nafter the commit\n");
+  free(e);
+  cr_assert_eq(in_child(out, err, stdout_held_dropped), 0);
+  char *t = pd_test_slurp(out);
+  cr_expect_str_eq(t, "", "a failed run wrote to stdout: %s", t);
+  free(t);
+  e = pd_test_slurp(err);
+  cr_expect_str_eq(e, "failed later\n");
+  free(e);
+  cr_expect_eq(pd_test_count_files(child_dir(), NULL), 0);
+  cr_expect_eq(pd_out_stdout_end(true), 0, "an end without a begin does nothing");
+}

@@ -1,0 +1,64 @@
+# lib_args.sh: sourced by the scripts that run profiler_demo over the scenarios
+# (gpu_compare.sh, gpu_ab.sh, update_baselines.sh, make_fixtures.sh, bench/gate/*.sh,
+# bench/diagnosis/scenario_truth.sh). Two things they all need, defined once:
+#
+#   pd_args_read FILE ARRAY   the flags of an args file (baselines/acceptance.args) into the
+#                             named array. The one rule (baselines/README.md; the C reader in
+#                             tests/acceptance/scenarios/test_scenarios.c keeps the same): a
+#                             CR at the end of a line is dropped; a line whose first character
+#                             after spaces and tabs is '#' is a comment; every other line is
+#                             split into words at spaces and tabs (so a blank line gives none;
+#                             no quoting, no comment after a flag).
+#   pd_scenario_names DEMO ARRAY
+#                             the scenario names, in table order, from
+#                             `DEMO --list_scenarios --names` (no GPU needed).
+#   pd_scenarios_chosen DEMO ARRAY
+#                             the words of $PD_SCENARIOS when it is set and not empty (the
+#                             GPU scripts' override), else pd_scenario_names.
+# Both return 0, or print one line on stderr and return 2.
+# shellcheck shell=bash
+
+pd_args_read() {
+  local file=$1 line trimmed
+  local -n pd_args_out_=$2
+  local -a words
+  pd_args_out_=()
+  if [ ! -f "$file" ] || [ ! -r "$file" ]; then
+    echo "${0##*/}: cannot read the args file $file" >&2
+    return 2
+  fi
+  while IFS= read -r line || [ -n "$line" ]; do
+    line=${line%$'\r'}
+    trimmed=${line#"${line%%[!$' \t']*}"}
+    case "$trimmed" in '' | '#'*) continue ;; esac
+    read -r -a words <<<"$line"
+    pd_args_out_+=("${words[@]}")
+  done <"$file"
+  return 0
+}
+
+pd_scenario_names() {
+  local demo=$1 text
+  local -n pd_names_out_=$2
+  pd_names_out_=()
+  if ! text=$("$demo" --list_scenarios --names); then
+    echo "${0##*/}: $demo --list_scenarios --names failed" >&2
+    return 2
+  fi
+  mapfile -t pd_names_out_ <<<"$text"
+  if [ "${#pd_names_out_[@]}" -eq 0 ] || [ -z "${pd_names_out_[0]}" ]; then
+    echo "${0##*/}: $demo --list_scenarios --names listed no scenario" >&2
+    return 2
+  fi
+  return 0
+}
+
+pd_scenarios_chosen() {
+  if [ -n "${PD_SCENARIOS:-}" ]; then
+    local -n pd_chosen_out_=$2
+    # shellcheck disable=SC2034 # a nameref: it fills the caller's array
+    read -r -a pd_chosen_out_ <<<"$PD_SCENARIOS"
+    return 0
+  fi
+  pd_scenario_names "$1" "$2"
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# test_lib_args.sh DEMO: scripts/lib_args.sh against its rule (baselines/README.md):
+# comment lines (first non-blank character '#', with leading spaces or tabs), blank
+# lines, CRLF endings, a last line without a newline, several flags per line, a missing
+# file; and the scenario names of DEMO --list_scenarios --names against the headings of
+# the full --list_scenarios. Prints each failure; exits 1 on any.
+set -uo pipefail
+demo=${1:?usage: test_lib_args.sh PROFILER_DEMO}
+src=${PD_SOURCE_DIR:?PD_SOURCE_DIR is not set (run through ctest)}
+# shellcheck source=scripts/lib_args.sh
+. "$src/scripts/lib_args.sh"
+fails=0
+got=() names=()
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+expect() { # expect WHAT GOT WANT
+  if [ "$2" != "$3" ]; then
+    echo "FAIL $1: got [$2], want [$3]"
+    fails=$((fails + 1))
+  fi
+}
+
+printf '# a comment\n\n   # indented comment\n\t# tab comment\n--amp  --pin_memory\r\n\n\t--warmup_steps\t10 \n--seed 1' >"$tmp/a.args"
+pd_args_read "$tmp/a.args" got
+expect "rc" "$?" 0
+expect "words" "$(printf '<%s>' "${got[@]}")" "<--amp><--pin_memory><--warmup_steps><10><--seed><1>"
+
+printf '# only comments\n\n' >"$tmp/b.args"
+pd_args_read "$tmp/b.args" got
+expect "comments only: rc" "$?" 0
+expect "comments only: count" "${#got[@]}" 0
+
+# '#' inside a line is a word, not a comment (the rule has no trailing comments)
+printf -- '--seed 1 #2\n' >"$tmp/c.args"
+pd_args_read "$tmp/c.args" got
+expect "inner #" "$(printf '<%s>' "${got[@]}")" "<--seed><1><#2>"
+
+err=$(pd_args_read "$tmp/missing.args" got 2>&1)
+expect "missing: rc" "$?" 2
+expect "missing: one line" "$(printf '%s\n' "$err" | wc -l)" 1
+
+# the committed file: the same words as its non-comment lines split at blanks
+pd_args_read "$src/baselines/acceptance.args" got
+want=$(grep -v '^[[:space:]]*#' "$src/baselines/acceptance.args" | tr -s ' \t\r\n' '\n' | grep -v '^$' | tr '\n' ' ')
+expect "acceptance.args" "${got[*]} " "$want"
+
+pd_scenario_names "$demo" names
+expect "names: rc" "$?" 0
+heads=$("$demo" --list_scenarios | grep -v '^[[:space:]]' | grep -v '^$' | tr '\n' ' ')
+expect "names" "${names[*]} " "$heads"
+[ "${#names[@]}" -ge 2 ] || { echo "FAIL names: ${#names[@]} scenario(s)"; fails=$((fails + 1)); }
+err=$(pd_scenario_names /bin/false names 2>&1)
+expect "failing demo: rc" "$?" 2
+expect "failing demo: one line" "$(printf '%s\n' "$err" | wc -l)" 1
+
+# PD_SCENARIOS overrides the list where the scripts allow it; empty does not
+chosen=()
+PD_SCENARIOS="sync  clean" pd_scenarios_chosen "$demo" chosen
+expect "chosen: override" "${chosen[*]}" "sync clean"
+PD_SCENARIOS="" pd_scenarios_chosen "$demo" chosen
+expect "chosen: empty" "${chosen[*]}" "${names[*]}"
+
+if [ "$fails" -gt 0 ]; then
+  echo "test_lib_args: $fails failure(s)"
+  exit 1
+fi
+echo "test_lib_args: all passed"
