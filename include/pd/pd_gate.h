@@ -221,6 +221,9 @@ typedef struct {
   bool op;              /* host op (top_ops, self CPU time); else kernel (top_kernels) */
   double base_us, now_us;       /* time per step, mean over each side's runs */
   double base_calls, now_calls; /* calls per step */
+  /* The side's op tables were cut at --top_n (files without "top_ops_complete") and may
+   * miss this op in some documents: its figure there is a lower bound, not a measurement. */
+  bool base_cut, now_cut;
 } pd_cmp_change_t;
 
 #define PD_CMP_MAX_CHANGES 8

@@ -83,8 +83,14 @@ static void rep_change_text(const pd_cmp_change_t *c, char *buf, size_t len) {
   if (c->base_us > 0) snprintf(pct, sizeof(pct), "%+.0f%%", d / c->base_us * 100.0);
   else if (c->now_us <= 0) snprintf(pct, sizeof(pct), "-");
   if (c->now_us <= 0 && c->now_calls <= 0) snprintf(pct, sizeof(pct), "gone");
-  snprintf(buf, len, "%.1f -> %.1f us/step (%+.1f us, %s; calls/step %.3g -> %.3g)", c->base_us, c->now_us, d, pct,
-           c->base_calls, c->now_calls);
+  /* A cut table's missing op is not known, neither gone nor new. */
+  const char *cut = c->base_cut && c->now_cut ? "; not in every table of either side (cut at --top_n): not known"
+                    : c->base_cut             ? "; not in every base table (cut at --top_n): not known"
+                    : c->now_cut              ? "; not in every current table (cut at --top_n): not known"
+                                              : "";
+  if (c->base_cut || c->now_cut) snprintf(pct, sizeof(pct), "?");
+  snprintf(buf, len, "%.1f -> %.1f us/step (%+.1f us, %s; calls/step %.3g -> %.3g%s)", c->base_us, c->now_us, d, pct,
+           c->base_calls, c->now_calls, cut);
 }
 
 static const char *rep_change_kind(const pd_cmp_change_t *c) {
@@ -205,6 +211,8 @@ cJSON *pd_cmp_report_to_json(const pd_cmp_report_t *rep) {
     cmp_add_number_or_null(o, "now_us_per_step", c->now_us);
     cmp_add_number_or_null(o, "base_calls_per_step", c->base_calls);
     cmp_add_number_or_null(o, "now_calls_per_step", c->now_calls);
+    cJSON_AddBoolToObject(o, "base_table_cut", c->base_cut);
+    cJSON_AddBoolToObject(o, "now_table_cut", c->now_cut);
   }
   return root;
 }

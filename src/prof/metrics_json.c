@@ -236,6 +236,11 @@ static cJSON *build_report(const pd_run_report_t *r) {
   }
   add_host_memory(&b, root, r->host_memory);
   add_op_rows(&b, root, "top_ops", r->top_ops, r->top_ops_limit);
+  /* Whether top_ops holds every op: the gate reads an op missing from a cut table as
+   * "not known", not as gone (gate_explain.c). top_kernels is always whole. */
+  check(&b, cJSON_AddBoolToObject(root, "top_ops_complete",
+                                  r->top_ops_limit <= 0 || r->top_ops == NULL ||
+                                      pd_op_table_count(r->top_ops) <= (size_t)r->top_ops_limit));
   add_op_rows(&b, root, "top_kernels", r->top_kernels, 0);
   cJSON *files = check(&b, cJSON_AddArrayToObject(root, "trace_files"));
   for (size_t i = 0; files != NULL && r->trace_files != NULL && i < r->ntrace_files; i++) {

@@ -429,3 +429,65 @@ Test(gate_core, verdict_planted_causes_fail_balance_moves_pass) {
   cr_expect_eq(verdict_row("launch_overhead", "compute", 2), PD_CMP_OK);
   cr_expect_eq(verdict_row("sync", "launch_overhead", 1), PD_CMP_SKIPPED);
 }
+
+/* Adds an op row of us per step (NSTEPS calls) to a run's top_ops. */
+static void add_op(cJSON *run, const char *name, double us) {
+  cJSON *row = cJSON_CreateObject();
+  cJSON_AddStringToObject(row, "name", name);
+  cJSON_AddNumberToObject(row, "calls", NSTEPS);
+  cJSON_AddNumberToObject(row, "self_cpu_time_us", us * NSTEPS);
+  cJSON_AddItemToArray(cJSON_GetObjectItem(run, "top_ops"), row);
+}
+
+/* Issue 23 item 6: an op near the --top_n cut of an older run is missing from its table;
+ * against a whole table it must read "not known", not "new" or "gone". */
+Test(gate_core, explain_cut_op_tables_say_not_known) {
+  cJSON *old = mk_run((run_spec_t){.host = 1.0, .gpu = 1.0}); /* no top_ops_complete: cut */
+  cJSON *now = mk_run((run_spec_t){.host = 1.0, .gpu = 1.0});
+  cJSON_AddBoolToObject(now, "top_ops_complete", true);
+  add_op(now, "near_cut", 20.0);
+  pd_cmp_report_t rep;
+  memset(&rep, 0, sizeof rep);
+  const cJSON *co = old, *cn = now;
+  cr_assert_eq(pd_cmp_explain(&co, 1, &cn, 1, &rep), 0);
+  cr_assert_eq(rep.nchanges, 1);
+  cr_expect_str_eq(rep.changes[0].name, "near_cut");
+  cr_expect(rep.changes[0].base_cut && !rep.changes[0].now_cut);
+  /* the same base with a whole table: the op is really new */
+  cJSON_AddBoolToObject(old, "top_ops_complete", true);
+  cr_assert_eq(pd_cmp_explain(&co, 1, &cn, 1, &rep), 0);
+  cr_assert_eq(rep.nchanges, 1);
+  cr_expect(!rep.changes[0].base_cut && !rep.changes[0].now_cut);
+  /* the report's text: "not known", never "gone", for a cut side */
+  cJSON_DeleteItemFromObject(old, "top_ops_complete");
+  cr_assert_eq(pd_cmp_explain(&cn, 1, &co, 1, &rep), 0); /* reversed: the op "went" */
+  cr_assert_eq(rep.nchanges, 1);
+  cr_expect(rep.changes[0].now_cut);
+  rep.counts[PD_CMP_REGRESSED] = 1;
+  rep.nrows = 1;
+  pd_cmp_row_t row = {.metric = "step_time_p10_s", .verdict = PD_CMP_REGRESSED};
+  rep.rows = &row;
+  char buf[4096] = "";
+  FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+  cr_assert_not_null(f);
+  pd_cmp_report_print(f, &rep);
+  fclose(f);
+  cr_expect_not_null(strstr(buf, "not known"), "%s", buf);
+  cr_expect_null(strstr(buf, "gone"), "%s", buf);
+  cJSON *j = pd_cmp_report_to_json(&rep);
+  cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "changes"), 0), "now_table_cut")));
+  cJSON_Delete(j);
+  rep.rows = NULL;
+  /* a pooled baseline is whole only when every run's table was */
+  const cJSON *in[] = {now, old};
+  cJSON *pooled = NULL;
+  char why[256];
+  cr_assert_eq(pd_baseline_promote(in, NULL, 2, NULL, &pooled, why, sizeof why), 0, "%s", why);
+  cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(pooled, "top_ops_complete")));
+  cJSON_Delete(pooled);
+  cr_assert_eq(pd_baseline_promote(in, NULL, 1, NULL, &pooled, why, sizeof why), 0, "%s", why);
+  cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(pooled, "top_ops_complete")));
+  cJSON_Delete(pooled);
+  cJSON_Delete(old);
+  cJSON_Delete(now);
+}

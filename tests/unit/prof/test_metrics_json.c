@@ -192,6 +192,14 @@ Test(metrics_json, round_trip) {
   cr_assert_eq(pd_metrics_json_write(path, &r), 0);
   j = pd_test_read_json(path);
   cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_ops")), 1);
+  cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(j, "top_ops_complete")), "a cut table must say so");
+  cJSON_Delete(j);
+  /* a limit the table fits in, or none: whole */
+  r.top_ops_limit = 0;
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+  j = pd_test_read_json(path);
+  cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(j, "top_ops_complete")));
+  cr_expect_eq((size_t)cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_ops")), pd_op_table_count(tab));
   cJSON_Delete(j);
   pd_op_table_destroy(tab);
   pd_op_table_destroy(kern);
