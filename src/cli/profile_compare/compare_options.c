@@ -56,6 +56,7 @@ static int parse_promote(int argc, char *const argv[], pd_compare_cli_t *c, char
 static int parse_compare(int argc, char *const argv[], pd_compare_cli_t *c, char *err, size_t errlen) {
   int list = 0; /* 0 positional, 1 after --base, 2 after --head */
   bool ab = false;
+  const char *ab_only = NULL; /* an A/B-only option given */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--json") == 0 || strcmp(a, "--markdown") == 0 || strcmp(a, "--alpha") == 0) {
@@ -73,6 +74,25 @@ static int parse_compare(int argc, char *const argv[], pd_compare_cli_t *c, char
         if (errno != 0 || end == v || *end != '\0' || !(c->alpha > 0.0 && c->alpha <= 0.5))
           return bad(err, errlen, "--alpha must be a number with 0 < alpha <= 0.5, got '%s'", v);
       }
+    } else if (strcmp(a, "--keep") == 0 || strcmp(a, "--primary") == 0) {
+      list = 0;
+      ab_only = a;
+      if (i + 1 >= argc) return bad(err, errlen, "%s needs a value", a);
+      const char *v = argv[++i];
+      if (a[2] == 'p') {
+        if (v[0] == '\0') return bad(err, errlen, "--primary needs a metric name");
+        c->primary = v;
+      } else {
+        char *end = NULL;
+        errno = 0;
+        c->keep = strtod(v, &end);
+        if (errno != 0 || end == v || *end != '\0' || !(c->keep > 0.0 && c->keep <= 1.0))
+          return bad(err, errlen, "--keep must be a share of the runs with 0 < keep <= 1, got '%s'", v);
+      }
+    } else if (strcmp(a, "--normalize") == 0) {
+      list = 0;
+      ab_only = a;
+      c->normalize = true;
     } else if (strcmp(a, "--base") == 0 || strcmp(a, "--head") == 0) {
       ab = true;
       list = a[2] == 'b' ? 1 : 2;
@@ -92,6 +112,7 @@ static int parse_compare(int argc, char *const argv[], pd_compare_cli_t *c, char
     }
   }
   c->mode = ab ? PD_CCLI_AB : PD_CCLI_COMPARE;
+  if (!ab && ab_only != NULL) return bad(err, errlen, "%s is an A/B option (--base ... --head ...)", ab_only);
   if (ab && c->nfiles > 0)
     return bad(err, errlen, "with --base/--head every file follows one of them; '%s' does not", c->files[0]);
   if (ab && (c->nbase < 2 || c->nbase != c->nhead))
