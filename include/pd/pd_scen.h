@@ -123,6 +123,32 @@ void pd_scen_options_init(pd_scen_options_t *o);
 int pd_scenario_configure(pd_scenario_t s, const pd_scen_options_t *o, pd_cnn_config_t *cnn,
                           pd_data_config_t *data);
 
+/* ---- --inject_slowdown: host work the step waits for (the gate's self-test) ------------ */
+
+/* How many recent steps the injected time is sized from. */
+#define PD_SCEN_INJECT_WINDOW 64
+
+/* Sizes the busy time inserted before a step's launches so that the step gets `fraction`
+ * longer: fraction x the median un-injected part of the recent steps (step time minus the
+ * busy time inserted in it); before any step was recorded, fraction x base_ns. Plain
+ * data, no allocation. */
+typedef struct {
+  double fraction;
+  int64_t base_ns;
+  int64_t plain_ns[PD_SCEN_INJECT_WINDOW];
+  size_t n, next;
+} pd_scen_inject_t;
+
+/* fraction <= 0: nothing is ever injected. base_ns: the first steps' estimate (e.g. the
+ * mean warmup step). */
+void pd_scen_inject_init(pd_scen_inject_t *inj, double fraction, int64_t base_ns);
+/* Returns the busy time (ns) to insert before the next step's launches; 0 when off. */
+int64_t pd_scen_inject_next_ns(const pd_scen_inject_t *inj);
+/* Records a finished step: its time and the busy time inserted in it (0 for a plain step). */
+void pd_scen_inject_record(pd_scen_inject_t *inj, int64_t step_ns, int64_t spun_ns);
+/* Busy-waits ns nanoseconds on the calling thread. */
+void pd_scen_spin_ns(int64_t ns);
+
 #ifdef __cplusplus
 }
 #endif

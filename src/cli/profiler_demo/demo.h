@@ -89,7 +89,9 @@ typedef struct {
   int allocator;      /* pd_alloc_mode_t or -1 */
   int churn_buffers;  /* >= 1 or -1 */
   /* testing */
-  double inject_slowdown; /* 0..10: busy-wait this fraction of the warmup step time */
+  double inject_slowdown; /* 0..10: the step gets this fraction longer (host busy time
+                             before its launches, src/scen/inject.c) */
+  bool inject_alternate;  /* inject only in every other recorded step (its acceptance test) */
   double inject_gpu_slowdown; /* 0..10: extra device time, this fraction of the step's
                                  kernel time measured before the profiled steps */
 } pd_demo_config_t;

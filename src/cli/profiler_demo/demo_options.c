@@ -167,8 +167,11 @@ static const opt_t opts[] = {
 
     {"inject_slowdown", OPT_DOUBLE, OFF(inject_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION", G_TEST,
      "0",
-     "busy-wait FRACTION x the mean warmup step time at the end of every profiled step "
-     "(the gate's self-test)"},
+     "make every step after the warmup FRACTION longer: host busy time before its launches, "
+     "FRACTION x the median of the steps measured so far (the gate's self-test)"},
+    {"inject_alternate", OPT_SWITCH, OFF(inject_alternate), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_TEST, "off",
+     "with --inject_slowdown: inject only in every other profiled step (the odd ones of "
+     "step_times_s), so injected and plain steps alternate in one process"},
     {"inject_gpu_slowdown", OPT_DOUBLE, OFF(inject_gpu_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION",
      G_TEST, "0",
      "add device time, FRACTION x the step's GPU time measured after the warmup, to the "
@@ -364,9 +367,13 @@ int pd_demo_config_validate(const pd_demo_config_t *cfg, char *err, size_t errle
   }
   if (cfg->inject_slowdown > 0.0 && cfg->warmup_steps < 1) {
     snprintf(err, errlen,
-             "--inject_slowdown needs --warmup_steps of at least 1 (the slowdown is a fraction of the "
-             "mean warmup step time), got --warmup_steps %d",
+             "--inject_slowdown needs --warmup_steps of at least 1 (the first steps' slowdown is a "
+             "fraction of the mean warmup step time), got --warmup_steps %d",
              cfg->warmup_steps);
+    return PD_DEMO_EXIT_USAGE;
+  }
+  if (cfg->inject_alternate && !(cfg->inject_slowdown > 0.0)) {
+    snprintf(err, errlen, "--inject_alternate needs --inject_slowdown FRACTION above 0");
     return PD_DEMO_EXIT_USAGE;
   }
   if (cfg->inject_gpu_slowdown > 0.0 && cfg->warmup_steps < 1) {

@@ -4,8 +4,8 @@
  *
  * Step timing, per step (PRD 4.8): data wait runs from the previous step's end to the
  * batch in hand (pd_data_next returned, its copy enqueued); synchronize; t0; the
- * "train_step" range around pd_cnn_train_step; synchronize; (optional injected
- * slowdown); t1. Step time is t1 - t0. Only the active steps' samples are kept.
+ * (optional injected slowdown, src/scen/inject.c); "train_step" range around
+ * pd_cnn_train_step; synchronize; t1. Step time is t1 - t0. Only the active steps' samples are kept.
  *
  * --no_profile runs the same warmup and the same 1 + 1 + profile_steps steps, timed the
  * same way and with the same host ranges (no-ops without a tracing profiler), but never
@@ -182,14 +182,6 @@ typedef struct {
   const char *what; /* which call failed */
 } demo_step_result_t;
 
-/* Busy-waits (not sleeps: a sleeping thread can overshoot by a scheduler tick) so the
- * injected slowdown is exact. */
-static void demo_spin_ns(int64_t ns) {
-  const int64_t end = pd_clock_now_ns() + ns;
-  while (pd_clock_now_ns() < end) {
-  }
-}
-
 static int demo_step(demo_run_t *r, int64_t spin_ns, demo_step_result_t *res) {
   int exit_code = PD_DEMO_EXIT_OK;
   memset(res, 0, sizeof(*res));
@@ -205,6 +197,13 @@ static int demo_step(demo_run_t *r, int64_t spin_ns, demo_step_result_t *res) {
    * which is thus in neither the data wait nor the step time (it is in the trace). */
   DEMO_CUDA(cudaStreamSynchronize(r->stream));
   const int64_t t0 = pd_clock_now_ns();
+  if (spin_ns > 0) {
+    /* --inject_slowdown: before the launches, so the step waits for all of it (inject.c).
+     * A named range, so a trace reader sees why these steps are longer. */
+    const bool spun = pd_range_push("inject_slowdown") == 0;
+    pd_scen_spin_ns(spin_ns);
+    if (spun) (void)pd_range_pop();
+  }
 
   const bool ranged = pd_range_push("train_step") == 0;
   rc = pd_cnn_train_step(r->cnn, batch.images, batch.labels);
@@ -215,12 +214,6 @@ static int demo_step(demo_run_t *r, int64_t spin_ns, demo_step_result_t *res) {
     return rc == PD_EDEVOOM ? PD_DEMO_EXIT_OOM : PD_DEMO_EXIT_RUNTIME;
   }
   DEMO_CUDA(cudaStreamSynchronize(r->stream));
-  if (spin_ns > 0) {
-    /* A named range, so a trace reader sees why these steps are longer. */
-    const bool spun = pd_range_push("inject_slowdown") == 0;
-    demo_spin_ns(spin_ns);
-    if (spun) (void)pd_range_pop();
-  }
   const int64_t t1 = pd_clock_now_ns();
   res->step_s = (double)(t1 - t0) * 1e-9;
   r->prev_end_ns = t1;
@@ -760,8 +753,8 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
     if (demo_stop_requested(r, steps_done)) break;
   }
   if (g_stop_signal != 0) goto stopped; /* before the profiler: nothing traced */
-  const int64_t spin_ns =
-      cfg->inject_slowdown > 0 && warm_n > 0 ? (int64_t)(cfg->inject_slowdown * warm_sum / warm_n * 1e9) : 0;
+  pd_scen_inject_t inject; /* --inject_slowdown, sized from the steps after the warmup */
+  pd_scen_inject_init(&inject, cfg->inject_slowdown, warm_n > 0 ? (int64_t)(warm_sum / warm_n * 1e9) : 0);
   if (cfg->inject_gpu_slowdown > 0 && warm_n > 0) {
     int64_t step_gpu_ns = 0;
     bool blocked = false;
@@ -820,11 +813,17 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   r->prev_end_ns = pd_clock_now_ns();
   for (int s = 0; s < total; s++) {
     demo_progress(r, phase, s + 1, total);
+    /* --inject_alternate: only every other recorded step (the odd samples) is injected */
+    const pd_sched_action_t act_now = pd_schedule_action(&pc.schedule, s);
+    const bool odd_sample = (act_now == PD_SCHED_RECORD || act_now == PD_SCHED_RECORD_AND_SAVE) &&
+                            nsamples < active_steps && nsamples % 2 == 1;
+    const int64_t spin_ns = !cfg->inject_alternate || odd_sample ? pd_scen_inject_next_ns(&inject) : 0;
     int code = demo_step(r, spin_ns, &res);
     if (code != 0) {
       exit_code = demo_step_failed(r, &res, code, phase, s);
       goto done;
     }
+    pd_scen_inject_record(&inject, (int64_t)(res.step_s * 1e9), spin_ns);
     steps_done++;
     if (cfg->warmup_steps == 0 && s == 0) {
       /* No warmup: the first loss comes from the schedule's wait step (not traced). */
