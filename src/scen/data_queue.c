@@ -133,7 +133,9 @@ static void *pd_dq_worker_main(void *arg) {
     pd_dq_batch_t *b = w->free_list[--w->nfree];
     pthread_mutex_unlock(&dq->lock);
 
+    const int64_t f0 = pd_clock_now_ns();
     const bool complete = pd_dq_fill(dq, b, seq, w->id);
+    const int64_t fill_ns = pd_clock_now_ns() - f0;
 
     pthread_mutex_lock(&dq->lock);
     if (!complete) {
@@ -144,6 +146,7 @@ static void *pd_dq_worker_main(void *arg) {
     w->fifo[(w->fifo_head + w->fifo_len) % dq->cfg.prefetch_factor] = b;
     w->fifo_len++;
     dq->stats.produced++;
+    dq->stats.fill_ns += fill_ns;
     if (w->fifo_len > dq->stats.max_queued) dq->stats.max_queued = w->fifo_len;
     pthread_cond_broadcast(&dq->can_consume);
   }
@@ -341,7 +344,9 @@ int pd_dq_next(pd_dq_t *dq, pd_dq_batch_t **out) {
       dq->open_epoch = epoch;
       dq->stats.epochs_started++;
     }
+    const int64_t f0 = pd_clock_now_ns();
     pd_dq_fill(dq, b, seq, -1);
+    dq->stats.fill_ns += pd_clock_now_ns() - f0;
     dq->stats.produced++;
     dq->next_seq++;
     dq->held++;

@@ -64,7 +64,7 @@ typedef struct {
   int64_t seed;
   int device;
   /* data pipeline */
-  int num_workers;
+  int num_workers; /* PD_KNOB_SCENARIO: the scenario's (pd_scen.h) */
   int prefetch_factor;
   bool persistent_workers;
   bool pin_memory;
@@ -159,6 +159,8 @@ typedef struct {
   int64_t steps_done;               /* training steps that ran */
   const pd_prof_cost_t *cost;       /* the profiler's own cost; NULL: none (--no_profile) */
   const pd_host_memory_t *host_memory; /* RSS over the steps; NULL: null */
+  const pd_loader_rate_t *loader;      /* the data loader's throughput; NULL: null */
+  const struct pd_host_calib_s *host_calibration; /* NULL: null */
 } pd_demo_results_t;
 
 /* Writes cfg->output_json atomically from a run's results (schema v1): config (plus

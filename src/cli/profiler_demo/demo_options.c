@@ -107,7 +107,8 @@ static const opt_t opts[] = {
      "seed of the weights and of the synthetic data"},
     {"device", OPT_INT, OFF(device), 0, 1023, 0, 0, NULL, NULL, 0, "N", G_RUN, "0", "CUDA device ordinal"},
 
-    {"num_workers", OPT_INT, OFF(num_workers), 0, 256, 0, 0, NULL, NULL, 0, "N", G_DATA, "2",
+    {"num_workers", OPT_INT, OFF(num_workers), 0, 256, 0, 0, NULL, NULL, 0, "N", G_DATA,
+     "the scenario's (4 for clean, 2 otherwise)",
      "loader threads; 0 loads on the main thread"},
     {"prefetch_factor", OPT_INT, OFF(prefetch_factor), 1, 64, 0, 0, NULL, NULL, 0, "N", G_DATA, "2",
      "batches queued per worker (no effect with --num_workers 0)"},
@@ -215,7 +216,7 @@ void pd_demo_config_init(pd_demo_config_t *cfg) {
   cfg->steps = 0;
   cfg->seed = 0;
   cfg->device = 0;
-  cfg->num_workers = 2;
+  cfg->num_workers = PD_KNOB_SCENARIO;
   cfg->prefetch_factor = 2;
   cfg->persistent_workers = false;
   cfg->pin_memory = false;

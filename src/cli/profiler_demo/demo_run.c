@@ -32,6 +32,7 @@
 #include "pd/pd_cnn.h"
 #include "pd/pd_common.h"
 #include "pd/pd_data.h"
+#include "pd/pd_host_calib.h"
 #include "pd/pd_out.h"
 #include "pd/pd_prof.h"
 #include "pd/pd_scen.h"
@@ -64,6 +65,8 @@ typedef struct {
   pd_data_config_t data_cfg;
   int64_t prev_end_ns;
   int64_t gpu_spin_ns; /* --inject_gpu_slowdown: device time added per step */
+  pd_host_calib_t calib; /* the launching thread's speed at start and end (host_calib.c) */
+  pd_loader_rate_t loader; /* what the data pipeline made, read after the steps */
   bool progress; /* stdout is a terminal */
 } demo_run_t;
 
@@ -347,7 +350,7 @@ static const char *demo_sort_text(int key) {
 static void demo_print_config_line(const demo_run_t *r) {
   const pd_demo_config_t *c = r->cfg;
   printf("  batch_size %d, num_workers %d, prefetch_factor %d%s%s%s, tiny_ops %s, allocator %s, sync %s\n",
-         c->batch_size, c->num_workers, c->prefetch_factor, c->persistent_workers ? ", persistent" : "",
+         c->batch_size, r->data_cfg.num_workers, c->prefetch_factor, c->persistent_workers ? ", persistent" : "",
          c->pin_memory ? ", pin_memory" : "", c->amp ? ", amp" : "", demo_tiny_text(r->cnn_cfg.tiny_mode),
          demo_alloc_text(r->cnn_cfg.alloc_mode), r->cnn_cfg.sync_mode == PD_SYNC_FORCED ? "forced" : "none");
   if (c->inject_slowdown > 0) printf("  inject_slowdown %.3f (test only)\n", c->inject_slowdown);
@@ -471,7 +474,7 @@ int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *
   pd_cfg_entry_t entries[] = {
       {.key = "scenario", .type = PD_CFG_STRING, .s = pd_scenario_name((pd_scenario_t)c->scenario)},
       {.key = "batch_size", .type = PD_CFG_INT, .i = c->batch_size},
-      {.key = "num_workers", .type = PD_CFG_INT, .i = c->num_workers},
+      {.key = "num_workers", .type = PD_CFG_INT, .i = res->data_cfg->num_workers},
       {.key = "prefetch_factor", .type = PD_CFG_INT, .i = c->prefetch_factor},
       {.key = "persistent_workers", .type = PD_CFG_BOOL, .b = c->persistent_workers},
       {.key = "pin_memory", .type = PD_CFG_BOOL, .b = c->pin_memory},
@@ -522,6 +525,8 @@ int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *
       .steps_done = res->steps_done,
       .cost = res->cost,
       .host_memory = res->host_memory,
+      .loader = res->loader,
+      .host_calibration = res->host_calibration,
   };
   return pd_metrics_json_write(c->output_json, &report);
 }
@@ -653,7 +658,7 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
     exit_code = PD_DEMO_EXIT_RUNTIME;
     goto done;
   }
-  if (cfg->num_workers == 0) config_note = "--num_workers 0 loads batches on the main thread; "
+  if (r->data_cfg.num_workers == 0) config_note = "--num_workers 0 loads batches on the main thread; "
                                            "--prefetch_factor and --persistent_workers have no effect";
 
   /* Without the profiler nothing fills the GPU-side metrics: NaN says "not measured". */
@@ -697,6 +702,10 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   DEMO_CUDA(cudaStreamCreate(&r->stream));
   if (config_note != NULL && !cfg->quiet) printf("%s: note: %s\n", PD_DEMO_PROG, config_note);
 
+  /* Before the loader threads start: the launching thread's speed, alone. */
+  r->calib.iters = PD_HOST_CALIB_ITERS;
+  r->calib.reps = PD_HOST_CALIB_REPS;
+  (void)pd_host_calib_measure(&r->calib.start);
   rc = pd_data_create(&r->data_cfg, r->stream, &r->data);
   if (rc != 0) {
     if (rc == PD_EDEVOOM) {
@@ -857,6 +866,12 @@ int pd_demo_run(const pd_demo_config_t *cfg) {
   }
 stopped:
   demo_progress_clear(r);
+  (void)pd_host_calib_measure(&r->calib.end); /* the loader is idle (its queue full) */
+  {
+    pd_data_stats_t ds;
+    pd_data_get_stats(r->data, &ds);
+    r->loader = (pd_loader_rate_t){.workers = ds.workers, .batches = ds.batches, .fill_ns = ds.fill_ns};
+  }
   r->mem.steps = steps_done - cfg->warmup_steps > 0 ? steps_done - cfg->warmup_steps : 0;
   (void)pd_host_rss_kib(&r->mem.rss_end_kib, &r->mem.rss_peak_kib);
   r->mem.heap_end_kib = pd_host_heap_in_use_kib();
@@ -954,6 +969,8 @@ stopped:
         .steps_done = steps_done,
         .cost = cfg->no_profile ? NULL : &r->cost,
         .host_memory = &r->mem,
+        .loader = &r->loader,
+        .host_calibration = &r->calib,
     };
     rc = pd_demo_metrics_write(cfg, &results);
     if (rc != 0) {

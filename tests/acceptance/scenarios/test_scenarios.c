@@ -780,3 +780,26 @@ Test(gate, injected_slowdown_lengthens_the_p50_step_by_its_fraction) {
   check_injection_ratio("clean_inject_alt_10", "clean", "0.10");
   check_injection_ratio("tiny_ops_inject_alt_5", "tiny_ops", "0.05");
 }
+
+/* ---- the control stays a control (issue 23 item 1) ------------------------------------------- */
+
+/* clean's loader keeps up with margin: the steps wait for data at most 2% of the time, and
+ * the loader's threads make batches at least twice as fast as the steps take them. Both
+ * figures are printed, so a pass on a fresh machine also says how much margin it had. */
+Test(scenarios, clean_loader_keeps_up_with_margin) {
+  run_t *r = run_clean();
+  const double wait_fraction = metric(r, "dataloader_wait_fraction");
+  const cJSON *dl = cJSON_GetObjectItemCaseSensitive(r->metrics, "data_loader");
+  const cJSON *head = cJSON_GetObjectItemCaseSensitive(dl, "headroom");
+  const cJSON *rate = cJSON_GetObjectItemCaseSensitive(dl, "throughput_batches_per_s");
+  const cJSON *demand = cJSON_GetObjectItemCaseSensitive(dl, "demand_steps_per_s");
+  cr_assert(cJSON_IsNumber(head) && cJSON_IsNumber(rate) && cJSON_IsNumber(demand),
+            "%s: data_loader.headroom, throughput_batches_per_s and demand_steps_per_s must be numbers", r->dir);
+  fprintf(stderr,
+          "test_scenarios: clean loader: data-wait fraction %.4f (at most 0.02); throughput %.0f batches/s for %.0f "
+          "steps/s: headroom %.2f (at least 2)\n",
+          wait_fraction, rate->valuedouble, demand->valuedouble, head->valuedouble);
+  cr_expect_leq(wait_fraction, 0.02, "clean: data-wait fraction %.4f > 0.02", wait_fraction);
+  cr_expect_geq(head->valuedouble, 2.0, "clean: loader throughput %.0f batches/s is %.2fx the steps' %.0f/s, want >= 2",
+                rate->valuedouble, head->valuedouble, demand->valuedouble);
+}
