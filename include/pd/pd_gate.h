@@ -282,11 +282,15 @@ void pd_cmp_report_free(pd_cmp_report_t *rep);
 
 /* Compares head runs with base runs of two builds made interleaved on one machine: base[i]
  * and head[i] are round i (nbase == nhead >= 2). Each metric's value per run (its
- * metrics entry, or the gate's p10 of its step times) is compared on the better half of
- * each side's runs (a whole process landing in a slow machine state must not decide),
+ * metrics entry, or the gate's p10 of its step times; host times optionally normalised
+ * by the run's host_calibration, opt->normalize_host) is compared on the better half
+ * (opt->keep) of each side's runs (a whole process landing in a slow machine state must
+ * not decide),
  * with a one-sided paired permutation test over the rounds (exact up to 16 rounds, else
  * 2^16 random relabellings from a fixed seed); regressed when the change is beyond the
- * AB policy and p < alpha. Counts by their median over the runs, exactly. With fewer
+ * AB policy and p < alpha (with opt->primary, only that host row may fail; rows beyond
+ * tolerance but not significant are counted in rep->undecided). Each host row states its
+ * minimum detectable effect (mde_fraction). Counts by their median over the runs, exactly. With fewer
  * rounds than can reach alpha (2^-rounds > alpha) timing rows are skipped, said why.
  * Returns 0 with *rep filled, PD_EINVAL (rounds differ or < 2), PD_EMISMATCH (GPU or
  * scenario differ among the runs), PD_EPARSE, PD_ENOMEM, with why naming the file by
