@@ -4,7 +4,7 @@
     bench/gate/ab_eval.py PROFILE_COMPARE RECORDING... [--rounds R] [--max-rounds M]
 
 RECORDING: a folder bench/gate/ab_record.sh wrote on one GPU host (host.txt, times.tsv,
-<scenario>/<round>/{a,b,h5,h10}.json). Every A/B is made of the runs of one recording
+<scenario>/<round>/{a,b,h5,h10}.json), or its .tar.gz (what bench/gate/data/ keeps). Every A/B is made of the runs of one recording
 (both sides share that machine, as in scripts/gpu_ab.sh) and no run is in two A/Bs: each
 recording's rounds are cut into blocks of R consecutive rounds (default 8, the acceptance
 suite's), and the blocks take turns:
@@ -33,6 +33,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 
 SCENARIOS = ("clean", "tiny_ops")
@@ -195,6 +196,21 @@ def main():
         die(f"{a.profile_compare} is not an executable profile_compare")
     if not 2 <= a.rounds <= 64 or not a.rounds <= a.max_rounds <= 64:
         die("--rounds must be from 2 to 64 and --max-rounds from --rounds to 64")
+    unpacked = []
+    for rec in a.recordings:
+        if rec.endswith((".tar.gz", ".tgz")) and os.path.isfile(rec):
+            dest = tempfile.mkdtemp(prefix="ab_eval_rec.")
+            with tarfile.open(rec) as tf:
+                if any(m.name.startswith("/") or ".." in m.name.split("/") or not (m.isfile() or m.isdir()) for m in tf):
+                    die(f"{rec}: holds paths outside its folder or links; not a recording")
+                tf.extractall(dest)
+            tops = [os.path.join(dest, x) for x in os.listdir(dest)]
+            if len(tops) != 1 or not os.path.isdir(tops[0]):
+                die(f"{rec}: expected one folder inside")
+            unpacked.append(tops[0])
+        else:
+            unpacked.append(rec)
+    a.recordings = unpacked
     for rec in a.recordings:
         if not (os.path.isfile(os.path.join(rec, "times.tsv")) and any(rounds_of(rec, s) for s in SCENARIOS)):
             die(f"{rec} is not an ab_record.sh folder (times.tsv and <scenario>/<round>/{{a,b,h5,h10}}.json)")

@@ -14,6 +14,7 @@
 # Three unmeasured warm-up runs come first (as scripts/gpu_acceptance.sh); traces are
 # deleted. A round is 8 runs (about 10 s on an H100); the default 40 rounds take about
 # 6.5 minutes, the timing runs about 15 s more. Progress goes to stdout every round.
+# OUT_DIR.tar.gz is written last: the file to commit under bench/gate/data/.
 # Exit 0 when every run succeeded, 1 a run failed, 2 bad usage, 3 no GPU.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -96,4 +97,6 @@ for s in dataloader sync memory_churn; do
     printf '%s\t%s\t%d\t%s\n' "$s" t "$i" "$sec" >>"$out/times.tsv"
   done
 done
-echo "ab_record: $rounds rounds of ${#scenarios[@]} scenarios x ${#kinds[@]} kinds, and timing runs, in $((SECONDS - t0)) s into $out"
+# One compressed file to keep (bench/gate/data/; ab_eval.py reads it as it is).
+tar -C "$(dirname "$out")" -czf "$out.tar.gz" "$(basename "$out")" || { echo "ab_record: cannot write $out.tar.gz" >&2; exit 1; }
+echo "ab_record: $rounds rounds of ${#scenarios[@]} scenarios x ${#kinds[@]} kinds, and timing runs, in $((SECONDS - t0)) s into $out and $out.tar.gz ($(du -h "$out.tar.gz" | cut -f1))"

@@ -44,6 +44,12 @@ if "| 1 of 1 | 1 of 1 | 0 of 1 |" not in line:
 for want in ("| p10, better half (gpu_ab.sh's default) |", "| every host row at alpha", "- 8 rounds: "):
     if want not in out:
         fails.append(f"missing {want!r}")
+# the same recording as the .tar.gz that bench/gate/data/ keeps
+tgz = os.path.join(tmp, "rec.tar.gz")
+subprocess.run(["tar", "-C", tmp, "-czf", tgz, "rec"], check=True)
+pz = subprocess.run([sys.executable, ev, pc, tgz, "--rounds", "8", "--max-rounds", "8"], capture_output=True, text=True)
+if pz.returncode != 0 or line not in pz.stdout:
+    fails.append(f"from the .tar.gz: exit {pz.returncode}: {pz.stderr}")
 bad = subprocess.run([sys.executable, ev, pc, tmp], capture_output=True, text=True)
 if bad.returncode != 2 or "not an ab_record.sh folder" not in bad.stderr:
     fails.append(f"a non-recording: exit {bad.returncode}: {bad.stderr}")
