@@ -11,7 +11,18 @@
 # they are judged here, where both builds share the machine's state; the stored baselines
 # judge device time, counts and the verdict.
 #
-# ROUNDS: 2..64 (default 8, the fewest that can reach alpha 0.01: 2^-8 = 0.004).
+# Sequential rounds (as Chromium Pinpoint escalates undecided comparisons): after ROUNDS
+# rounds each scenario is compared; one whose gating row is beyond its tolerance but not
+# significant ("undecided") gets PD_AB_STEP (default 8) more rounds, up to PD_AB_MAX_ROUNDS
+# (default 24). alpha (0.01 in all) is spent across the looks: 0.004 at the first look
+# (2^-8 = 0.0039 is reachable with 8 rounds), the remaining 0.006 split evenly over the
+# later ones, so looking more than once does not raise the false-alarm rate above 0.01.
+# Still undecided at the cap: within policy, said so. One host metric gates, PD_AB_PRIMARY
+# (default step_time_p10_s; "all": every host row at alpha each); PD_AB_NORMALIZE=1 scales
+# host times by each run's host calibration (both builds must write it); PD_AB_KEEP the
+# statistic's share of runs (default 0.5, the better half). docs/gate.md has the evidence.
+#
+# ROUNDS: 2..64 (default 8, the fewest that can reach alpha 0.004: 2^-8 = 0.0039).
 # OUT_DIR (default: a temporary folder, removed): runs, reports, summary.md; the Markdown
 # tables are also appended to $GITHUB_STEP_SUMMARY when set. PD_SCENARIOS overrides the
 # scenario list. Three unmeasured warm-up runs of each build come first.
@@ -33,6 +44,20 @@ done
 compare=$(dirname "${demo[head]}")/../profile_compare/profile_compare
 [ -x "$compare" ] || { echo "gpu_ab: no profile_compare next to the head build's profiler_demo" >&2; exit 2; }
 out=${4:-}
+# A build carried to this host (scripts/gpu_prepare.sh, with .gpu_bundle/) needs the
+# library path gpu_acceptance.sh sets: the one helper, unless the programs already load
+# (inside gpu_acceptance.sh, which set it before ctest started this script).
+if ldd "${demo[base]}" "${demo[head]}" "$compare" 2>/dev/null | grep -q 'not found'; then
+  # shellcheck disable=SC2034  # root, build and libdir_override are read by gpu_libpath.sh
+  root=$PWD
+  build=$(cd "$2" && pwd) || exit 2
+  # shellcheck disable=SC2034
+  libdir_override=$build/.host_missing_libs_ab # not the acceptance tests' own folder
+  # shellcheck source=scripts/gpu_libpath.sh
+  . scripts/gpu_libpath.sh
+  missing=$(ldd "${demo[base]}" "${demo[head]}" "$compare" 2>/dev/null | grep 'not found' | sort -u | tr -s ' \t' ' ')
+  [ -z "$missing" ] || { echo "gpu_ab: libraries not found (build here, or carry .gpu_bundle from scripts/gpu_prepare.sh):$missing" >&2; exit 2; }
+fi
 [ -n "$(command -v nvidia-smi)" ] && nvidia-smi -L >/dev/null 2>&1 || { echo "gpu_ab: no GPU visible (nvidia-smi -L)" >&2; exit 3; }
 keep=1
 if [ -z "$out" ]; then
@@ -62,42 +87,86 @@ run() {
   fi
 }
 
+max_rounds=${PD_AB_MAX_ROUNDS:-24} step=${PD_AB_STEP:-8}
+for v in "$max_rounds" "$step"; do
+  case "$v" in '' | *[!0-9]*) echo "gpu_ab: PD_AB_MAX_ROUNDS and PD_AB_STEP must be whole numbers, got '$v'" >&2; exit 2 ;; esac
+done
+[ "$step" -ge 1 ] || step=1
+[ "$max_rounds" -ge "$rounds" ] || max_rounds=$rounds
+[ "$max_rounds" -le 64 ] || max_rounds=64
+looks=$((1 + (max_rounds - rounds + step - 1) / step))
+# alpha at look k of $looks (see the header)
+look_alpha() {
+  if [ "$looks" -eq 1 ]; then echo 0.01; elif [ "$1" -eq 1 ]; then echo 0.004; else awk -v n="$looks" 'BEGIN { printf "%.6g", 0.006 / (n - 1) }'; fi
+}
+cmp_args=()
+primary=${PD_AB_PRIMARY:-step_time_p10_s}
+[ "$primary" = all ] || cmp_args+=(--primary "$primary")
+[ "${PD_AB_NORMALIZE:-0}" = 1 ] && cmp_args+=(--normalize)
+[ -n "${PD_AB_KEEP:-}" ] && cmp_args+=(--keep "$PD_AB_KEEP")
+
 t0=$SECONDS
 for side in base head; do
   for _ in 1 2 3; do run "$side" clean "$out/warm.json"; done
 done
-for ((r = 1; r <= rounds; r++)); do
-  order=(base head)
-  [ $((r % 2)) -eq 0 ] && order=(head base)
-  for s in "${scenarios[@]}"; do
-    mkdir -p "$out/$s"
-    for side in "${order[@]}"; do run "$side" "$s" "$out/$s/$side.$r.json"; done
+declare -A done_rounds=() result=() note=()
+pending=("${scenarios[@]}")
+for s in "${scenarios[@]}"; do done_rounds[$s]=0; mkdir -p "$out/$s"; done
+look=0 target=$rounds
+while [ "${#pending[@]}" -gt 0 ]; do
+  look=$((look + 1))
+  alpha=$(look_alpha "$look")
+  first=$((${done_rounds[${pending[0]}]} + 1)) # pending scenarios advance together
+  for ((r = first; r <= target; r++)); do
+    order=(base head)
+    [ $((r % 2)) -eq 0 ] && order=(head base)
+    for s in "${pending[@]}"; do
+      for side in "${order[@]}"; do run "$side" "$s" "$out/$s/$side.$r.json"; done
+    done
+    echo "gpu_ab: round $r of ${pending[*]} done ($((SECONDS - t0)) s)"
   done
+  next=()
+  for s in "${pending[@]}"; do
+    done_rounds[$s]=$target
+    base_runs=() head_runs=()
+    for ((r = 1; r <= target; r++)); do
+      base_runs+=("$out/$s/base.$r.json")
+      head_runs+=("$out/$s/head.$r.json")
+    done
+    rc=0
+    "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" --alpha "$alpha" "${cmp_args[@]}" \
+      --json "$out/$s.ab.json" --markdown "$out/$s.ab.md" >"$out/$s.ab.txt" 2>&1 || rc=$?
+    undecided=$(sed -n 's/^[[:space:]]*"undecided":[[:space:]]*\([0-9]*\).*/\1/p' "$out/$s.ab.json" 2>/dev/null | head -n 1)
+    if [ "$rc" -eq 0 ] && [ "${undecided:-0}" -gt 0 ] && [ "$target" -lt "$max_rounds" ]; then
+      echo "gpu_ab: $s: undecided after $target rounds (alpha $alpha): more rounds"
+      next+=("$s")
+      continue
+    fi
+    result[$s]=$rc
+    note[$s]="$target rounds, look $look of at most $looks, alpha $alpha"
+    [ "$rc" -eq 0 ] && [ "${undecided:-0}" -gt 0 ] && note[$s]="${note[$s]}; still undecided at the cap of $max_rounds rounds"
+  done
+  pending=("${next[@]}")
+  target=$((target + step))
+  [ "$target" -le "$max_rounds" ] || target=$max_rounds
 done
-echo "gpu_ab: $rounds rounds of ${#scenarios[@]} scenarios, both builds interleaved, in $((SECONDS - t0)) s"
+echo "gpu_ab: ${#scenarios[@]} scenarios, both builds interleaved, in $((SECONDS - t0)) s"
 
 status=0
 summary=$out/summary.md
 {
-  echo "## profile_compare A/B: $rounds interleaved rounds on $(hostname)"
+  echo "## profile_compare A/B on $(hostname): sequential rounds ($rounds, then +$step up to $max_rounds while undecided)"
   echo
 } >"$summary"
 for s in "${scenarios[@]}"; do
-  base_runs=() head_runs=()
-  for ((r = 1; r <= rounds; r++)); do
-    base_runs+=("$out/$s/base.$r.json")
-    head_runs+=("$out/$s/head.$r.json")
-  done
-  rc=0
-  "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" --json "$out/$s.ab.json" \
-    --markdown "$out/$s.ab.md" >"$out/$s.ab.txt" 2>&1 || rc=$?
+  rc=${result[$s]}
   case "$rc" in
-    0) echo "gpu_ab: $s: within policy" ;;
-    1) echo "gpu_ab: $s: REGRESSED"; sed -n '/^metric/,$p' "$out/$s.ab.txt" | grep -E 'regressed|missing|what changed|^  |result' ;;
+    0) echo "gpu_ab: $s: within policy (${note[$s]})" ;;
+    1) echo "gpu_ab: $s: REGRESSED (${note[$s]})"; sed -n '/^metric/,$p' "$out/$s.ab.txt" | grep -E 'regressed|missing|what changed|^  |result' ;;
     *) echo "gpu_ab: $s: profile_compare exited $rc:"; cat "$out/$s.ab.txt" ;;
   esac
   [ "$rc" -eq 0 ] || status=1
-  [ -f "$out/$s.ab.md" ] && { cat "$out/$s.ab.md"; echo; } >>"$summary"
+  [ -f "$out/$s.ab.md" ] && { echo "${note[$s]}"; echo; cat "$out/$s.ab.md"; echo; } >>"$summary"
 done
 if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then cat "$summary" >>"$GITHUB_STEP_SUMMARY"; fi
 exit "$status"

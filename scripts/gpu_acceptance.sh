@@ -117,6 +117,10 @@ if [ -n "$absorbed" ]; then
 else
   echo "gpu_acceptance: no stored-baseline comparison needed a confirmation rerun"
 fi
+# The figures the suite measures on this machine (the control's loader margin, the
+# injection's p50 ratio), printed by the tests even when they pass.
+grep -h -E '^test_scenarios: (clean loader|[a-z_]+ --inject_slowdown)' "$build/Testing/Temporary/LastTest.log" 2>/dev/null |
+  sed 's/^/gpu_acceptance: measured: /'
 # grep, not a JUnit parser: the GPU host may have no Python.
 skipped=$(grep -c '<skipped' "$build/acceptance-junit.xml" 2>/dev/null || true)
 if [ "$rc" -eq 0 ] && [ "$ngpu" -gt 0 ] && [ "${skipped:-0}" -gt 0 ]; then

@@ -2,10 +2,13 @@
 # shellcheck disable=SC2154  # build and root come from the sourcing script
 # gpu_libpath.sh: sourced (". scripts/gpu_libpath.sh") from the repository root with
 # $build (the build directory, absolute) and $root set, by the scripts that run the
-# project's programs on a GPU host: gpu_acceptance.sh, long_run.sh, gpu_sanitize.sh.
+# project's programs on a GPU host: gpu_acceptance.sh, gpu_ab.sh, long_run.sh,
+# gpu_sanitize.sh.
 # Puts CUDA's own libraries of the host on LD_LIBRARY_PATH, then those of .gpu_bundle/lib
 # (scripts/gpu_prepare.sh) that this host lacks, and only those: a bundled copy of a
-# library the host has could clash with the host's ctest or driver.
+# library the host has could clash with the host's ctest or driver. The links go into
+# $build/.host_missing_libs, or $libdir_override when set (gpu_ab.sh, which may run while
+# the acceptance tests load from the former).
 libpath=()
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/extras/CUPTI/lib64; do
   [ -d "$d" ] && libpath+=("$d")
@@ -13,7 +16,7 @@ done
 if [ -d .gpu_bundle/lib ]; then
   ldconfig_bin=$(command -v ldconfig || echo /sbin/ldconfig)
   host_libs=$("$ldconfig_bin" -p 2>/dev/null || true)
-  missing_dir=$build/.host_missing_libs
+  missing_dir=${libdir_override:-$build/.host_missing_libs}
   rm -rf "$missing_dir" && mkdir -p "$missing_dir"
   nmiss=0
   for lib in .gpu_bundle/lib/*; do

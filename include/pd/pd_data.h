@@ -71,6 +71,17 @@ int pd_data_create(const pd_data_config_t *cfg, cudaStream_t stream, pd_data_t *
  * enqueues its host-to-device copy on the stream; fills *batch (see pd_batch_t for how
  * long it stays valid). Batches continue across epochs without end. */
 int pd_data_next(pd_data_t *data, pd_batch_t *batch);
+/* What the loader made so far: its threads, the batches, and the wall time the threads
+ * spent making them (summed; waiting for room in a full queue is not counted). Its
+ * throughput is max(workers, 1) x batches / fill time. */
+typedef struct {
+  int workers;      /* num_workers; 0: batches are made on the consumer's thread */
+  int64_t batches;
+  int64_t fill_ns;
+} pd_data_stats_t;
+
+/* Fills *out (zeros for a NULL data). Thread: the consumer's. */
+void pd_data_get_stats(pd_data_t *data, pd_data_stats_t *out);
 /* Waits for the copies in flight, stops and joins the workers, frees host, pinned and
  * device memory. NULL is a no-op. */
 void pd_data_destroy(pd_data_t *data);

@@ -203,6 +203,18 @@ typedef struct {
    * "baseline". */
   const char *current_name;
   const char *baseline_name;
+  /* A/B only (pd_cmp_ab). keep: the share of each side's runs its statistic averages, the
+   * better ones (0: 0.5, the better half; 1: every run): a process in a slow machine state
+   * falls out. */
+  double keep;
+  /* Host times of each run divided by its host_calibration (the launching thread's time
+   * for a fixed CPU workload, mean of start and end) and multiplied by the median over
+   * all runs: a process whose CPU runs slower is scaled back. Every run must carry it. */
+  bool normalize_host;
+  /* NULL: every host-class row may fail. Else only this host metric (a row name such as
+   * "step_time_p10_s") gates among the host rows; the others are reported: one test of
+   * host time per A/B instead of several at alpha each. */
+  const char *primary;
 } pd_cmp_options_t;
 
 typedef struct {
@@ -216,6 +228,10 @@ typedef struct {
   double change_pct;        /* (now - base) / |base| * 100; +-Inf from zero; NaN: n/a */
   double p_value;           /* one-sided p in the direction of the change; NaN: no test */
   size_t n_base, n_now;     /* samples the test used (0: no test) */
+  /* A/B, host rows: the smallest one-sided slowdown (fraction) this A/B would have caught
+   * with 80% power at its alpha, simulated on its own runs, and never below the tolerance;
+   * +Inf when none up to 100% would be; NaN: not computed (other rows, stored). */
+  double mde_fraction;
   pd_cmp_verdict_t verdict;
   char note[224];
 } pd_cmp_row_t;
@@ -227,6 +243,9 @@ typedef struct {
   bool op;              /* host op (top_ops, self CPU time); else kernel (top_kernels) */
   double base_us, now_us;       /* time per step, mean over each side's runs */
   double base_calls, now_calls; /* calls per step */
+  /* The side's op tables were cut at --top_n (files without "top_ops_complete") and may
+   * miss this op in some documents: its figure there is a lower bound, not a measurement. */
+  bool base_cut, now_cut;
 } pd_cmp_change_t;
 
 #define PD_CMP_MAX_CHANGES 8
@@ -245,6 +264,12 @@ typedef struct {
   size_t nrows;
   size_t counts[PD_CMP_VERDICT_COUNT];
   bool failed;              /* some row regressed or is missing */
+  /* A/B: gating rows beyond tolerance in the bad direction but not significant: more
+   * rounds would decide them (scripts/gpu_ab.sh runs more). */
+  size_t undecided;
+  double keep;              /* A/B: the statistic's share of runs (pd_cmp_options_t.keep) */
+  bool normalized;          /* A/B: host times normalised by the runs' host_calibration */
+  char primary[96];         /* A/B: the one gating host metric; "" when all gate */
   char config_note[512];    /* config keys that differ (reported, not failed); "" if none */
   /* What changed most, largest first: kernels by device time, host ops by self CPU time
    * per step (from the runs' top_kernels and top_ops). Filled for every comparison;
@@ -263,11 +288,15 @@ void pd_cmp_report_free(pd_cmp_report_t *rep);
 
 /* Compares head runs with base runs of two builds made interleaved on one machine: base[i]
  * and head[i] are round i (nbase == nhead >= 2). Each metric's value per run (its
- * metrics entry, or the gate's p10 of its step times) is compared on the better half of
- * each side's runs (a whole process landing in a slow machine state must not decide),
+ * metrics entry, or the gate's p10 of its step times; host times optionally normalised
+ * by the run's host_calibration, opt->normalize_host) is compared on the better half
+ * (opt->keep) of each side's runs (a whole process landing in a slow machine state must
+ * not decide),
  * with a one-sided paired permutation test over the rounds (exact up to 16 rounds, else
  * 2^16 random relabellings from a fixed seed); regressed when the change is beyond the
- * AB policy and p < alpha. Counts by their median over the runs, exactly. With fewer
+ * AB policy and p < alpha (with opt->primary, only that host row may fail; rows beyond
+ * tolerance but not significant are counted in rep->undecided). Each host row states its
+ * minimum detectable effect (mde_fraction). Counts by their median over the runs, exactly. With fewer
  * rounds than can reach alpha (2^-rounds > alpha) timing rows are skipped, said why.
  * Returns 0 with *rep filled, PD_EINVAL (rounds differ or < 2), PD_EMISMATCH (GPU or
  * scenario differ among the runs), PD_EPARSE, PD_ENOMEM, with why naming the file by

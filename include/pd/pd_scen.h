@@ -28,6 +28,13 @@ extern "C" {
 #define PD_SCEN_DATALOADER_IO_SLEEP_MS 2
 #define PD_SCEN_DEFAULT_CPU_WORK 200
 #define PD_SCEN_DEFAULT_IO_SLEEP_MS 0
+/* Loader threads when --num_workers is not given. The control group gets more: its step
+ * (about 0.3 ms) asks for a batch faster than two workers make one at cpu_work 200 with
+ * twice the margin (a batch takes one worker 0.25-0.45 ms), and a loader that falls
+ * behind makes its verdict read `dataloader` (issue 23: a fresh H100 did). The data
+ * pipeline writes the margin it had into the metrics JSON ("data_loader"). */
+#define PD_SCEN_DEFAULT_WORKERS 2
+#define PD_SCEN_CLEAN_WORKERS 4
 /* Dataset length; large enough that a default run (10 + 2 + 8 steps of 64) stays in
  * one epoch. */
 #define PD_SCEN_SAMPLES_PER_EPOCH 4096
@@ -37,7 +44,7 @@ extern "C" {
 #define PD_SCENARIO_MAP(X)                                                                   \
   X(CLEAN, "clean", "the control group: the same training step with nothing planted",        \
     "nothing (pooled allocator, no host reads in the step, no tiny ops, cpu_work 200, "      \
-    "no I/O sleep)",                                                                         \
+    "no I/O sleep, 4 loader workers)",                                                                         \
     "no planted cause named; the verdict says where the host/GPU balance lies (compute, "  \
     "or host_bound on a host that launches slowly)", "",                                     \
     "nothing to fix", PD_BOTTLENECK_COMPUTE)                                                 \
@@ -101,7 +108,8 @@ typedef struct {
   int batch_size;          /* >= 1 */
   bool amp;
   uint64_t seed;           /* weights and data */
-  int num_workers;         /* >= 0 */
+  int num_workers;         /* >= 0, or PD_KNOB_SCENARIO (PD_SCEN_CLEAN_WORKERS for clean,
+                              PD_SCEN_DEFAULT_WORKERS otherwise) */
   int prefetch_factor;     /* >= 1 */
   bool persistent_workers;
   bool pin_memory;
@@ -112,7 +120,7 @@ typedef struct {
   bool no_sync;            /* drop the planted host reads (any scenario) */
 } pd_scen_options_t;
 
-/* Fills o with the defaults of profiler_demo (batch 64, 2 workers, prefetch 2, seed 0,
+/* Fills o with the defaults of profiler_demo (batch 64, the scenario's workers, prefetch 2, seed 0,
  * every knob at PD_KNOB_SCENARIO). */
 void pd_scen_options_init(pd_scen_options_t *o);
 
@@ -122,6 +130,32 @@ void pd_scen_options_init(pd_scen_options_t *o);
  * range option (nothing is promised about *cnn and *data then). */
 int pd_scenario_configure(pd_scenario_t s, const pd_scen_options_t *o, pd_cnn_config_t *cnn,
                           pd_data_config_t *data);
+
+/* ---- --inject_slowdown: host work the step waits for (the gate's self-test) ------------ */
+
+/* How many recent steps the injected time is sized from. */
+#define PD_SCEN_INJECT_WINDOW 64
+
+/* Sizes the busy time inserted before a step's launches so that the step gets `fraction`
+ * longer: fraction x the median un-injected part of the recent steps (step time minus the
+ * busy time inserted in it); before any step was recorded, fraction x base_ns. Plain
+ * data, no allocation. */
+typedef struct {
+  double fraction;
+  int64_t base_ns;
+  int64_t plain_ns[PD_SCEN_INJECT_WINDOW];
+  size_t n, next;
+} pd_scen_inject_t;
+
+/* fraction <= 0: nothing is ever injected. base_ns: the first steps' estimate (e.g. the
+ * mean warmup step). */
+void pd_scen_inject_init(pd_scen_inject_t *inj, double fraction, int64_t base_ns);
+/* Returns the busy time (ns) to insert before the next step's launches; 0 when off. */
+int64_t pd_scen_inject_next_ns(const pd_scen_inject_t *inj);
+/* Records a finished step: its time and the busy time inserted in it (0 for a plain step). */
+void pd_scen_inject_record(pd_scen_inject_t *inj, int64_t step_ns, int64_t spun_ns);
+/* Busy-waits ns nanoseconds on the calling thread. */
+void pd_scen_spin_ns(int64_t ns);
 
 #ifdef __cplusplus
 }

@@ -200,6 +200,16 @@ typedef struct {
   double d;
 } pd_cfg_entry_t;
 
+/* The data loader's throughput, for the metrics JSON's "data_loader" (filled by the
+ * program from its pipeline, pd_data_get_stats). */
+typedef struct {
+  int workers;     /* loader threads; 0: batches made on the step's thread */
+  int64_t batches; /* batches made */
+  int64_t fill_ns; /* wall time the threads spent making them, summed */
+} pd_loader_rate_t;
+
+struct pd_host_calib_s;
+
 typedef struct {
   const pd_cfg_entry_t *config;
   size_t nconfig;
@@ -226,6 +236,11 @@ typedef struct {
   const pd_prof_cost_t *cost;
   /* Host memory over the steps (written as "host_memory"); NULL: null. */
   const pd_host_memory_t *host_memory;
+  /* The loader's throughput against the steps' demand ("data_loader"); NULL: null. */
+  const pd_loader_rate_t *loader;
+  /* The launching thread's calibration at start and end ("host_calibration",
+   * pd_host_calib.h); NULL: null. */
+  const struct pd_host_calib_s *host_calibration;
 } pd_run_report_t;
 
 /* Writes the metrics JSON (schema PD_METRICS_SCHEMA_VERSION, docs/formats.md) through the one output writer

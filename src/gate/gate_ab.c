@@ -25,24 +25,47 @@
 
 #define AB_EXACT_MAX_ROUNDS 16
 #define AB_RANDOM_PERMUTATIONS 65536
+/* The minimum detectable effect's simulation: simulated A/Bs per shift, relabellings per
+ * simulated test (exact up to 8 rounds), the power asked for, and the bisection steps
+ * over shifts in (0, 1] (resolution 0.1%). */
+#define AB_MDE_SIMS 100
+#define AB_MDE_PERMUTATIONS 256
+#define AB_MDE_POWER 0.8
+#define AB_MDE_STEPS 10
 
-static int ab_dcmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
+/* How one A/B judges its rows (from pd_cmp_options_t). */
+typedef struct {
+  double alpha;
+  double keep;         /* share of each side's runs the statistic keeps */
+  const char *primary; /* the one gating host metric; NULL: all host rows gate */
+} ab_settings_t;
+
+/* Sorts v ascending: insertion sort, since the rounds of an A/B are few and the
+ * permutation tests and simulations sort them hundreds of thousands of times. */
+static void ab_sort(double *v, size_t n) {
+  for (size_t i = 1; i < n; i++) {
+    const double x = v[i];
+    size_t j = i;
+    for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+    v[j] = x;
+  }
 }
 
-/* Mean of the better half (ceil(n/2) values) of v: the lowest when lower is better, the
- * highest when higher is better. tmp holds n doubles. */
-static double ab_better_half(const double *v, size_t n, bool higher_better, double *tmp) {
+/* Mean of the better ceil(keep * n) values of v (at least one): the lowest when lower is
+ * better, the highest when higher is better. keep 0.5 is the better half. tmp holds n
+ * doubles. */
+static double ab_better(const double *v, size_t n, bool higher_better, double keep, double *tmp) {
   memcpy(tmp, v, n * sizeof(*tmp));
-  qsort(tmp, n, sizeof(*tmp), ab_dcmp);
-  size_t h = (n + 1) / 2;
+  ab_sort(tmp, n);
+  size_t h = (size_t)ceil(keep * (double)n - 1e-9);
+  if (h < 1) h = 1;
+  if (h > n) h = n;
   double sum = 0.0;
   for (size_t i = 0; i < h; i++) sum += higher_better ? tmp[n - 1 - i] : tmp[i];
   return sum / (double)h;
 }
 
-/* xorshift64*: the fixed-seed generator of the sampled relabellings. */
+/* xorshift64*: the fixed-seed generator of the sampled relabellings and simulations. */
 static uint64_t ab_next(uint64_t *s) {
   *s ^= *s >> 12;
   *s ^= *s << 25;
@@ -51,14 +74,20 @@ static uint64_t ab_next(uint64_t *s) {
 }
 
 /* One-sided permutation p of the change head - base in direction sign (+1: head larger).
- * b, h: n values each; work: 4n doubles. */
-static double ab_perm_p(const double *b, const double *h, size_t n, bool higher_better, double sign,
-                        double *work) {
+ * b, h: n values each; work: 4n doubles. Exact when 2^n <= max_perms, else max_perms
+ * relabellings drawn from a fixed seed. stop_alpha > 0: returns 1 as soon as p can no
+ * longer fall below it (the simulations only ask "significant or not"). */
+static double ab_perm_p(const double *b, const double *h, size_t n, bool higher_better, double keep, double sign,
+                        uint64_t max_perms, double stop_alpha, double *work) {
   double *pb = work, *ph = work + n, *tmp = work + 2 * n;
-  const double observed = sign * (ab_better_half(h, n, higher_better, tmp) - ab_better_half(b, n, higher_better, tmp));
+  const double observed =
+      sign * (ab_better(h, n, higher_better, keep, tmp) - ab_better(b, n, higher_better, keep, tmp));
   const double eps = 1e-12 * (fabs(observed) + 1e-300);
-  bool exact = n <= AB_EXACT_MAX_ROUNDS;
-  uint64_t total = exact ? (uint64_t)1 << n : AB_RANDOM_PERMUTATIONS, hits = 0, seed = 0x9E3779B97F4A7C15ULL;
+  bool exact = n < 63 && ((uint64_t)1 << n) <= max_perms;
+  uint64_t total = exact ? (uint64_t)1 << n : max_perms, hits = 0, seed = 0x9E3779B97F4A7C15ULL;
+  /* hits at which p >= stop_alpha is certain */
+  const double stop_hits = stop_alpha > 0 ? (exact ? stop_alpha * (double)total : stop_alpha * (double)(total + 1) - 1.0)
+                                          : INFINITY;
   for (uint64_t m = 0; m < total; m++) {
     uint64_t mask = exact ? m : ab_next(&seed);
     for (size_t i = 0; i < n; i++) {
@@ -66,16 +95,79 @@ static double ab_perm_p(const double *b, const double *h, size_t n, bool higher_
       pb[i] = swap ? h[i] : b[i];
       ph[i] = swap ? b[i] : h[i];
     }
-    double d = sign * (ab_better_half(ph, n, higher_better, tmp) - ab_better_half(pb, n, higher_better, tmp));
+    double d = sign * (ab_better(ph, n, higher_better, keep, tmp) - ab_better(pb, n, higher_better, keep, tmp));
     if (d >= observed - eps) hits++;
+    if ((double)hits >= stop_hits) return 1.0;
   }
   /* The observed labelling is one of the relabellings (mask 0), so p > 0 when exact. */
   return exact ? (double)hits / (double)total : ((double)hits + 1.0) / ((double)total + 1.0);
 }
 
+/* Smallest p the test can give with n rounds. */
+static double ab_min_p(size_t n) { return n < 63 ? ldexp(1.0, -(int)n) : 0.0; }
+
+/* Whether the A/B of x (base) against y (head) slowed down by f would regress: beyond
+ * the row's tolerance and significant at alpha. work: 5n doubles. */
+static bool ab_sim_detects(const double *x, const double *y, size_t n, double f, const pd_cmp_policy_t *p,
+                           const ab_settings_t *st, double *work) {
+  const bool hb = p->direction == PD_CMP_DIR_HIGHER_IS_BETTER;
+  double *ys = work;
+  for (size_t i = 0; i < n; i++) ys[i] = y[i] * (hb ? 1.0 - f : 1.0 + f);
+  const double vb = ab_better(x, n, hb, st->keep, work + n), diff = ab_better(ys, n, hb, st->keep, work + n) - vb;
+  if (hb ? diff >= 0 : diff <= 0) return false;
+  if (fabs(diff) <= fmax(p->tolerance * fabs(vb), p->min_abs)) return false;
+  return ab_perm_p(x, ys, n, hb, st->keep, diff > 0 ? 1.0 : -1.0, AB_MDE_PERMUTATIONS, st->alpha, work + n) <
+         st->alpha;
+}
+
+/* The minimum detectable effect of a row (pd_cmp_row_t.mde_fraction): simulated A/Bs
+ * made from this A/B's own rounds (drawn with replacement, base and head swapped at
+ * random within each, so that no real change is left), the head of each slowed down by
+ * f; the smallest f (bisection, fixed seed) that AB_MDE_POWER of them catch; never below
+ * the tolerance. +Inf when even f = 1 is caught less often; NaN out of memory. */
+static double ab_mde(const double *b, const double *h, size_t n, const pd_cmp_policy_t *p,
+                     const ab_settings_t *st) {
+  if (ab_min_p(n) > st->alpha) return INFINITY;
+  double *sims = malloc((2 * AB_MDE_SIMS * n + 5 * n) * sizeof(*sims));
+  if (sims == NULL) return NAN;
+  double *work = sims + 2 * AB_MDE_SIMS * n;
+  uint64_t seed = 0xD1B54A32D192ED03ULL;
+  for (size_t k = 0; k < AB_MDE_SIMS; k++) {
+    double *x = sims + 2 * k * n, *y = x + n;
+    for (size_t i = 0; i < n; i++) {
+      const size_t j = (size_t)(ab_next(&seed) % n);
+      const bool swap = (ab_next(&seed) >> 40) & 1u;
+      x[i] = swap ? h[j] : b[j];
+      y[i] = swap ? b[j] : h[j];
+    }
+  }
+  const size_t need = (size_t)ceil(AB_MDE_POWER * AB_MDE_SIMS);
+  /* The figure is never below the tolerance: try it first, then 100%, then bisect. */
+  const double tol = fmin(fmax(p->tolerance, 0.0), 1.0);
+  double lo = tol, hi = 1.0, mde = INFINITY;
+  for (int step = 0; step <= AB_MDE_STEPS + 1; step++) {
+    const double f = step == 0 ? tol : step == 1 ? 1.0 : 0.5 * (lo + hi);
+    size_t caught = 0;
+    for (size_t k = 0; k < AB_MDE_SIMS && caught < need && caught + (AB_MDE_SIMS - k) >= need; k++)
+      caught += ab_sim_detects(sims + 2 * k * n, sims + (2 * k + 1) * n, n, f, p, st, work);
+    if (caught >= need) {
+      hi = f;
+      mde = f;
+      if (step == 0) break; /* caught at the tolerance itself */
+    } else {
+      lo = f;
+      if (step == 1) break; /* not even a 100% slowdown */
+    }
+  }
+  free(sims);
+  return isinf(mde) ? mde : fmax(mde, p->tolerance);
+}
+
 /* One numeric row from each side's per-run values (NaN: null). */
-static void ab_eval(pd_cmp_row_t *r, const double *b, const double *h, size_t n, double alpha, double *work) {
+static void ab_eval(pd_cmp_report_t *rep, pd_cmp_row_t *r, const double *b, const double *h, size_t n,
+                    const ab_settings_t *st, double *work) {
   const pd_cmp_policy_t *p = &r->policy;
+  const double alpha = st->alpha, keep = st->keep;
   bool higher_better = p->direction == PD_CMP_DIR_HIGHER_IS_BETTER;
   size_t nan_b = 0, nan_h = 0;
   for (size_t i = 0; i < n; i++) {
@@ -99,8 +191,8 @@ static void ab_eval(pd_cmp_row_t *r, const double *b, const double *h, size_t n,
   }
   bool report_only = p->direction == PD_CMP_DIR_NONE;
   bool paired = p->mode == PD_CMP_MODE_SIGNIFICANCE && !report_only;
-  r->base = paired ? ab_better_half(b, n, higher_better, work) : pd_quantile(b, n, 0.5);
-  r->now = paired ? ab_better_half(h, n, higher_better, work) : pd_quantile(h, n, 0.5);
+  r->base = paired ? ab_better(b, n, higher_better, keep, work) : pd_quantile(b, n, 0.5);
+  r->now = paired ? ab_better(h, n, higher_better, keep, work) : pd_quantile(h, n, 0.5);
   double diff = r->now - r->base;
   r->change_pct = r->base != 0.0 ? diff / fabs(r->base) * 100.0 : (diff == 0.0 ? 0.0 : copysign(INFINITY, diff));
   bool bad = (p->direction == PD_CMP_DIR_LOWER_IS_BETTER && diff > 0) ||
@@ -119,9 +211,13 @@ static void ab_eval(pd_cmp_row_t *r, const double *b, const double *h, size_t n,
     return;
   }
   r->n_base = r->n_now = n;
+  const bool host = p->cls == PD_METRIC_CLASS_HOST;
+  if (host) r->mde_fraction = ab_mde(b, h, n, p, st);
+  /* With a primary host metric, the other host rows are reported, never failed. */
+  const bool secondary = host && st->primary != NULL && strcmp(st->primary, r->metric) != 0;
   double allowed = fmax(p->tolerance * fabs(r->base), p->min_abs);
   bool large = fabs(diff) > allowed;
-  double min_p = n < 63 ? ldexp(1.0, -(int)n) : 0.0;
+  double min_p = ab_min_p(n);
   if (min_p > alpha) {
     r->verdict = PD_CMP_SKIPPED;
     snprintf(r->note, sizeof(r->note),
@@ -131,14 +227,24 @@ static void ab_eval(pd_cmp_row_t *r, const double *b, const double *h, size_t n,
   }
   if (!large) {
     r->verdict = PD_CMP_OK;
-    snprintf(r->note, sizeof(r->note), "within tolerance +-%.3g%% (better half of %zu runs each)",
-             p->tolerance * 100.0, n);
+    snprintf(r->note, sizeof(r->note), "within tolerance +-%.3g%% (%s of %zu runs each)", p->tolerance * 100.0,
+             keep == 0.5 ? "better half" : keep >= 1.0 ? "mean" : "better share", n);
     return;
   }
-  r->p_value = ab_perm_p(b, h, n, higher_better, diff > 0 ? 1.0 : -1.0, work);
+  r->p_value = ab_perm_p(b, h, n, higher_better, keep, diff > 0 ? 1.0 : -1.0,
+                         n <= AB_EXACT_MAX_ROUNDS ? (uint64_t)1 << n : AB_RANDOM_PERMUTATIONS, 0.0, work);
   if (r->p_value >= alpha) {
     r->verdict = PD_CMP_OK;
-    snprintf(r->note, sizeof(r->note), "beyond tolerance but not significant (paired permutation p >= %g)", alpha);
+    if (bad && !secondary) rep->undecided++;
+    snprintf(r->note, sizeof(r->note), "beyond tolerance but not significant (paired permutation p >= %g)%s", alpha,
+             bad && !secondary ? ": undecided, more rounds would tell" : "");
+    return;
+  }
+  if (secondary && bad) {
+    r->verdict = PD_CMP_OK;
+    snprintf(r->note, sizeof(r->note),
+             "worse beyond tolerance +-%.3g%% and significant, reported: only the primary host metric %s gates",
+             p->tolerance * 100.0, st->primary);
     return;
   }
   r->verdict = beyond;
@@ -184,17 +290,49 @@ static int ab_check(const cJSON *const *docs, size_t n, const char *const *names
   return 0;
 }
 
+/* True for the rows --normalize scales: host-class times (the gate's p10 included), not
+ * host ratios, which a uniformly slower CPU leaves as they are. */
+static bool ab_host_time(const char *metric, const pd_cmp_derived_t *derived) {
+  if (derived != NULL) return true;
+  const pd_metric_desc_t *d = pd_metric_find(metric);
+  return d != NULL && d->cls == PD_METRIC_CLASS_HOST && d->kind == PD_METRIC_TIME;
+}
+
+/* Fills cal[i] with run i's host calibration (mean of host_calibration.start_ns and
+ * end_ns), range-checked (0, 1e12) ns. */
+static int ab_calibrations(const cJSON *const *docs, size_t n, const char *const *names, double *cal, char *why,
+                           size_t whylen) {
+  for (size_t i = 0; i < n; i++) {
+    const cJSON *hc = cJSON_GetObjectItemCaseSensitive(docs[i], "host_calibration");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(hc, "start_ns"), *z = cJSON_GetObjectItemCaseSensitive(hc, "end_ns");
+    const char *name = names != NULL && names[i] != NULL ? names[i] : "input";
+    if (!cJSON_IsNumber(a) || !cJSON_IsNumber(z) || !(a->valuedouble > 0 && a->valuedouble < 1e12) ||
+        !(z->valuedouble > 0 && z->valuedouble < 1e12)) {
+      cmp_why(why, whylen,
+              "%s: host_calibration.start_ns and end_ns must be numbers in (0, 1e12) ns; --normalize needs them in "
+              "every run (runs of profiler_demo from before they existed have none)",
+              name);
+      return PD_EPARSE;
+    }
+    cal[i] = 0.5 * (a->valuedouble + z->valuedouble);
+  }
+  return 0;
+}
+
 /* Fills v[i] with run i's value of metric (NaN: null or absent); *present counts the runs
- * that have it. The gate's derived statistics come from each run's samples. */
+ * that have it. The gate's derived statistics come from each run's samples. scale (NULL:
+ * none) multiplies host times (ab_host_time). */
 static int ab_values(const cJSON *const *docs, size_t n, const char *metric, const pd_cmp_derived_t *derived,
-                     const char *const *names, double *v, size_t *present, char *why, size_t whylen) {
+                     const char *const *names, const double *scale, double *v, size_t *present, char *why,
+                     size_t whylen) {
   *present = 0;
+  const bool scaled = scale != NULL && ab_host_time(metric, derived);
   for (size_t i = 0; i < n; i++) {
     v[i] = NAN;
     if (derived != NULL) {
       double q = NAN;
       if (pd_cmp_run_quantiles(docs[i], derived->samples, derived->q, &q, 1) == 1) {
-        v[i] = q;
+        v[i] = scaled ? q * scale[i] : q;
         (*present)++;
       }
       continue;
@@ -204,6 +342,7 @@ static int ab_values(const cJSON *const *docs, size_t n, const char *metric, con
     (*present)++;
     int rc = cmp_metric_value(it, names != NULL && names[i] ? names[i] : "input", &v[i], why, whylen);
     if (rc != 0) return rc;
+    if (scaled) v[i] *= scale[i];
   }
   return 0;
 }
@@ -235,18 +374,36 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
   snprintf(rep->baseline_path, sizeof(rep->baseline_path), "%zu base runs", n);
   snprintf(rep->current_path, sizeof(rep->current_path), "%zu head runs", n);
   rep->baseline_runs = n;
+  const ab_settings_t st = {.alpha = rep->alpha,
+                            .keep = opt != NULL && opt->keep > 0.0 && opt->keep <= 1.0 ? opt->keep : 0.5,
+                            .primary = opt != NULL ? opt->primary : NULL};
+  rep->keep = st.keep;
+  rep->normalized = opt != NULL && opt->normalize_host;
+  snprintf(rep->primary, sizeof(rep->primary), "%s", st.primary != NULL ? st.primary : "");
 
   double *b = malloc(n * sizeof(*b)), *h = malloc(n * sizeof(*h)), *work = malloc(4 * n * sizeof(*work));
+  double *scale = rep->normalized ? malloc(2 * n * sizeof(*scale)) : NULL;
   const char **names_of = malloc(n * sizeof(*names_of)); /* the runs' bottlenecks */
-  if (b == NULL || h == NULL || work == NULL || names_of == NULL) {
+  if (b == NULL || h == NULL || work == NULL || names_of == NULL || (rep->normalized && scale == NULL)) {
     free(b);
     free(h);
     free(work);
+    free(scale);
     free(names_of);
     return PD_ENOMEM;
   }
+  if (scale != NULL) {
+    /* each run's host times x (median calibration of all runs / the run's own) */
+    rc = ab_calibrations(base, n, names, scale, why, whylen);
+    if (rc == 0) rc = ab_calibrations(head, n, names != NULL ? names + n : NULL, scale + n, why, whylen);
+    if (rc == 0) {
+      const double ref = pd_quantile(scale, 2 * n, 0.5);
+      for (size_t i = 0; i < 2 * n; i++) scale[i] = ref / scale[i];
+    }
+  }
+  const double *scale_b = scale, *scale_h = scale != NULL ? scale + n : NULL;
   size_t present = 0, cap = 0;
-  rc = ab_values(base, n, "avg_step_time_s", NULL, names, b, &present, why, whylen);
+  if (rc == 0) rc = ab_values(base, n, "avg_step_time_s", NULL, names, NULL, b, &present, why, whylen);
   const double base_step = rc == 0 && present > 0 ? pd_quantile(b, n, 0.5) : NAN;
 
   /* Rows: the base runs' metrics in order, the gate's derived statistics, then metrics
@@ -259,8 +416,9 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
     const pd_cmp_derived_t *d = k >= nbm ? &derived[k - nbm] : NULL;
     const char *metric = d != NULL ? d->name : cJSON_GetArrayItem(bm, k)->string;
     size_t pb = 0, ph = 0;
-    if ((rc = ab_values(base, n, metric, d, names, b, &pb, why, whylen)) != 0) break;
-    if ((rc = ab_values(head, n, metric, d, names != NULL ? names + n : NULL, h, &ph, why, whylen)) != 0) break;
+    if ((rc = ab_values(base, n, metric, d, names, scale_b, b, &pb, why, whylen)) != 0) break;
+    if ((rc = ab_values(head, n, metric, d, names != NULL ? names + n : NULL, scale_h, h, &ph, why, whylen)) != 0)
+      break;
     if (d != NULL && pb == 0) continue; /* no samples: no derived row */
     pd_cmp_row_t *r = cmp_row_add(rep, &cap, metric);
     if (r == NULL) {
@@ -274,7 +432,7 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
       snprintf(r->note, sizeof(r->note), "in the base runs but not in the head runs");
       continue;
     }
-    ab_eval(r, b, h, n, rep->alpha, work);
+    ab_eval(rep, r, b, h, n, &st, work);
   }
   cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(head[0], "metrics")) {
     if (rc != 0) break;
@@ -285,7 +443,8 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
       break;
     }
     size_t ph = 0;
-    if ((rc = ab_values(head, n, it->string, NULL, names != NULL ? names + n : NULL, h, &ph, why, whylen)) != 0)
+    if ((rc = ab_values(head, n, it->string, NULL, names != NULL ? names + n : NULL, scale_h, h, &ph, why,
+                        whylen)) != 0)
       break;
     pd_cmp_policy_default(it->string, PD_CMP_AB, base_step, &r->policy);
     r->now = pd_quantile(h, n, 0.5);
@@ -295,6 +454,18 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
   free(b);
   free(h);
   free(work);
+  free(scale);
+  if (rc == 0 && st.primary != NULL) {
+    bool found = false;
+    for (size_t i = 0; i < rep->nrows && !found; i++)
+      found = strcmp(rep->rows[i].metric, st.primary) == 0 && rep->rows[i].policy.cls == PD_METRIC_CLASS_HOST &&
+              rep->rows[i].policy.mode == PD_CMP_MODE_SIGNIFICANCE;
+    if (!found) {
+      cmp_why(why, whylen, "primary metric '%s' is not a tested host-class row of these runs (e.g. step_time_p10_s)",
+              st.primary);
+      rc = PD_EINVAL;
+    }
+  }
   if (rc == 0) {
     pd_cmp_row_t *r = cmp_row_add(rep, &cap, "verdict.bottleneck");
     if (r == NULL) {

@@ -631,7 +631,7 @@ pd_cmp_row_t *cmp_row_add(pd_cmp_report_t *rep, size_t *cap, const char *metric)
   pd_cmp_row_t *r = &rep->rows[rep->nrows++];
   memset(r, 0, sizeof(*r));
   snprintf(r->metric, sizeof(r->metric), "%s", metric);
-  r->base = r->now = r->change_pct = r->p_value = NAN;
+  r->base = r->now = r->change_pct = r->p_value = r->mde_fraction = NAN;
   return r;
 }
 

@@ -5,6 +5,11 @@
  * (the profiler's key averages of the traces, kept in every metrics JSON and pooled in
  * a baseline) and pairs them with the analyzer's diff, so `profile_analyze --diff` and
  * the gate agree on what changed.
+ *
+ * Files written before top_ops was whole kept only the --top_n heaviest ops: an op near
+ * the cut is then missing from some runs' tables, which a sum reads as fewer calls or
+ * gone. Such a side's figure of the op is marked (base_cut, now_cut), and the report
+ * says "not known" rather than "gone".
  */
 #include <math.h>
 #include <stdlib.h>
@@ -19,11 +24,41 @@
 /* Changes smaller than this (ns per step) are noise in any table. */
 #define EXPLAIN_MIN_NS 500.0
 
+/* The most documents of a side whose op table is remembered as cut; beyond it every op
+ * of a side with a cut table counts as not known. */
+#define EXPLAIN_MAX_CUT 64
+
 typedef struct {
   pd_diff_input_t *v;
   size_t n, cap;
   double steps;
+  /* Documents whose top_ops may have been cut at --top_n (no "top_ops_complete": true):
+   * an op missing from one of them is not known there, not gone. */
+  const cJSON *cut[EXPLAIN_MAX_CUT];
+  size_t ncut;
+  bool cut_overflow; /* more cut documents than cut[] holds */
 } explain_side_t;
+
+/* True when the side's figure of this op may be short: one of its cut op tables lacks
+ * the op (a plain run), or is a pooled baseline's sum over cut tables (any op may be
+ * missing from some of its runs). */
+static bool explain_op_cut(const explain_side_t *s, const char *name) {
+  if (s->cut_overflow) return true;
+  for (size_t i = 0; i < s->ncut; i++) {
+    if (cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(s->cut[i], "runs"))) return true;
+    bool found = false;
+    const cJSON *row = NULL;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(s->cut[i], "top_ops")) {
+      const char *nm = cmp_string_at(row, "name", NULL);
+      if (nm != NULL && strcmp(nm, name) == 0) {
+        found = true;
+        break;
+      }
+    }
+    if (!found) return true;
+  }
+  return false;
+}
 
 static int explain_push(explain_side_t *s, const char *name, pd_dev_type_t type, double calls, double ns) {
   if (s->n == s->cap) {
@@ -66,6 +101,12 @@ static int explain_add_doc(explain_side_t *s, const cJSON *doc) {
     }
   }
   if (any) s->steps += st->valuedouble;
+  if (any && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "top_ops_complete"))) {
+    if (s->ncut < EXPLAIN_MAX_CUT)
+      s->cut[s->ncut++] = doc;
+    else
+      s->cut_overflow = true;
+  }
   return 0;
 }
 
@@ -91,6 +132,8 @@ int pd_cmp_explain(const cJSON *const *base, size_t nbase, const cJSON *const *n
     c->now_us = rows[i].b_ns / 1e3;
     c->base_calls = rows[i].a_calls;
     c->now_calls = rows[i].b_calls;
+    c->base_cut = c->op && explain_op_cut(&a, rows[i].name);
+    c->now_cut = c->op && explain_op_cut(&b, rows[i].name);
   }
   pd_diff_destroy(diff);
   free(a.v);

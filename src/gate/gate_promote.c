@@ -128,6 +128,7 @@ static int pro_tables(cJSON *out, const cJSON *const *docs, size_t n) {
   static const char *const nums[] = {"calls", "self_cuda_time_us", "cuda_time_us", "self_cpu_time_us",
                                      "cpu_time_us"};
   double steps = 0;
+  bool complete = true;
   cJSON *tables[2];
   for (size_t k = 0; k < 2; k++)
     if ((tables[k] = cJSON_AddArrayToObject(out, keys[k])) == NULL) return PD_ENOMEM;
@@ -139,6 +140,7 @@ static int pro_tables(cJSON *out, const cJSON *const *docs, size_t n) {
     const cJSON *cover = pooled ? ts : st;
     if (!cJSON_IsNumber(cover) || !(cover->valuedouble >= 1.0 && cover->valuedouble <= 1e9)) continue;
     steps += cover->valuedouble;
+    complete = complete && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "top_ops_complete"));
     for (size_t k = 0; k < 2; k++) {
       const cJSON *row = NULL;
       cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(doc, keys[k])) {
@@ -168,6 +170,8 @@ static int pro_tables(cJSON *out, const cJSON *const *docs, size_t n) {
     }
   }
   cJSON_AddNumberToObject(out, "tables_steps", steps);
+  /* Whole only when every input's op table was (gate_explain.c reads it). */
+  cJSON_AddBoolToObject(out, "top_ops_complete", complete);
   return 0;
 }
 

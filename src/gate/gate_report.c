@@ -46,6 +46,18 @@ static const char *rep_p(const pd_cmp_row_t *r, char *buf, size_t len) {
   return buf;
 }
 
+/* The A/B's minimum detectable effect cell: "4.5" (%), ">100" when none up to 100%
+ * would be caught, "-" when not computed. */
+static const char *rep_mde(const pd_cmp_row_t *r, char *buf, size_t len) {
+  if (isnan(r->mde_fraction))
+    snprintf(buf, len, "-");
+  else if (isinf(r->mde_fraction))
+    snprintf(buf, len, ">100");
+  else
+    snprintf(buf, len, "%.1f", r->mde_fraction * 100.0);
+  return buf;
+}
+
 /* "PASS" or "FAIL: 2 regressed, 1 missing". */
 static void rep_result(const pd_cmp_report_t *rep, char *buf, size_t len) {
   if (!rep->failed) {
@@ -61,8 +73,15 @@ static void rep_summary(FILE *out, const pd_cmp_report_t *rep) {
   for (int v = 0; v < PD_CMP_VERDICT_COUNT; v++)
     if (rep->counts[v] > 0)
       fprintf(out, " %zu %s", rep->counts[v], pd_cmp_verdict_name((pd_cmp_verdict_t)v));
-  if (rep->setting == PD_CMP_AB)
+  if (rep->setting == PD_CMP_AB) {
     fprintf(out, "; alpha %g, A/B over %zu interleaved rounds on one machine", rep->alpha, rep->baseline_runs);
+    fprintf(out, "; statistic: mean of the better %.0f%% of each side's runs%s", rep->keep * 100.0,
+            rep->normalized ? ", host times normalised by each run's host calibration" : "");
+    if (rep->primary[0] != '\0') fprintf(out, "; primary host metric %s", rep->primary);
+    if (rep->undecided > 0)
+      fprintf(out, "; %zu undecided (beyond tolerance, not significant: more rounds would tell)", rep->undecided);
+    fprintf(out, "; mde: the smallest slowdown (%%) caught with 80%% power");
+  }
   else
     fprintf(out, "; alpha %g, baseline pooled from %zu run%s on %zu host%s", rep->alpha, rep->baseline_runs,
             rep->baseline_runs == 1 ? "" : "s", rep->baseline_hosts, rep->baseline_hosts == 1 ? "" : "s");
@@ -83,8 +102,14 @@ static void rep_change_text(const pd_cmp_change_t *c, char *buf, size_t len) {
   if (c->base_us > 0) snprintf(pct, sizeof(pct), "%+.0f%%", d / c->base_us * 100.0);
   else if (c->now_us <= 0) snprintf(pct, sizeof(pct), "-");
   if (c->now_us <= 0 && c->now_calls <= 0) snprintf(pct, sizeof(pct), "gone");
-  snprintf(buf, len, "%.1f -> %.1f us/step (%+.1f us, %s; calls/step %.3g -> %.3g)", c->base_us, c->now_us, d, pct,
-           c->base_calls, c->now_calls);
+  /* A cut table's missing op is not known, neither gone nor new. */
+  const char *cut = c->base_cut && c->now_cut ? "; not in every table of either side (cut at --top_n): not known"
+                    : c->base_cut             ? "; not in every base table (cut at --top_n): not known"
+                    : c->now_cut              ? "; not in every current table (cut at --top_n): not known"
+                                              : "";
+  if (c->base_cut || c->now_cut) snprintf(pct, sizeof(pct), "?");
+  snprintf(buf, len, "%.1f -> %.1f us/step (%+.1f us, %s; calls/step %.3g -> %.3g%s)", c->base_us, c->now_us, d, pct,
+           c->base_calls, c->now_calls, cut);
 }
 
 static const char *rep_change_kind(const pd_cmp_change_t *c) {
@@ -114,15 +139,18 @@ void pd_cmp_report_print(FILE *out, const pd_cmp_report_t *rep) {
     fprintf(out, ab ? "  base %s\n  head %s\n" : "  current  %s\n  baseline %s\n",
             ab ? rep->baseline_path : rep->current_path, ab ? rep->current_path : rep->baseline_path);
   if (rep->config_note[0] != '\0') fprintf(out, "  config differs: %s\n", rep->config_note);
-  fprintf(out, "%-30s %-6s %14s %14s %10s %8s %-9s  %s\n", "metric", "class", ab ? "base" : "baseline",
-          ab ? "head" : "now", "change %", "p-value", "verdict", "note");
-  char b[72], n[72], c[32], p[32];
+  fprintf(out, "%-30s %-6s %14s %14s %10s %8s", "metric", "class", ab ? "base" : "baseline", ab ? "head" : "now",
+          "change %", "p-value");
+  if (ab) fprintf(out, " %6s", "mde %");
+  fprintf(out, " %-9s  %s\n", "verdict", "note");
+  char b[72], n[72], c[32], p[32], m[32];
   for (size_t i = 0; i < rep->nrows; i++) {
     const pd_cmp_row_t *r = &rep->rows[i];
-    fprintf(out, "%-30s %-6s %14s %14s %10s %8s %-9s  %s\n", r->metric,
-            r->text ? "verdict" : pd_metric_class_name(r->policy.cls), rep_value(r, true, b, sizeof(b)),
-            rep_value(r, false, n, sizeof(n)), rep_change(r, c, sizeof(c)), rep_p(r, p, sizeof(p)),
-            pd_cmp_verdict_name(r->verdict), r->note);
+    fprintf(out, "%-30s %-6s %14s %14s %10s %8s", r->metric, r->text ? "verdict" : pd_metric_class_name(r->policy.cls),
+            rep_value(r, true, b, sizeof(b)), rep_value(r, false, n, sizeof(n)), rep_change(r, c, sizeof(c)),
+            rep_p(r, p, sizeof(p)));
+    if (ab) fprintf(out, " %6s", rep_mde(r, m, sizeof(m)));
+    fprintf(out, " %-9s  %s\n", pd_cmp_verdict_name(r->verdict), r->note);
   }
   rep_summary(out, rep);
   fputc('\n', out);
@@ -155,6 +183,18 @@ cJSON *pd_cmp_report_to_json(const pd_cmp_report_t *rep) {
   cJSON_AddStringToObject(root, "result", rep->failed ? "fail" : "pass");
   cJSON_AddStringToObject(root, "summary", res);
   cJSON_AddStringToObject(root, "config_differences", rep->config_note);
+  if (rep->setting == PD_CMP_AB) {
+    cJSON_AddNumberToObject(root, "undecided", (double)rep->undecided);
+    cJSON *stat = cJSON_AddObjectToObject(root, "statistic");
+    if (stat != NULL) {
+      cJSON_AddNumberToObject(stat, "keep", rep->keep);
+      cJSON_AddBoolToObject(stat, "normalized_by_host_calibration", rep->normalized);
+      if (rep->primary[0] != '\0')
+        cJSON_AddStringToObject(stat, "primary", rep->primary);
+      else
+        cJSON_AddNullToObject(stat, "primary");
+    }
+  }
   cJSON *counts = cJSON_AddObjectToObject(root, "counts");
   for (int v = 0; counts != NULL && v < PD_CMP_VERDICT_COUNT; v++)
     cJSON_AddNumberToObject(counts, pd_cmp_verdict_name((pd_cmp_verdict_t)v),
@@ -180,6 +220,11 @@ cJSON *pd_cmp_report_to_json(const pd_cmp_report_t *rep) {
     else
       cmp_add_number_or_null(o, "change_pct", r->change_pct);
     cmp_add_number_or_null(o, "p_value", r->p_value);
+    /* +Inf (no slowdown up to 100% would be caught) as a string, like change_pct */
+    if (isinf(r->mde_fraction))
+      cJSON_AddStringToObject(o, "mde_fraction", "+inf");
+    else
+      cmp_add_number_or_null(o, "mde_fraction", r->mde_fraction);
     cJSON_AddNumberToObject(o, "n_baseline", (double)r->n_base);
     cJSON_AddNumberToObject(o, "n_now", (double)r->n_now);
     cJSON_AddStringToObject(o, "verdict", pd_cmp_verdict_name(r->verdict));
@@ -205,6 +250,8 @@ cJSON *pd_cmp_report_to_json(const pd_cmp_report_t *rep) {
     cmp_add_number_or_null(o, "now_us_per_step", c->now_us);
     cmp_add_number_or_null(o, "base_calls_per_step", c->base_calls);
     cmp_add_number_or_null(o, "now_calls_per_step", c->now_calls);
+    cJSON_AddBoolToObject(o, "base_table_cut", c->base_cut);
+    cJSON_AddBoolToObject(o, "now_table_cut", c->now_cut);
   }
   return root;
 }
@@ -235,18 +282,19 @@ void pd_cmp_report_write_markdown(FILE *out, const pd_cmp_report_t *rep) {
     rep_md_cell(out, rep->config_note);
     fprintf(out, "\n\n");
   }
-  fprintf(out, "| metric | class | %s | %s | change %% | p-value | verdict | note |\n", ab ? "base" : "baseline",
-          ab ? "head" : "now");
-  fprintf(out, "|---|---|---:|---:|---:|---:|---|---|\n");
-  char b[72], n[72], c[32], p[32];
+  fprintf(out, "| metric | class | %s | %s | change %% | p-value |%s verdict | note |\n", ab ? "base" : "baseline",
+          ab ? "head" : "now", ab ? " mde % |" : "");
+  fprintf(out, "|---|---|---:|---:|---:|---:|%s---|---|\n", ab ? "---:|" : "");
+  char b[72], n[72], c[32], p[32], m[32];
   for (size_t i = 0; i < rep->nrows; i++) {
     const pd_cmp_row_t *r = &rep->rows[i];
     fprintf(out, "| `%s` | %s | ", r->metric, r->text ? "verdict" : pd_metric_class_name(r->policy.cls));
     rep_md_cell(out, rep_value(r, true, b, sizeof(b)));
     fprintf(out, " | ");
     rep_md_cell(out, rep_value(r, false, n, sizeof(n)));
-    fprintf(out, " | %s | %s | %s%s%s | ", rep_change(r, c, sizeof(c)), rep_p(r, p, sizeof(p)),
-            pd_cmp_verdict_fails(r->verdict) ? "**" : "", pd_cmp_verdict_name(r->verdict),
+    fprintf(out, " | %s | %s |", rep_change(r, c, sizeof(c)), rep_p(r, p, sizeof(p)));
+    if (ab) fprintf(out, " %s |", rep_mde(r, m, sizeof(m)));
+    fprintf(out, " %s%s%s | ", pd_cmp_verdict_fails(r->verdict) ? "**" : "", pd_cmp_verdict_name(r->verdict),
             pd_cmp_verdict_fails(r->verdict) ? "**" : "");
     rep_md_cell(out, r->note);
     fprintf(out, " |\n");

@@ -8,6 +8,7 @@
  * PD_METRICS_MAP is written, in the table's order, so adding a metric is one line there.
  */
 #include "pd/pd_writers.h"
+#include "pd/pd_host_calib.h"
 #include "pd/pd_out.h"
 
 #include <cJSON.h>
@@ -134,6 +135,48 @@ static void add_host_memory(build_t *b, cJSON *root, const pd_host_memory_t *h) 
 #undef KIB
 }
 
+/* "data_loader": the loader's throughput (batches per second its threads make, from the
+ * time they spent making them) against the steps' demand (one batch per step: 1 / the
+ * mean step time), and their ratio. The control group's loader must keep a margin of 2
+ * (issue 23); below 1 the steps wait for data. */
+static void add_loader(build_t *b, cJSON *root, const pd_loader_rate_t *l, double step_s) {
+  if (l == NULL) {
+    check(b, cJSON_AddNullToObject(root, "data_loader"));
+    return;
+  }
+  cJSON *o = check(b, cJSON_AddObjectToObject(root, "data_loader"));
+  if (o == NULL) return;
+  const double fill_s = (double)l->fill_ns * 1e-9;
+  const double rate = l->batches > 0 && fill_s > 0 ? (l->workers > 0 ? l->workers : 1) * (double)l->batches / fill_s
+                                                   : NAN;
+  const double demand = step_s > 0 ? 1.0 / step_s : NAN;
+  add_number(b, o, "workers", (double)l->workers);
+  add_number(b, o, "batches", (double)l->batches);
+  add_number(b, o, "batch_fill_ms", l->batches > 0 ? fill_s * 1e3 / (double)l->batches : NAN);
+  add_number(b, o, "throughput_batches_per_s", rate);
+  add_number(b, o, "demand_steps_per_s", demand);
+  add_number(b, o, "headroom", rate / demand);
+}
+
+/* "host_calibration" (pd_host_calib.h): the launching thread's time for a fixed CPU
+ * workload at the run's start and end. */
+static void add_host_calibration(build_t *b, cJSON *root, const pd_host_calib_t *c) {
+  if (c == NULL) {
+    check(b, cJSON_AddNullToObject(root, "host_calibration"));
+    return;
+  }
+  cJSON *o = check(b, cJSON_AddObjectToObject(root, "host_calibration"));
+  if (o == NULL) return;
+  add_number(b, o, "iterations", (double)c->iters);
+  add_number(b, o, "repetitions", (double)c->reps);
+  add_number(b, o, "start_ns", (double)c->start.wall_ns);
+  add_number(b, o, "end_ns", (double)c->end.wall_ns);
+  add_number(b, o, "start_cpu_time_ns", (double)c->start.cpu_ns);
+  add_number(b, o, "end_cpu_time_ns", (double)c->end.cpu_ns);
+  add_number(b, o, "start_cpu", (double)c->start.cpu);
+  add_number(b, o, "end_cpu", (double)c->end.cpu);
+}
+
 /* top_ops (host ranges) and top_kernels (GPU activities by name): the same row fields,
  * totals over the profiled steps ("steps" at the top level divides them). */
 static void add_op_rows(build_t *b, cJSON *root, const char *key, const pd_op_table_t *table, int limit) {
@@ -235,7 +278,14 @@ static cJSON *build_report(const pd_run_report_t *r) {
     check(&b, cJSON_AddNullToObject(root, "profiler_cost"));
   }
   add_host_memory(&b, root, r->host_memory);
+  add_loader(&b, root, r->loader, r->metrics->avg_step_time_s);
+  add_host_calibration(&b, root, r->host_calibration);
   add_op_rows(&b, root, "top_ops", r->top_ops, r->top_ops_limit);
+  /* Whether top_ops holds every op: the gate reads an op missing from a cut table as
+   * "not known", not as gone (gate_explain.c). top_kernels is always whole. */
+  check(&b, cJSON_AddBoolToObject(root, "top_ops_complete",
+                                  r->top_ops_limit <= 0 || r->top_ops == NULL ||
+                                      pd_op_table_count(r->top_ops) <= (size_t)r->top_ops_limit));
   add_op_rows(&b, root, "top_kernels", r->top_kernels, 0);
   cJSON *files = check(&b, cJSON_AddArrayToObject(root, "trace_files"));
   for (size_t i = 0; files != NULL && r->trace_files != NULL && i < r->ntrace_files; i++) {

@@ -318,3 +318,13 @@ int pd_data_next(pd_data_t *data, pd_batch_t *batch) {
   data->seq++;
   return 0;
 }
+
+void pd_data_get_stats(pd_data_t *data, pd_data_stats_t *out) {
+  memset(out, 0, sizeof(*out));
+  if (data == NULL) return;
+  pd_dq_stats_t st;
+  pd_dq_get_stats(data->dq, &st);
+  out->workers = data->cfg.num_workers;
+  out->batches = st.produced;
+  out->fill_ns = st.fill_ns;
+}

@@ -63,6 +63,9 @@ typedef struct {
 /* Counters for tests and the CLI's notes. */
 typedef struct {
   int64_t produced;              /* batches made so far */
+  int64_t fill_ns;               /* wall time spent making them, summed over the threads
+                                    (not the time a worker waited for room): the loader's
+                                    throughput is workers x produced / fill_ns */
   int max_queued;                /* most batches ever waiting in one worker's FIFO */
   int64_t threads_started;       /* worker threads created so far */
   int64_t epochs_started;

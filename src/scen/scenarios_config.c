@@ -15,7 +15,7 @@ void pd_scen_options_init(pd_scen_options_t *o) {
   o->batch_size = 64;
   o->amp = false;
   o->seed = 0;
-  o->num_workers = 2;
+  o->num_workers = PD_KNOB_SCENARIO;
   o->prefetch_factor = 2;
   o->persistent_workers = false;
   o->pin_memory = false;
@@ -29,7 +29,8 @@ void pd_scen_options_init(pd_scen_options_t *o) {
 /* Rejects option values the model or the pipeline would reject later, so a bad
  * combination fails here, before any GPU work. */
 static int pd_scen_options_check(const pd_scen_options_t *o) {
-  if (o->batch_size < 1 || o->num_workers < 0 || o->prefetch_factor < 1) return PD_EINVAL;
+  if (o->batch_size < 1 || (o->num_workers < 0 && o->num_workers != PD_KNOB_SCENARIO) || o->prefetch_factor < 1)
+    return PD_EINVAL;
   if (o->tiny_mode != PD_KNOB_SCENARIO &&
       (o->tiny_mode < (int)PD_TINY_OFF || o->tiny_mode > (int)PD_TINY_GRAPH))
     return PD_EINVAL;
@@ -59,7 +60,9 @@ int pd_scenario_configure(pd_scenario_t s, const pd_scen_options_t *o, pd_cnn_co
 
   pd_data_config_init(data);
   data->batch_size = o->batch_size;
-  data->num_workers = o->num_workers;
+  data->num_workers = o->num_workers != PD_KNOB_SCENARIO ? o->num_workers
+                      : s == PD_SCEN_CLEAN               ? PD_SCEN_CLEAN_WORKERS
+                                                         : PD_SCEN_DEFAULT_WORKERS;
   data->prefetch_factor = o->prefetch_factor;
   data->persistent_workers = o->persistent_workers;
   data->pin_memory = o->pin_memory;

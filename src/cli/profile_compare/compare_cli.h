@@ -26,6 +26,9 @@ typedef struct {
   const char *json_out, *md_out;
   double alpha;             /* 0 < alpha <= 0.5, default 0.01 */
   bool quiet;
+  double keep;              /* A/B --keep: share of runs the statistic keeps; 0: default */
+  bool normalize;           /* A/B --normalize: host times by each run's host_calibration */
+  const char *primary;      /* A/B --primary METRIC; NULL: every host row gates */
   const char **runs;        /* promote: the runs */
   size_t nruns;
   const char *out;          /* promote: -o / --output */

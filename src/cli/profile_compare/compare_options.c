@@ -27,10 +27,11 @@ static const pd_cli_opt_t k_promote_opts[] = {
 };
 static const pd_cli_spec_t k_promote_spec = PD_CLI_SPEC(k_promote_opts, PD_CLI_DASH_POSITIONAL);
 
-enum { C_JSON, C_MARKDOWN, C_ALPHA, C_BASE, C_HEAD, C_QUIET };
+enum { C_JSON, C_MARKDOWN, C_ALPHA, C_BASE, C_HEAD, C_QUIET, C_KEEP, C_PRIMARY, C_NORMALIZE };
 static const pd_cli_opt_t k_compare_opts[] = {
     {"--json", PD_CLI_VALUE, C_JSON},  {"--markdown", PD_CLI_VALUE, C_MARKDOWN}, {"--alpha", PD_CLI_VALUE, C_ALPHA},
     {"--base", PD_CLI_SWITCH, C_BASE}, {"--head", PD_CLI_SWITCH, C_HEAD},         {"--quiet", PD_CLI_SWITCH, C_QUIET},
+    {"--keep", PD_CLI_VALUE, C_KEEP},  {"--primary", PD_CLI_VALUE, C_PRIMARY},   {"--normalize", PD_CLI_SWITCH, C_NORMALIZE},
 };
 static const pd_cli_spec_t k_compare_spec = PD_CLI_SPEC(k_compare_opts, PD_CLI_DASH_POSITIONAL);
 
@@ -62,6 +63,7 @@ static int parse_promote(int argc, char *const argv[], pd_compare_cli_t *c, char
 static int parse_compare(int argc, char *const argv[], pd_compare_cli_t *c, char *err, size_t errlen) {
   int list = 0; /* 0 positional, 1 after --base, 2 after --head */
   bool ab = false;
+  const char *ab_only = NULL; /* an A/B-only option given */
   pd_cli_iter_t iter;
   pd_cli_item_t it;
   pd_cli_iter_init(&iter, &k_compare_spec, argc, argv, 1);
@@ -92,6 +94,20 @@ static int parse_compare(int argc, char *const argv[], pd_compare_cli_t *c, char
       if (!pd_cli_number(it.value, false, &c->alpha) || !(c->alpha > 0.0 && c->alpha <= 0.5))
         return bad(err, errlen, "--alpha must be a number with 0 < alpha <= 0.5, got '%s'", it.value);
       break;
+    case C_KEEP:
+      ab_only = it.arg;
+      if (!pd_cli_number(it.value, false, &c->keep) || !(c->keep > 0.0 && c->keep <= 1.0))
+        return bad(err, errlen, "--keep must be a share of the runs with 0 < keep <= 1, got '%s'", it.value);
+      break;
+    case C_PRIMARY:
+      ab_only = it.arg;
+      if (it.value[0] == '\0') return bad(err, errlen, "--primary needs a metric name");
+      c->primary = it.value;
+      break;
+    case C_NORMALIZE:
+      ab_only = it.arg;
+      c->normalize = true;
+      break;
     case C_BASE:
     case C_HEAD:
       ab = true;
@@ -103,6 +119,7 @@ static int parse_compare(int argc, char *const argv[], pd_compare_cli_t *c, char
     }
   }
   c->mode = ab ? PD_CCLI_AB : PD_CCLI_COMPARE;
+  if (!ab && ab_only != NULL) return bad(err, errlen, "%s is an A/B option (--base ... --head ...)", ab_only);
   if (ab && c->nfiles > 0)
     return bad(err, errlen, "with --base/--head every file follows one of them; '%s' does not", c->files[0]);
   if (ab && (c->nbase < 2 || c->nbase != c->nhead))

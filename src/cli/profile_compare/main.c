@@ -2,6 +2,7 @@
  *
  *   profile_compare CURRENT.json BASELINE.json [--json OUT] [--markdown OUT] [--alpha A]
  *   profile_compare --base RUN.json... --head RUN.json... [--json OUT] [--markdown OUT] [--alpha A]
+ *                   [--keep F] [--normalize] [--primary METRIC]
  *   profile_compare --promote RUN.json... -o BASELINE.json [--commit SHA] [--command TEXT]
  *   profile_compare --slug METRICS.json
  *
@@ -40,9 +41,17 @@ static const char k_usage[] =
     "      --quiet         no table on stdout\n"
     "  profile_compare --base RUN.json [RUN.json...] --head RUN.json [RUN.json...]\n"
     "                  [--json OUT] [--markdown OUT] [--alpha A] [--quiet]\n"
+    "                  [--keep F] [--normalize] [--primary METRIC]\n"
     "      A/B: runs of a base and a head build made interleaved on one machine, the i-th\n"
     "      base and head runs being round i (scripts/gpu_ab.sh makes them); host and device\n"
-    "      times by a paired permutation test over the rounds, counts exactly\n"
+    "      times by a paired permutation test over the rounds, counts exactly; each host\n"
+    "      row states its minimum detectable effect (mde %, 80% power at alpha)\n"
+    "      --keep F        the statistic: mean of the better share F of each side's runs,\n"
+    "                      0 < F <= 1 (default 0.5, the better half)\n"
+    "      --normalize     host times divided by each run's host_calibration (the launching\n"
+    "                      thread's time for a fixed CPU workload), scaled by their median\n"
+    "      --primary METRIC  only this host metric (e.g. step_time_p10_s) may fail among\n"
+    "                      the host rows; the others are reported\n"
     "  profile_compare --promote RUN.json [RUN.json...] -o BASELINE.json\n"
     "                  [--commit SHA] [--command TEXT] [--date ISO8601]\n"
     "      merge runs (or earlier baselines) into a baseline with policy and provenance\n"
@@ -191,7 +200,7 @@ static int cmd_compare(const pd_compare_cli_t *c) {
   const char *const *base = c->base, *const *head = c->head, *const *files = c->files;
   const size_t nbase = c->nbase, nhead = c->nhead;
   const bool ab = c->mode == PD_CCLI_AB;
-  pd_cmp_options_t opt = {.alpha = c->alpha};
+  pd_cmp_options_t opt = {.alpha = c->alpha, .keep = c->keep, .normalize_host = c->normalize, .primary = c->primary};
   int status = EXIT_BAD_INPUT;
   char why[1024];
   pd_cmp_report_t rep;

@@ -64,7 +64,7 @@ typedef struct {
   int64_t seed;
   int device;
   /* data pipeline */
-  int num_workers;
+  int num_workers; /* PD_KNOB_SCENARIO: the scenario's (pd_scen.h) */
   int prefetch_factor;
   bool persistent_workers;
   bool pin_memory;
@@ -90,7 +90,9 @@ typedef struct {
   int allocator;      /* pd_alloc_mode_t or -1 */
   int churn_buffers;  /* >= 1 or -1 */
   /* testing */
-  double inject_slowdown; /* 0..10: busy-wait this fraction of the warmup step time */
+  double inject_slowdown; /* 0..10: the step gets this fraction longer (host busy time
+                             before its launches, src/scen/inject.c) */
+  bool inject_alternate;  /* inject only in every other recorded step (its acceptance test) */
   double inject_gpu_slowdown; /* 0..10: extra device time, this fraction of the step's
                                  kernel time measured before the profiled steps */
 } pd_demo_config_t;
@@ -160,6 +162,8 @@ typedef struct {
   int64_t steps_done;               /* training steps that ran */
   const pd_prof_cost_t *cost;       /* the profiler's own cost; NULL: none (--no_profile) */
   const pd_host_memory_t *host_memory; /* RSS over the steps; NULL: null */
+  const pd_loader_rate_t *loader;      /* the data loader's throughput; NULL: null */
+  const struct pd_host_calib_s *host_calibration; /* NULL: null */
 } pd_demo_results_t;
 
 /* Writes cfg->output_json atomically from a run's results (schema

@@ -112,7 +112,8 @@ static const opt_t opts[] = {
      "seed of the weights and of the synthetic data"},
     {ROW("device", OPT_INT), OFF(device), 0, 1023, 0, 0, NULL, NULL, 0, "N", G_RUN, "0", "CUDA device ordinal"},
 
-    {ROW("num_workers", OPT_INT), OFF(num_workers), 0, 256, 0, 0, NULL, NULL, 0, "N", G_DATA, "2",
+    {ROW("num_workers", OPT_INT), OFF(num_workers), 0, 256, 0, 0, NULL, NULL, 0, "N", G_DATA,
+     "the scenario's (4 for clean, 2 otherwise)",
      "loader threads; 0 loads on the main thread"},
     {ROW("prefetch_factor", OPT_INT), OFF(prefetch_factor), 1, 64, 0, 0, NULL, NULL, 0, "N", G_DATA, "2",
      "batches queued per worker (no effect with --num_workers 0)"},
@@ -174,8 +175,11 @@ static const opt_t opts[] = {
 
     {ROW("inject_slowdown", OPT_DOUBLE), OFF(inject_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION", G_TEST,
      "0",
-     "busy-wait FRACTION x the mean warmup step time at the end of every profiled step "
-     "(the gate's self-test)"},
+     "make every step after the warmup FRACTION longer: host busy time before its launches, "
+     "FRACTION x the median of the steps measured so far (the gate's self-test)"},
+    {ROW("inject_alternate", OPT_SWITCH), OFF(inject_alternate), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_TEST, "off",
+     "with --inject_slowdown: inject only in every other profiled step (the odd ones of "
+     "step_times_s), so injected and plain steps alternate in one process"},
     {ROW("inject_gpu_slowdown", OPT_DOUBLE), OFF(inject_gpu_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION",
      G_TEST, "0",
      "add device time, FRACTION x the step's GPU time measured after the warmup, to the "
@@ -225,7 +229,7 @@ void pd_demo_config_init(pd_demo_config_t *cfg) {
   cfg->steps = 0;
   cfg->seed = 0;
   cfg->device = 0;
-  cfg->num_workers = 2;
+  cfg->num_workers = PD_KNOB_SCENARIO;
   cfg->prefetch_factor = 2;
   cfg->persistent_workers = false;
   cfg->pin_memory = false;
@@ -350,9 +354,13 @@ int pd_demo_config_validate(const pd_demo_config_t *cfg, char *err, size_t errle
   }
   if (cfg->inject_slowdown > 0.0 && cfg->warmup_steps < 1) {
     snprintf(err, errlen,
-             "--inject_slowdown needs --warmup_steps of at least 1 (the slowdown is a fraction of the "
-             "mean warmup step time), got --warmup_steps %d",
+             "--inject_slowdown needs --warmup_steps of at least 1 (the first steps' slowdown is a "
+             "fraction of the mean warmup step time), got --warmup_steps %d",
              cfg->warmup_steps);
+    return PD_DEMO_EXIT_USAGE;
+  }
+  if (cfg->inject_alternate && !(cfg->inject_slowdown > 0.0)) {
+    snprintf(err, errlen, "--inject_alternate needs --inject_slowdown FRACTION above 0");
     return PD_DEMO_EXIT_USAGE;
   }
   if (cfg->inject_gpu_slowdown > 0.0 && cfg->warmup_steps < 1) {

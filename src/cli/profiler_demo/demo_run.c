@@ -4,8 +4,8 @@
  *
  * Step timing, per step (PRD 4.8): data wait runs from the previous step's end to the
  * batch in hand (pd_data_next returned, its copy enqueued); synchronize; t0; the
- * "train_step" range around pd_cnn_train_step; synchronize; (optional injected
- * slowdown); t1. Step time is t1 - t0. Only the active steps' samples are kept.
+ * (optional injected slowdown, src/scen/inject.c); "train_step" range around
+ * pd_cnn_train_step; synchronize; t1. Step time is t1 - t0. Only the active steps' samples are kept.
  *
  * --no_profile runs the same warmup and the same 1 + 1 + profile_steps steps, timed the
  * same way and with the same host ranges (no-ops without a tracing profiler), but never
@@ -32,6 +32,7 @@
 #include "pd/pd_cnn.h"
 #include "pd/pd_common.h"
 #include "pd/pd_data.h"
+#include "pd/pd_host_calib.h"
 #include "pd/pd_out.h"
 #include "pd/pd_pipeline.h"
 #include "pd/pd_prof.h"
@@ -62,6 +63,8 @@ typedef struct {
   pd_data_config_t data_cfg;
   int64_t prev_end_ns;
   int64_t gpu_spin_ns; /* --inject_gpu_slowdown: device time added per step */
+  pd_host_calib_t calib; /* the launching thread's speed at start and end (host_calib.c) */
+  pd_loader_rate_t loader; /* what the data pipeline made, read after the steps */
   bool progress; /* stdout is a terminal */
   bool outs_ready; /* the output directories exist: a failure takes them back */
   /* the schedule: cycles of wait, warmup 1 and active steps, repeat times (0: until the
@@ -74,7 +77,7 @@ typedef struct {
   int64_t steps_done;
   double warm_sum;  /* warmup step times, the base of --inject_slowdown */
   int warm_n;
-  int64_t spin_ns;  /* --inject_slowdown: host time added per step */
+  pd_scen_inject_t inject; /* --inject_slowdown, sized from the steps after the warmup */
   double *step_s, *wait_s; /* per timed (active) step */
   int nsamples;
   /* the results */
@@ -187,14 +190,6 @@ typedef struct {
   const char *what; /* which call failed */
 } demo_step_result_t;
 
-/* Busy-waits (not sleeps: a sleeping thread can overshoot by a scheduler tick) so the
- * injected slowdown is exact. */
-static void demo_spin_ns(int64_t ns) {
-  const int64_t end = pd_clock_now_ns() + ns;
-  while (pd_clock_now_ns() < end) {
-  }
-}
-
 static int demo_step(demo_run_t *r, int64_t spin_ns, demo_step_result_t *res) {
   int exit_code = PD_DEMO_EXIT_OK;
   memset(res, 0, sizeof(*res));
@@ -210,6 +205,13 @@ static int demo_step(demo_run_t *r, int64_t spin_ns, demo_step_result_t *res) {
    * which is thus in neither the data wait nor the step time (it is in the trace). */
   DEMO_CUDA(cudaStreamSynchronize(r->stream));
   const int64_t t0 = pd_clock_now_ns();
+  if (spin_ns > 0) {
+    /* --inject_slowdown: before the launches, so the step waits for all of it (inject.c).
+     * A named range, so a trace reader sees why these steps are longer. */
+    const bool spun = pd_range_push("inject_slowdown") == 0;
+    pd_scen_spin_ns(spin_ns);
+    if (spun) (void)pd_range_pop();
+  }
 
   const bool ranged = pd_range_push("train_step") == 0;
   rc = pd_cnn_train_step(r->cnn, batch.images, batch.labels);
@@ -220,12 +222,6 @@ static int demo_step(demo_run_t *r, int64_t spin_ns, demo_step_result_t *res) {
     return rc == PD_EDEVOOM ? PD_DEMO_EXIT_OOM : PD_DEMO_EXIT_RUNTIME;
   }
   DEMO_CUDA(cudaStreamSynchronize(r->stream));
-  if (spin_ns > 0) {
-    /* A named range, so a trace reader sees why these steps are longer. */
-    const bool spun = pd_range_push("inject_slowdown") == 0;
-    demo_spin_ns(spin_ns);
-    if (spun) (void)pd_range_pop();
-  }
   const int64_t t1 = pd_clock_now_ns();
   res->step_s = (double)(t1 - t0) * 1e-9;
   r->prev_end_ns = t1;
@@ -359,7 +355,7 @@ static const char *demo_sort_text(int key) {
 static void demo_print_config_line(const demo_run_t *r) {
   const pd_demo_config_t *c = r->cfg;
   printf("  batch_size %d, num_workers %d, prefetch_factor %d%s%s%s, tiny_ops %s, allocator %s, sync %s\n",
-         c->batch_size, c->num_workers, c->prefetch_factor, c->persistent_workers ? ", persistent" : "",
+         c->batch_size, r->data_cfg.num_workers, c->prefetch_factor, c->persistent_workers ? ", persistent" : "",
          c->pin_memory ? ", pin_memory" : "", c->amp ? ", amp" : "", demo_tiny_text(r->cnn_cfg.tiny_mode),
          demo_alloc_text(r->cnn_cfg.alloc_mode), r->cnn_cfg.sync_mode == PD_SYNC_FORCED ? "forced" : "none");
   if (c->inject_slowdown > 0) printf("  inject_slowdown %.3f (test only)\n", c->inject_slowdown);
@@ -483,7 +479,7 @@ int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *
   pd_cfg_entry_t entries[] = {
       {.key = "scenario", .type = PD_CFG_STRING, .s = pd_scenario_name((pd_scenario_t)c->scenario)},
       {.key = "batch_size", .type = PD_CFG_INT, .i = c->batch_size},
-      {.key = "num_workers", .type = PD_CFG_INT, .i = c->num_workers},
+      {.key = "num_workers", .type = PD_CFG_INT, .i = res->data_cfg->num_workers},
       {.key = "prefetch_factor", .type = PD_CFG_INT, .i = c->prefetch_factor},
       {.key = "persistent_workers", .type = PD_CFG_BOOL, .b = c->persistent_workers},
       {.key = "pin_memory", .type = PD_CFG_BOOL, .b = c->pin_memory},
@@ -525,7 +521,7 @@ int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *
       .nsteps = res->nsamples,
       .verdict = res->verdict,
       .top_ops = res->ops,
-      .top_ops_limit = c->top_n,
+      .top_ops_limit = 0, /* whole (the console prints --top_n): the gate explains from it */
       .top_kernels = res->kernels,
       .host = res->host,
       .trace_files = res->traces,
@@ -534,6 +530,8 @@ int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *
       .steps_done = res->steps_done,
       .cost = res->cost,
       .host_memory = res->host_memory,
+      .loader = res->loader,
+      .host_calibration = res->host_calibration,
   };
   return pd_metrics_json_write(c->output_json, &report);
 }
@@ -636,7 +634,7 @@ static int demo_phase_configure(demo_run_t *r) {
     demo_err("scenario configuration rejected: %s", pd_strerror(rc));
     return PD_DEMO_EXIT_RUNTIME;
   }
-  if (cfg->num_workers == 0) r->config_note = "--num_workers 0 loads batches on the main thread; "
+  if (r->data_cfg.num_workers == 0) r->config_note = "--num_workers 0 loads batches on the main thread; "
                                               "--prefetch_factor and --persistent_workers have no effect";
   r->progress = !cfg->quiet && isatty(STDOUT_FILENO);
   r->unix_offset_ns = pd_clock_unix_offset_ns();
@@ -687,6 +685,10 @@ static int demo_phase_setup(demo_run_t *r) {
   DEMO_CUDA(cudaStreamCreate(&r->stream));
   if (r->config_note != NULL && !cfg->quiet) printf("%s: note: %s\n", PD_DEMO_PROG, r->config_note);
 
+  /* Before the loader threads start: the launching thread's speed, alone. */
+  r->calib.iters = PD_HOST_CALIB_ITERS;
+  r->calib.reps = PD_HOST_CALIB_REPS;
+  (void)pd_host_calib_measure(&r->calib.start);
   int rc = pd_data_create(&r->data_cfg, r->stream, &r->data);
   if (rc != 0) return demo_create_failed(r, rc, "data pipeline", pd_data_last_error());
   rc = pd_cnn_create(&r->cnn_cfg, r->stream, &r->cnn);
@@ -737,9 +739,7 @@ static int demo_phase_warmup(demo_run_t *r) {
  * device time per step from a measurement of the step's GPU time. */
 static int demo_phase_slowdown(demo_run_t *r) {
   const pd_demo_config_t *cfg = r->cfg;
-  r->spin_ns = cfg->inject_slowdown > 0 && r->warm_n > 0
-                   ? (int64_t)(cfg->inject_slowdown * r->warm_sum / r->warm_n * 1e9)
-                   : 0;
+  pd_scen_inject_init(&r->inject, cfg->inject_slowdown, r->warm_n > 0 ? (int64_t)(r->warm_sum / r->warm_n * 1e9) : 0);
   if (cfg->inject_gpu_slowdown <= 0 || r->warm_n == 0) return PD_DEMO_EXIT_OK;
   int64_t step_gpu_ns = 0;
   bool blocked = false;
@@ -802,8 +802,14 @@ static int demo_phase_steps(demo_run_t *r) {
   r->prev_end_ns = pd_clock_now_ns();
   for (int s = 0; s < total; s++) {
     demo_progress(r, phase, s + 1, total);
-    int code = demo_step(r, r->spin_ns, &res);
+    /* --inject_alternate: only every other recorded step (the odd samples) is injected */
+    const pd_sched_action_t act_now = pd_schedule_action(&r->sched, s);
+    const bool odd_sample = (act_now == PD_SCHED_RECORD || act_now == PD_SCHED_RECORD_AND_SAVE) &&
+                            r->nsamples < r->active_steps && r->nsamples % 2 == 1;
+    const int64_t spin_ns = !cfg->inject_alternate || odd_sample ? pd_scen_inject_next_ns(&r->inject) : 0;
+    int code = demo_step(r, spin_ns, &res);
     if (code != 0) return demo_step_failed(r, &res, code, phase, s);
+    pd_scen_inject_record(&r->inject, (int64_t)(res.step_s * 1e9), spin_ns);
     r->steps_done++;
     if (cfg->warmup_steps == 0 && s == 0) {
       /* No warmup: the first loss comes from the schedule's wait step (not traced). */
@@ -836,6 +842,12 @@ static int demo_phase_steps(demo_run_t *r) {
 static int demo_phase_stop(demo_run_t *r) {
   const pd_demo_config_t *cfg = r->cfg;
   demo_progress_clear(r);
+  (void)pd_host_calib_measure(&r->calib.end); /* the loader is idle (its queue full) */
+  {
+    pd_data_stats_t ds;
+    pd_data_get_stats(r->data, &ds);
+    r->loader = (pd_loader_rate_t){.workers = ds.workers, .batches = ds.batches, .fill_ns = ds.fill_ns};
+  }
   r->mem.steps = r->steps_done - cfg->warmup_steps > 0 ? r->steps_done - cfg->warmup_steps : 0;
   (void)pd_host_rss_kib(&r->mem.rss_end_kib, &r->mem.rss_peak_kib);
   r->mem.heap_end_kib = pd_host_heap_in_use_kib();
@@ -927,6 +939,8 @@ static int demo_phase_json(demo_run_t *r) {
       .steps_done = r->steps_done,
       .cost = cfg->no_profile ? NULL : &r->cost,
       .host_memory = &r->mem,
+      .loader = &r->loader,
+      .host_calibration = &r->calib,
   };
   int rc = pd_demo_metrics_write(cfg, &results);
   if (rc != 0) {

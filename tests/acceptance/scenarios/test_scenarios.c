@@ -746,3 +746,66 @@ Test(gate, injected_host_slowdown_fails) {
 Test(gate, injected_gpu_slowdown_fails) {
   check_injected("clean_gpu_slowdown_5", "--inject_gpu_slowdown", "0.05", "gpu_kernel_time_per_step_us");
 }
+
+/* ---- the injection means what it says (issue 23 item 5) -------------------------------------- */
+
+static int dbl_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* --inject_slowdown F with --inject_alternate injects into the odd profiled steps only, so
+ * injected and plain steps share one process and its machine state: the ratio of their
+ * p50s must be 1 + F within 2 points. Prints both p50s. */
+static void check_injection_ratio(const char *key, const char *scenario, const char *fraction) {
+  const char *extra[] = {"--inject_slowdown", fraction, "--inject_alternate", "--profile_steps", "64", NULL};
+  run_t *r = scen_run(key, scenario, extra);
+  const cJSON *st = cJSON_GetObjectItemCaseSensitive(r->metrics, "step_times_s");
+  const int n = cJSON_GetArraySize(st);
+  cr_assert_geq(n, 32, "%s: %d profiled steps, expected 64", key, n);
+  double odd[64], even[64];
+  int no = 0, ne = 0;
+  for (int i = 0; i < n && i < 128; i++) {
+    const cJSON *v = cJSON_GetArrayItem(st, i);
+    cr_assert(cJSON_IsNumber(v));
+    if (i % 2 == 1 && no < 64) odd[no++] = v->valuedouble;
+    if (i % 2 == 0 && ne < 64) even[ne++] = v->valuedouble;
+  }
+  qsort(odd, (size_t)no, sizeof(double), dbl_cmp);
+  qsort(even, (size_t)ne, sizeof(double), dbl_cmp);
+  const double p50_inj = no % 2 ? odd[no / 2] : 0.5 * (odd[no / 2 - 1] + odd[no / 2]);
+  const double p50_plain = ne % 2 ? even[ne / 2] : 0.5 * (even[ne / 2 - 1] + even[ne / 2]);
+  const double want = 1.0 + atof(fraction), ratio = p50_inj / p50_plain;
+  fprintf(stderr, "test_scenarios: %s --inject_slowdown %s: p50 injected %.1f us, plain %.1f us, ratio %.4f (want %.2f +- 0.02)\n",
+          scenario, fraction, p50_inj * 1e6, p50_plain * 1e6, ratio, want);
+  cr_expect(fabs(ratio - want) <= 0.02, "%s --inject_slowdown %s: p50 ratio %.4f, want %.2f +- 0.02 (injected %.1f us, plain %.1f us)",
+            scenario, fraction, ratio, want, p50_inj * 1e6, p50_plain * 1e6);
+}
+
+Test(gate, injected_slowdown_lengthens_the_p50_step_by_its_fraction) {
+  check_injection_ratio("clean_inject_alt_10", "clean", "0.10");
+  check_injection_ratio("tiny_ops_inject_alt_5", "tiny_ops", "0.05");
+}
+
+/* ---- the control stays a control (issue 23 item 1) ------------------------------------------- */
+
+/* clean's loader keeps up with margin: the steps wait for data at most 2% of the time, and
+ * the loader's threads make batches at least twice as fast as the steps take them. Both
+ * figures are printed, so a pass on a fresh machine also says how much margin it had. */
+Test(scenarios, clean_loader_keeps_up_with_margin) {
+  run_t *r = run_clean();
+  const double wait_fraction = metric(r, "dataloader_wait_fraction");
+  const cJSON *dl = cJSON_GetObjectItemCaseSensitive(r->metrics, "data_loader");
+  const cJSON *head = cJSON_GetObjectItemCaseSensitive(dl, "headroom");
+  const cJSON *rate = cJSON_GetObjectItemCaseSensitive(dl, "throughput_batches_per_s");
+  const cJSON *demand = cJSON_GetObjectItemCaseSensitive(dl, "demand_steps_per_s");
+  cr_assert(cJSON_IsNumber(head) && cJSON_IsNumber(rate) && cJSON_IsNumber(demand),
+            "%s: data_loader.headroom, throughput_batches_per_s and demand_steps_per_s must be numbers", r->dir);
+  fprintf(stderr,
+          "test_scenarios: clean loader: data-wait fraction %.4f (at most 0.02); throughput %.0f batches/s for %.0f "
+          "steps/s: headroom %.2f (at least 2)\n",
+          wait_fraction, rate->valuedouble, demand->valuedouble, head->valuedouble);
+  cr_expect_leq(wait_fraction, 0.02, "clean: data-wait fraction %.4f > 0.02", wait_fraction);
+  cr_expect_geq(head->valuedouble, 2.0, "clean: loader throughput %.0f batches/s is %.2fx the steps' %.0f/s, want >= 2",
+                rate->valuedouble, head->valuedouble, demand->valuedouble);
+}

@@ -27,7 +27,7 @@ Test(cli_options, no_flags_give_the_prd_defaults) {
   cr_expect_eq(c.action, PD_DEMO_RUN);
   cr_expect_eq(c.scenario, PD_SCEN_DATALOADER);
   cr_expect_eq(c.batch_size, 64);
-  cr_expect_eq(c.num_workers, 2);
+  cr_expect_eq(c.num_workers, PD_KNOB_SCENARIO, "the scenario's (dataloader: 2)");
   cr_expect_not(c.pin_memory);
   cr_expect_not(c.amp);
   cr_expect_eq(c.warmup_steps, 10);
@@ -219,8 +219,9 @@ static const bad_case_t bad_cases[] = {
     {{"--output_json"}, "--output_json needs a value (a non-empty path of at most 1023 bytes)"},
     {{"--pin_memory=yes"}, "--pin_memory is a switch and takes no value, got '--pin_memory=yes'"},
     {{"--inject_slowdown", "0.5", "--warmup_steps", "0"},
-     "--inject_slowdown needs --warmup_steps of at least 1 (the slowdown is a fraction of the mean warmup "
-     "step time), got --warmup_steps 0"},
+     "--inject_slowdown needs --warmup_steps of at least 1 (the first steps' slowdown is a fraction of the mean "
+     "warmup step time), got --warmup_steps 0"},
+    {{"--inject_alternate"}, "--inject_alternate needs --inject_slowdown FRACTION above 0"},
     {{"--output_json", "res/"}, "--output_json must name a file, got the directory 'res/'"},
     {{"--output_json", "same", "--trace_dir", "same"}, "--output_json must differ from --trace_dir, got 'same' for both"},
     {{"--export_stacks", "st.txt"}, "--export_stacks needs --with_stack (ranges record no call stack otherwise)"},
@@ -275,7 +276,7 @@ Test(cli_options, help_lists_every_flag_with_its_default) {
   char *help = capture(pd_demo_print_help);
   /* flag, default as --help must show it (NULL: an action without a default) */
   const char *flags[][2] = {
-      {"--scenario NAME", "dataloader"}, {"--batch_size N", "64"}, {"--num_workers N", "2"},
+      {"--scenario NAME", "dataloader"}, {"--batch_size N", "64"}, {"--num_workers N", "the scenario's (4 for clean, 2 otherwise)"},
       {"--pin_memory", "off"}, {"--amp", "off"}, {"--warmup_steps N", "10"}, {"--profile_steps N", "8"},
       {"--trace_dir DIR", "results/traces/profiler_demo"}, {"--output_json FILE", "results/metrics_demo.json"},
       {"--seed N", "0"}, {"--with_stack", "off"}, {"--export_stacks FILE", NULL},

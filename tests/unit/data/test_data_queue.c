@@ -110,6 +110,11 @@ Test(data_queue, delivers_in_order_although_worker0_is_slow) {
     expect_batch_content(b, 4, 7);
     pd_dq_release(dq, b);
   }
+  /* the loader's fill time counts the making of each batch: worker 0's 15 ms each */
+  pd_dq_stats_t st;
+  pd_dq_get_stats(dq, &st);
+  cr_expect_geq(st.fill_ns, 9 * 15000000LL, "worker 0 made at least 9 batches of 15 ms: %lld ns",
+                (long long)st.fill_ns);
   pd_dq_destroy(dq);
 }
 
@@ -123,6 +128,9 @@ Test(data_queue, prefetch_is_bounded_per_worker) {
   pd_dq_get_stats(dq, &st);
   cr_expect_eq(st.produced, 6, "2 workers x prefetch 3 must stop at 6, made %lld", (long long)st.produced);
   cr_expect_eq(st.max_queued, 3, "max queued per worker %d", st.max_queued);
+  /* time blocked on a full FIFO (the 100 ms above) is not fill time */
+  cr_expect_gt(st.fill_ns, 0);
+  cr_expect_lt(st.fill_ns, 50000000LL, "fill time %lld ns counts the wait for room", (long long)st.fill_ns);
   /* Taking one batch frees one place in worker 0's FIFO: exactly one more is made. */
   pd_dq_batch_t *b = NULL;
   cr_assert_eq(pd_dq_next(dq, &b), 0);

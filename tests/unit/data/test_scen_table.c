@@ -136,8 +136,18 @@ Test(scenarios, defaults_keep_the_model_defaults) {
   cr_expect_eq(cnn.lr, ref.lr);
   cr_expect_eq(cnn.weight_decay, ref.weight_decay);
   cr_expect_eq(data.batch_size, 64);
-  cr_expect_eq(data.num_workers, 2);
+  cr_expect_eq(data.num_workers, PD_SCEN_DEFAULT_WORKERS);
   cr_expect_eq(data.prefetch_factor, 2);
+  /* the control group's loader has twice the margin (issue 23: a loader that fell behind
+   * made clean read `dataloader`); a given --num_workers wins */
+  configure(PD_SCEN_CLEAN, &o, &cnn, &data);
+  cr_expect_eq(data.num_workers, PD_SCEN_CLEAN_WORKERS);
+  cr_expect_eq(data.num_workers, 4);
+  configure(PD_SCEN_DATALOADER, &o, &cnn, &data);
+  cr_expect_eq(data.num_workers, 2, "the dataloader scenario's fix is more workers: it starts at 2");
+  o.num_workers = 2;
+  configure(PD_SCEN_CLEAN, &o, &cnn, &data);
+  cr_expect_eq(data.num_workers, 2);
 }
 
 Test(scenarios, big_batches_still_fill_one_epoch) {
@@ -171,7 +181,7 @@ Test(scenarios, bad_options_are_rejected) {
   o.churn_buffers = -2;
   cr_expect_eq(pd_scenario_configure(PD_SCEN_CLEAN, &o, &cnn, &data), PD_EINVAL);
   pd_scen_options_init(&o);
-  o.num_workers = -1;
+  o.num_workers = -2; /* -1 is PD_KNOB_SCENARIO */
   cr_expect_eq(pd_scenario_configure(PD_SCEN_CLEAN, &o, &cnn, &data), PD_EINVAL);
   cr_expect_eq(pd_scenario_configure(PD_SCEN_CLEAN, NULL, &cnn, &data), PD_EINVAL);
 }

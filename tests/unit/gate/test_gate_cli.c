@@ -1081,3 +1081,36 @@ Test(cli, dash_is_standard_output) {
   g_split = false;
   cr_expect_eq(access(path_in("-"), F_OK), -1, "a file named '-' was written");
 }
+
+/* The A/B's own options: --keep, --normalize, --primary (checked, A/B only), and the
+ * minimum detectable effect column. */
+Test(cli, ab_options_and_mde_column) {
+  const char *b[8], *h[8];
+  for (int r = 0; r < 8; r++) {
+    char name[32];
+    snprintf(name, sizeof(name), "b%d.json", r);
+    b[r] = fx_write(fx_run(1.0, NSTEPS), name);
+    snprintf(name, sizeof(name), "h%d.json", r);
+    h[r] = fx_write(fx_run(1.0, NSTEPS), name);
+  }
+  const char *js = path_in("ab.json");
+  cr_assert_eq(pc_run("--base", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], "--head", h[0], h[1], h[2], h[3], h[4],
+                      h[5], h[6], h[7], "--keep", "0.25", "--primary", "step_time_p10_s", "--json", js, NULL),
+               0, "%s", g_out);
+  cr_expect(strstr(g_out, "mde %") != NULL && strstr(g_out, "better 25%") != NULL, "%s", g_out);
+  cr_expect(strstr(g_out, "primary host metric step_time_p10_s") != NULL, "%s", g_out);
+  cJSON *rep = fx_load(js);
+  cJSON *stat = cJSON_GetObjectItem(rep, "statistic");
+  cr_expect_float_eq(cJSON_GetObjectItem(stat, "keep")->valuedouble, 0.25, 1e-12);
+  cr_expect_str_eq(cJSON_GetObjectItem(stat, "primary")->valuestring, "step_time_p10_s");
+  cJSON_Delete(rep);
+  /* the runs carry no host_calibration: --normalize is refused, naming the field */
+  cr_expect_eq(pc_run("--base", b[0], b[1], "--head", h[0], h[1], "--normalize", NULL), 2);
+  cr_expect(strstr(g_out, "host_calibration") != NULL, "%s", g_out);
+  cr_expect_eq(pc_run("--base", b[0], b[1], "--head", h[0], h[1], "--keep", "0", NULL), 2);
+  cr_expect(strstr(g_out, "--keep must be") != NULL, "%s", g_out);
+  cr_expect_eq(pc_run("--base", b[0], b[1], "--head", h[0], h[1], "--primary", NULL), 2);
+  cr_expect_eq(pc_run("--base", b[0], b[1], "--head", h[0], h[1], "--primary", "", NULL), 2);
+  cr_expect_eq(pc_run(b[0], b[1], "--normalize", NULL), 2);
+  cr_expect(strstr(g_out, "is an A/B option") != NULL, "%s", g_out);
+}

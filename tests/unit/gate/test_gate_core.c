@@ -429,3 +429,238 @@ Test(gate_core, verdict_planted_causes_fail_balance_moves_pass) {
   cr_expect_eq(verdict_row("launch_overhead", "compute", 2), PD_CMP_OK);
   cr_expect_eq(verdict_row("sync", "launch_overhead", 1), PD_CMP_SKIPPED);
 }
+
+/* Adds an op row of us per step (NSTEPS calls) to a run's top_ops. */
+static void add_op(cJSON *run, const char *name, double us) {
+  cJSON *row = cJSON_CreateObject();
+  cJSON_AddStringToObject(row, "name", name);
+  cJSON_AddNumberToObject(row, "calls", NSTEPS);
+  cJSON_AddNumberToObject(row, "self_cpu_time_us", us * NSTEPS);
+  cJSON_AddItemToArray(cJSON_GetObjectItem(run, "top_ops"), row);
+}
+
+/* Issue 23 item 6: an op near the --top_n cut of an older run is missing from its table;
+ * against a whole table it must read "not known", not "new" or "gone". */
+Test(gate_core, explain_cut_op_tables_say_not_known) {
+  cJSON *old = mk_run((run_spec_t){.host = 1.0, .gpu = 1.0}); /* no top_ops_complete: cut */
+  cJSON *now = mk_run((run_spec_t){.host = 1.0, .gpu = 1.0});
+  cJSON_AddBoolToObject(now, "top_ops_complete", true);
+  add_op(now, "near_cut", 20.0);
+  pd_cmp_report_t rep;
+  memset(&rep, 0, sizeof rep);
+  const cJSON *co = old, *cn = now;
+  cr_assert_eq(pd_cmp_explain(&co, 1, &cn, 1, &rep), 0);
+  cr_assert_eq(rep.nchanges, 1);
+  cr_expect_str_eq(rep.changes[0].name, "near_cut");
+  cr_expect(rep.changes[0].base_cut && !rep.changes[0].now_cut);
+  /* the same base with a whole table: the op is really new */
+  cJSON_AddBoolToObject(old, "top_ops_complete", true);
+  cr_assert_eq(pd_cmp_explain(&co, 1, &cn, 1, &rep), 0);
+  cr_assert_eq(rep.nchanges, 1);
+  cr_expect(!rep.changes[0].base_cut && !rep.changes[0].now_cut);
+  /* the report's text: "not known", never "gone", for a cut side */
+  cJSON_DeleteItemFromObject(old, "top_ops_complete");
+  cr_assert_eq(pd_cmp_explain(&cn, 1, &co, 1, &rep), 0); /* reversed: the op "went" */
+  cr_assert_eq(rep.nchanges, 1);
+  cr_expect(rep.changes[0].now_cut);
+  rep.counts[PD_CMP_REGRESSED] = 1;
+  rep.nrows = 1;
+  pd_cmp_row_t row = {.metric = "step_time_p10_s", .verdict = PD_CMP_REGRESSED};
+  rep.rows = &row;
+  char buf[4096] = "";
+  FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+  cr_assert_not_null(f);
+  pd_cmp_report_print(f, &rep);
+  fclose(f);
+  cr_expect_not_null(strstr(buf, "not known"), "%s", buf);
+  cr_expect_null(strstr(buf, "gone"), "%s", buf);
+  cJSON *j = pd_cmp_report_to_json(&rep);
+  cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "changes"), 0), "now_table_cut")));
+  cJSON_Delete(j);
+  rep.rows = NULL;
+  /* a pooled baseline is whole only when every run's table was */
+  const cJSON *in[] = {now, old};
+  cJSON *pooled = NULL;
+  char why[256];
+  cr_assert_eq(pd_baseline_promote(in, NULL, 2, NULL, &pooled, why, sizeof why), 0, "%s", why);
+  cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(pooled, "top_ops_complete")));
+  cJSON_Delete(pooled);
+  cr_assert_eq(pd_baseline_promote(in, NULL, 1, NULL, &pooled, why, sizeof why), 0, "%s", why);
+  cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(pooled, "top_ops_complete")));
+  cJSON_Delete(pooled);
+  cJSON_Delete(old);
+  cJSON_Delete(now);
+}
+
+/* ---- A/B: minimum detectable effect, statistic, normalisation, primary metric ------------- */
+
+/* An A/B of n rounds: base runs at host scale 1 (x slow where slow[r]), head runs at
+ * head[r]; calibration (host_calibration, ns) per run when cal_b/cal_h are given. */
+static int ab_runs(size_t n, const double *base_host, const double *head_host, const double *cal_b,
+                   const double *cal_h, const pd_cmp_options_t *opt, pd_cmp_report_t *rep, char *why, size_t whylen) {
+  cJSON *b[32], *h[32];
+  cr_assert_leq(n, 32);
+  for (size_t r = 0; r < n; r++) {
+    b[r] = mk_run((run_spec_t){.host = base_host[r], .gpu = 1.0});
+    h[r] = mk_run((run_spec_t){.host = head_host[r], .gpu = 1.0});
+    for (int side = 0; side < 2; side++) {
+      const double *cal = side == 0 ? cal_b : cal_h;
+      if (cal == NULL) continue;
+      cJSON *hc = cJSON_AddObjectToObject(side == 0 ? b[r] : h[r], "host_calibration");
+      cJSON_AddNumberToObject(hc, "start_ns", cal[r]);
+      cJSON_AddNumberToObject(hc, "end_ns", cal[r]);
+    }
+  }
+  int rc = pd_cmp_ab((const cJSON *const *)b, n, (const cJSON *const *)h, n, NULL, opt, rep, why, whylen);
+  for (size_t r = 0; r < n; r++) {
+    cJSON_Delete(b[r]);
+    cJSON_Delete(h[r]);
+  }
+  return rc;
+}
+
+/* Issue 23 item 4: each host row states the smallest slowdown it would catch; quiet runs
+ * catch what is beyond the tolerance, two-state runs need more, too few rounds none, and
+ * an A/B slowed by a little more than the stated figure is indeed caught. */
+Test(gate_core, ab_states_its_minimum_detectable_effect) {
+  double one[16], two_state[17], tiny[5];
+  for (int r = 0; r < 17; r++) {
+    two_state[r] = r % 3 == 1 ? 1.4 : 1.0 + 0.04 * (r % 4); /* a slow state in a third of the runs */
+  }
+  for (int r = 0; r < 16; r++) one[r] = 1.0;
+  for (int r = 0; r < 5; r++) tiny[r] = 1.0;
+  pd_cmp_report_t rep;
+  char why[256];
+  g_rng = 0x1234;
+  cr_assert_eq(ab_runs(10, one, one, NULL, NULL, NULL, &rep, why, sizeof why), 0, "%s", why);
+  const double quiet = row_of(&rep, "step_time_p10_s")->mde_fraction;
+  cr_expect_geq(quiet, 0.03, "never below the tolerance (3%%): %g", quiet);
+  cr_expect_leq(quiet, 0.05, "1%% step noise: a slowdown just beyond the tolerance is caught: %g", quiet);
+  cr_expect(isnan(row_of(&rep, "gpu_kernel_time_per_step_us")->mde_fraction), "device rows: not computed");
+  char buf[8192] = "";
+  FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+  pd_cmp_report_print(f, &rep);
+  fclose(f);
+  cr_expect_not_null(strstr(buf, "mde %"), "%s", buf);
+  cJSON *j = pd_cmp_report_to_json(&rep);
+  const cJSON *row = NULL;
+  cJSON_ArrayForEach(row, cJSON_GetObjectItem(j, "rows")) {
+    if (strcmp(cJSON_GetObjectItem(row, "metric")->valuestring, "step_time_p10_s") == 0)
+      cr_expect_float_eq(cJSON_GetObjectItem(row, "mde_fraction")->valuedouble, quiet, 1e-12);
+  }
+  cJSON_Delete(j);
+  f = fmemopen(buf, sizeof buf - 1, "w");
+  pd_cmp_report_write_markdown(f, &rep);
+  fclose(f);
+  cr_expect_not_null(strstr(buf, "| mde % |"), "%s", buf);
+  pd_cmp_report_free(&rep);
+
+  g_rng = 0x1234;
+  cr_assert_eq(ab_runs(16, two_state, two_state + 1, NULL, NULL, NULL, &rep, why, sizeof why), 0, "%s", why);
+  const double noisy = row_of(&rep, "avg_step_time_s")->mde_fraction;
+  cr_expect_gt(noisy, quiet + 0.01, "runs in two states need a larger slowdown: %g vs %g", noisy, quiet);
+  pd_cmp_report_free(&rep);
+  /* deterministic: the same runs give the same figure */
+  g_rng = 0x1234;
+  cr_assert_eq(ab_runs(16, two_state, two_state + 1, NULL, NULL, NULL, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_eq(row_of(&rep, "avg_step_time_s")->mde_fraction, noisy);
+  pd_cmp_report_free(&rep);
+
+  /* a head slowed by 1.2x the stated figure is caught (the same base runs) */
+  double slowed[10];
+  for (int r = 0; r < 10; r++) slowed[r] = 1.0 + 1.2 * quiet;
+  g_rng = 0x1234;
+  cr_assert_eq(ab_runs(10, one, slowed, NULL, NULL, NULL, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_eq(row_of(&rep, "step_time_p10_s")->verdict, PD_CMP_REGRESSED);
+  pd_cmp_report_free(&rep);
+
+  /* 5 rounds can never reach p < 0.01: no slowdown is detectable */
+  cr_assert_eq(ab_runs(5, tiny, tiny, NULL, NULL, NULL, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect(isinf(row_of(&rep, "step_time_p10_s")->mde_fraction));
+  j = pd_cmp_report_to_json(&rep);
+  cJSON_ArrayForEach(row, cJSON_GetObjectItem(j, "rows")) {
+    if (strcmp(cJSON_GetObjectItem(row, "metric")->valuestring, "step_time_p10_s") == 0)
+      cr_expect_str_eq(cJSON_GetObjectItem(row, "mde_fraction")->valuestring, "+inf");
+  }
+  cJSON_Delete(j);
+  pd_cmp_report_free(&rep);
+}
+
+/* --normalize: a head whose CPU ran 20% slower in every run, which its calibration shows,
+ * is not a regression once normalised; without it, it is. Runs without a calibration are
+ * refused, naming the field. */
+Test(gate_core, ab_normalises_host_times_by_calibration) {
+  double one[8], slow[8], cal1[8], cal_slow[8];
+  for (int r = 0; r < 8; r++) {
+    one[r] = 1.0;
+    slow[r] = 1.2;
+    cal1[r] = 1e6;
+    cal_slow[r] = 1.2e6;
+  }
+  pd_cmp_report_t rep;
+  char why[256];
+  cr_assert_eq(ab_runs(8, one, slow, cal1, cal_slow, NULL, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_eq(row_of(&rep, "step_time_p10_s")->verdict, PD_CMP_REGRESSED);
+  pd_cmp_report_free(&rep);
+  pd_cmp_options_t opt = {.normalize_host = true};
+  cr_assert_eq(ab_runs(8, one, slow, cal1, cal_slow, &opt, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_eq(row_of(&rep, "step_time_p10_s")->verdict, PD_CMP_OK);
+  cr_expect_eq(row_of(&rep, "avg_step_time_s")->verdict, PD_CMP_OK);
+  cr_expect(rep.normalized);
+  /* the scale is the median calibration: values stay in seconds near the runs' own */
+  cr_expect_float_eq(row_of(&rep, "step_time_p10_s")->base, 0.0003 * 1.1, 0.00003);
+  pd_cmp_report_free(&rep);
+  cr_expect_eq(ab_runs(8, one, slow, cal1, NULL, &opt, &rep, why, sizeof why), PD_EPARSE);
+  cr_expect_not_null(strstr(why, "host_calibration"), "%s", why);
+  pd_cmp_report_free(&rep);
+}
+
+/* --primary: only the named host metric gates; a regression of another host row is
+ * reported. --keep 1 averages every run. An A/B beyond tolerance but not significant is
+ * counted as undecided. */
+Test(gate_core, ab_primary_keep_and_undecided) {
+  double one[10], slower[10];
+  for (int r = 0; r < 10; r++) {
+    one[r] = 1.0;
+    slower[r] = 1.08;
+  }
+  pd_cmp_report_t rep;
+  char why[256];
+  pd_cmp_options_t opt = {.primary = "avg_step_time_s"};
+  cr_assert_eq(ab_runs(10, one, slower, NULL, NULL, &opt, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_eq(row_of(&rep, "avg_step_time_s")->verdict, PD_CMP_REGRESSED);
+  const pd_cmp_row_t *p10 = row_of(&rep, "step_time_p10_s");
+  cr_expect_eq(p10->verdict, PD_CMP_OK, "a secondary host row is reported, not failed");
+  cr_expect_not_null(strstr(p10->note, "only the primary host metric avg_step_time_s gates"), "%s", p10->note);
+  cr_expect(rep.failed);
+  pd_cmp_report_free(&rep);
+  opt.primary = "no_such_metric";
+  cr_expect_eq(ab_runs(10, one, slower, NULL, NULL, &opt, &rep, why, sizeof why), PD_EINVAL);
+  cr_expect_not_null(strstr(why, "no_such_metric"), "%s", why);
+  pd_cmp_report_free(&rep);
+  /* keep 1: the mean of every run; two slow head runs of ten then move it */
+  double two_slow[10];
+  for (int r = 0; r < 10; r++) two_slow[r] = r < 2 ? 1.5 : 1.0;
+  opt = (pd_cmp_options_t){.keep = 1.0};
+  cr_assert_eq(ab_runs(10, one, two_slow, NULL, NULL, &opt, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_float_eq(row_of(&rep, "step_time_p10_s")->change_pct, 10.0, 1.5, "%g",
+                     row_of(&rep, "step_time_p10_s")->change_pct);
+  cr_expect_float_eq(rep.keep, 1.0, 1e-12);
+  pd_cmp_report_free(&rep);
+  cr_assert_eq(ab_runs(10, one, two_slow, NULL, NULL, NULL, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_float_eq(row_of(&rep, "step_time_p10_s")->change_pct, 0.0, 1.5, "the better half drops them");
+  pd_cmp_report_free(&rep);
+  /* 7 rounds: +10% in six, -10% in one: beyond tolerance, p >= 2/128: undecided */
+  double h7[7];
+  for (int r = 0; r < 7; r++) h7[r] = r == 6 ? 0.9 : 1.1;
+  cr_assert_eq(ab_runs(7, one, h7, NULL, NULL, NULL, &rep, why, sizeof why), 0, "%s", why);
+  p10 = row_of(&rep, "step_time_p10_s");
+  cr_expect_eq(p10->verdict, PD_CMP_OK);
+  cr_expect_geq(p10->p_value, 0.01);
+  cr_expect_geq(rep.undecided, 1);
+  cr_expect_not_null(strstr(p10->note, "undecided"), "%s", p10->note);
+  cJSON *j = pd_cmp_report_to_json(&rep);
+  cr_expect_geq(cJSON_GetObjectItem(j, "undecided")->valueint, 1);
+  cJSON_Delete(j);
+  pd_cmp_report_free(&rep);
+}

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pd/pd_common.h"
+#include "pd/pd_host_calib.h"
 #include "pd/pd_writers.h"
 #include "pd_test_util.h"
 
@@ -192,6 +194,14 @@ Test(metrics_json, round_trip) {
   cr_assert_eq(pd_metrics_json_write(path, &r), 0);
   j = pd_test_read_json(path);
   cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_ops")), 1);
+  cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(j, "top_ops_complete")), "a cut table must say so");
+  cJSON_Delete(j);
+  /* a limit the table fits in, or none: whole */
+  r.top_ops_limit = 0;
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+  j = pd_test_read_json(path);
+  cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(j, "top_ops_complete")));
+  cr_expect_eq((size_t)cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_ops")), pd_op_table_count(tab));
   cJSON_Delete(j);
   pd_op_table_destroy(tab);
   pd_op_table_destroy(kern);
@@ -274,7 +284,7 @@ Test(metrics_json, minimal_report_has_every_section) {
   static const char *const keys[] = {"schema_version", "tool",  "config",  "device",  "metrics",
                                      "steps",          "step_times_s", "dataloader_wait_s", "verdict",
                                      "top_ops",        "top_kernels",  "host",       "trace_files",
-                                     "profiler_cost",  "host_memory"};
+                                     "profiler_cost",  "host_memory", "data_loader", "host_calibration"};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
     cr_expect(cJSON_HasObjectItem(j, keys[i]), "key %s missing", keys[i]);
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "device")));
@@ -282,6 +292,8 @@ Test(metrics_json, minimal_report_has_every_section) {
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "host")));
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "profiler_cost")), "no profiler (--no_profile): null");
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "host_memory")));
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "data_loader")));
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "host_calibration")));
   cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_ops")), 0);
   cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_kernels")), 0);
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metrics"), "gpu_busy_fraction")));
@@ -359,4 +371,57 @@ Test(metrics_json, profiler_cost_with_share_of_the_step) {
   cr_expect_float_eq(num(pc, "est_added_fraction_of_step"), 0.0505, 1e-9, "202 us of a 4 ms step");
   cr_expect_float_eq(num(pc, "records_per_step"), 420.0, 1e-9);
   cJSON_Delete(j);
+}
+
+/* "data_loader": throughput from the threads' fill time against one batch per step;
+ * "host_calibration": the calibration's two samples. */
+Test(metrics_json, loader_headroom_and_host_calibration) {
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  m.avg_step_time_s = 0.0005; /* demand: 2000 steps/s */
+  pd_loader_rate_t loader = {.workers = 4, .batches = 100, .fill_ns = 50000000}; /* 0.5 ms a batch */
+  pd_host_calib_t cal = {.start = {.wall_ns = 200000, .cpu_ns = 199000, .cpu = 3},
+                         .end = {.wall_ns = 260000, .cpu_ns = 258000, .cpu = 5},
+                         .iters = PD_HOST_CALIB_ITERS,
+                         .reps = PD_HOST_CALIB_REPS};
+  pd_run_report_t r = {.metrics = &m, .loader = &loader, .host_calibration = &cal};
+  char path[512];
+  snprintf(path, sizeof path, "%s/loader.json", tmpdir);
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+  cJSON *j = pd_test_read_json(path);
+  cJSON *o = cJSON_GetObjectItem(j, "data_loader");
+  cr_expect_eq(num(o, "workers"), 4);
+  cr_expect_float_eq(num(o, "batch_fill_ms"), 0.5, 1e-9);
+  cr_expect_float_eq(num(o, "throughput_batches_per_s"), 8000.0, 1e-6, "4 threads x 2000 batches/s each");
+  cr_expect_float_eq(num(o, "demand_steps_per_s"), 2000.0, 1e-6);
+  cr_expect_float_eq(num(o, "headroom"), 4.0, 1e-9);
+  o = cJSON_GetObjectItem(j, "host_calibration");
+  cr_expect_eq(num(o, "start_ns"), 200000);
+  cr_expect_eq(num(o, "end_ns"), 260000);
+  cr_expect_eq(num(o, "end_cpu_time_ns"), 258000);
+  cr_expect_eq(num(o, "start_cpu"), 3);
+  cr_expect_eq(num(o, "iterations"), PD_HOST_CALIB_ITERS);
+  cJSON_Delete(j);
+  /* nothing made yet, or 0 workers: a number where it means one, null where not */
+  loader = (pd_loader_rate_t){.workers = 0, .batches = 0, .fill_ns = 0};
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+  j = pd_test_read_json(path);
+  o = cJSON_GetObjectItem(j, "data_loader");
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(o, "headroom")));
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(o, "batch_fill_ms")));
+  cJSON_Delete(j);
+}
+
+/* The calibration's workload is deterministic, and its measurement is a positive time
+ * with the thread's CPU time no larger than the wall time (plus clock granularity). */
+Test(metrics_json, host_calibration_measures_the_workload) {
+  cr_expect_eq(pd_host_calib_work(1000), pd_host_calib_work(1000));
+  cr_expect_neq(pd_host_calib_work(1000), pd_host_calib_work(1001));
+  pd_host_calib_sample_t s;
+  cr_assert_eq(pd_host_calib_measure(&s), 0);
+  cr_expect_gt(s.wall_ns, 0);
+  cr_expect_gt(s.cpu_ns, 0);
+  cr_expect_leq(s.cpu_ns, s.wall_ns + 1000000, "cpu %lld wall %lld", (long long)s.cpu_ns, (long long)s.wall_ns);
+  cr_expect_geq(s.cpu, -1);
+  cr_expect_eq(pd_host_calib_measure(NULL), PD_EINVAL);
 }

@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""ab_eval.py: the A/B's power and false alarms, offline, from recorded runs.
+
+    bench/gate/ab_eval.py PROFILE_COMPARE RECORDING... [--rounds R] [--max-rounds M]
+
+RECORDING: a folder bench/gate/ab_record.sh wrote on one GPU host (host.txt, times.tsv,
+<scenario>/<round>/{a,b,h5,h10}.json), or its .tar.gz (what bench/gate/data/ keeps). Every A/B is made of the runs of one recording
+(both sides share that machine, as in scripts/gpu_ab.sh) and no run is in two A/Bs: each
+recording's rounds are cut into blocks of R consecutive rounds (default 8, the acceptance
+suite's), and the blocks take turns:
+  - a detection block gives two A/Bs: base a against head h10 (--inject_slowdown 0.10)
+    and base b against head h5 (0.05): different runs on each side;
+  - a null block gives one: a against b, the same build against itself.
+An A/B "catches" when profile_compare exits 1 (any row failing: that is what fails a pull
+request); a false alarm is a null A/B that exits 1.
+
+Each statistic (a set of profile_compare options) is evaluated on the same A/Bs; with
+--max-rounds M > R the sequential form is also evaluated, as scripts/gpu_ab.sh runs it
+(looks at R, R+8, ... M rounds while undecided; alpha 0.004 at the first look, 0.006
+split over the later ones), on blocks of M rounds.
+
+Also printed: the measured change of the judged step (the primary row's change), the
+minimum detectable effect the A/Bs stated, and the wall time of an A/B of all five
+scenarios, estimated from times.tsv (clean and tiny_ops from their recorded runs, the
+other three from ab_record.sh's timing runs).
+
+Needs no GPU: the figures can be recomputed after a change of the gate. Prints Markdown.
+Exit 0; 2 on bad usage or a recording that is not one.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+SCENARIOS = ("clean", "tiny_ops")
+ALL_SCENARIOS = ("clean", "dataloader", "sync", "tiny_ops", "memory_churn")
+# (name, profile_compare options): the statistics under evaluation
+VARIANTS = (
+    ("p10, better half (gpu_ab.sh's default)", ["--primary", "step_time_p10_s"]),
+    ("p10, better half, normalised by host calibration", ["--primary", "step_time_p10_s", "--normalize"]),
+    ("p50, better half", ["--primary", "p50_step_time_s"]),
+    ("p10, better quarter", ["--primary", "step_time_p10_s", "--keep", "0.25"]),
+    ("p10, mean of all runs", ["--primary", "step_time_p10_s", "--keep", "1"]),
+    ("every host row at alpha (no primary)", []),
+)
+STEP = 8  # gpu_ab.sh's PD_AB_STEP
+
+
+def die(msg):
+    print(f"ab_eval: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def rounds_of(rec, scen):
+    """Round numbers of a recording's scenario whose four runs are all there, in order."""
+    d = os.path.join(rec, scen)
+    if not os.path.isdir(d):
+        return []
+    out = []
+    for name in os.listdir(d):
+        if name.isdigit() and all(os.path.isfile(os.path.join(d, name, k + ".json")) for k in ("a", "b", "h5", "h10")):
+            out.append(int(name))
+    return sorted(out)
+
+
+class Compare:
+    def __init__(self, exe):
+        self.exe = exe
+        self.tmp = tempfile.mkdtemp(prefix="ab_eval.")
+        self.calls = 0
+
+    def ab(self, base, head, opts, alpha=0.01):
+        """Runs one A/B; returns (exit status, report dict or None, stderr text)."""
+        out = os.path.join(self.tmp, "r.json")
+        if os.path.exists(out):
+            os.unlink(out)
+        cmd = [self.exe, "--base", *base, "--head", *head, "--alpha", str(alpha), "--quiet", "--json", out, *opts]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        self.calls += 1
+        rep = None
+        if os.path.exists(out):
+            with open(out) as f:
+                rep = json.load(f)
+        return p.returncode, rep, p.stderr.strip()
+
+
+def row(rep, metric):
+    for r in (rep or {}).get("rows", []):
+        if r.get("metric") == metric:
+            return r
+    return None
+
+
+def primary_of(opts):
+    return opts[opts.index("--primary") + 1] if "--primary" in opts else "step_time_p10_s"
+
+
+def failing_rows(rep):
+    return [r["metric"] for r in (rep or {}).get("rows", []) if r.get("verdict") in ("regressed", "missing")]
+
+
+def look_alphas(first, cap):
+    looks = 1 + (cap - first + STEP - 1) // STEP
+    if looks == 1:
+        return [(first, 0.01)]
+    rounds = [min(first + i * STEP, cap) for i in range(looks)]
+    return [(rounds[0], 0.004)] + [(n, 0.006 / (looks - 1)) for n in rounds[1:]]
+
+
+def sequential(cmp, base, head, opts, first, cap):
+    """gpu_ab.sh's looks on one block; returns (exit status, report, rounds used)."""
+    rc, rep = 0, None
+    for n, alpha in look_alphas(first, cap):
+        rc, rep, err = cmp.ab(base[:n], head[:n], opts, alpha)
+        if rc not in (0, 1):
+            return rc, rep, n, err
+        if rc == 1 or not rep or rep.get("undecided", 0) == 0:
+            return rc, rep, n, ""
+    return rc, rep, cap, ""
+
+
+def blocks(rounds, size):
+    return [rounds[i : i + size] for i in range(0, len(rounds) - size + 1, size)]
+
+
+def fmt_pct(xs):
+    xs = [x for x in xs if isinstance(x, (int, float))]
+    if not xs:
+        return "-"
+    return f"{statistics.median(xs):+.1f}% ({min(xs):+.1f}..{max(xs):+.1f})"
+
+
+def fmt_mde(xs):
+    vals = [x for x in xs if isinstance(x, (int, float))]
+    inf = sum(1 for x in xs if x == "+inf")
+    if not vals and not inf:
+        return "-"
+    s = f"{100 * statistics.median(vals):.1f}% ({100 * min(vals):.1f}..{100 * max(vals):.1f})" if vals else ""
+    return s + (f"; >100% in {inf}" if inf else "")
+
+
+def evaluate(cmp, recs, scen, size, opts, seq_cap=None):
+    """Returns dict kind -> list of (caught, change_pct, mde, note) over the disjoint A/Bs."""
+    res = {"h10": [], "h5": [], "same": []}
+    prim = primary_of(opts)
+    turn = 0
+    for rec in recs:
+        path = os.path.join(rec, scen)
+        for blk in blocks(rounds_of(rec, scen), seq_cap or size):
+            def runs(kind):
+                return [os.path.join(path, str(r), kind + ".json") for r in blk]
+
+            pairs = [("h10", "a", "h10"), ("h5", "b", "h5")] if turn % 2 == 0 else [("same", "a", "b")]
+            turn += 1
+            for kind, b, h in pairs:
+                if seq_cap:
+                    rc, rep, n, err = sequential(cmp, runs(b), runs(h), opts, size, seq_cap)
+                else:
+                    rc, rep, err = cmp.ab(runs(b), runs(h), opts)
+                    n = len(blk)
+                if rc not in (0, 1):
+                    die(f"profile_compare exited {rc} on {rec} {scen} {kind}: {err}")
+                r = row(rep, prim) or {}
+                note = f"{n} rounds" + (": " + ",".join(failing_rows(rep)) if rc == 1 else "")
+                res[kind].append((rc == 1, r.get("change_pct"), r.get("mde_fraction"), note))
+    return res
+
+
+def times(recs):
+    per = {}
+    for rec in recs:
+        with open(os.path.join(rec, "times.tsv")) as f:
+            next(f, None)
+            for line in f:
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) == 4:
+                    try:
+                        per.setdefault(parts[0], []).append(float(parts[3]))
+                    except ValueError:
+                        pass
+    return {s: statistics.mean(v) for s, v in per.items() if v}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("profile_compare")
+    ap.add_argument("recordings", nargs="+")
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--max-rounds", type=int, default=24)
+    a = ap.parse_args()
+    if not os.access(a.profile_compare, os.X_OK):
+        die(f"{a.profile_compare} is not an executable profile_compare")
+    if not 2 <= a.rounds <= 64 or not a.rounds <= a.max_rounds <= 64:
+        die("--rounds must be from 2 to 64 and --max-rounds from --rounds to 64")
+    unpacked = []
+    for rec in a.recordings:
+        if rec.endswith((".tar.gz", ".tgz")) and os.path.isfile(rec):
+            dest = tempfile.mkdtemp(prefix="ab_eval_rec.")
+            with tarfile.open(rec) as tf:
+                if any(m.name.startswith("/") or ".." in m.name.split("/") or not (m.isfile() or m.isdir()) for m in tf):
+                    die(f"{rec}: holds paths outside its folder or links; not a recording")
+                tf.extractall(dest)
+            tops = [os.path.join(dest, x) for x in os.listdir(dest)]
+            if len(tops) != 1 or not os.path.isdir(tops[0]):
+                die(f"{rec}: expected one folder inside")
+            unpacked.append(tops[0])
+        else:
+            unpacked.append(rec)
+    a.recordings = unpacked
+    for rec in a.recordings:
+        if not (os.path.isfile(os.path.join(rec, "times.tsv")) and any(rounds_of(rec, s) for s in SCENARIOS)):
+            die(f"{rec} is not an ab_record.sh folder (times.tsv and <scenario>/<round>/{{a,b,h5,h10}}.json)")
+    cmp = Compare(a.profile_compare)
+
+    print("### A/B power and false alarms from recorded runs (bench/gate/ab_eval.py)\n")
+    print("| recording | host |")
+    print("|---|---|")
+    for rec in a.recordings:
+        host = ""
+        hp = os.path.join(rec, "host.txt")
+        if os.path.isfile(hp):
+            with open(hp) as f:
+                kv = dict(line.rstrip("\n").split(" ", 1) for line in f if " " in line)
+            host = f"{kv.get('gpu', '?')}, boot {kv.get('boot_id', '?')[:8]}, commit {kv.get('commit', '?')}, {kv.get('date', '')}"
+        print(f"| `{rec}` | {host} |")
+    print()
+    variants = [(n, o, None) for n, o in VARIANTS]
+    if a.max_rounds > a.rounds:
+        variants.append((f"sequential {a.rounds}..{a.max_rounds} rounds, p10 better half (gpu_ab.sh)",
+                         ["--primary", "step_time_p10_s"], a.max_rounds))
+    for scen in SCENARIOS:
+        print(f"#### {scen}: A/Bs of {a.rounds} rounds from disjoint runs\n")
+        print("| statistic | 10% caught | 5% caught | same vs same: false alarms | change at 10% | change at 5% | change, same | stated mde (same) |")
+        print("|---|---:|---:|---:|---|---|---|---|")
+        for name, opts, cap in variants:
+            res = evaluate(cmp, a.recordings, scen, a.rounds, opts, cap)
+            cells = []
+            for kind in ("h10", "h5", "same"):
+                got = res[kind]
+                cells.append(f"{sum(1 for c in got if c[0])} of {len(got)}")
+            ch = [fmt_pct([c[1] for c in res[k]]) for k in ("h10", "h5", "same")]
+            notes = "; ".join(c[3] for c in res["same"] if c[0])
+            fa = cells[2] + (f" ({notes})" if notes else "")
+            print(f"| {name} | {cells[0]} | {cells[1]} | {fa} | {ch[0]} | {ch[1]} | {ch[2]} | {fmt_mde([c[2] for c in res['same']])} |")
+        print()
+    t = times(a.recordings)
+    print("#### Wall time of an A/B of all five scenarios (from times.tsv)\n")
+    known = {s: t[s] for s in ALL_SCENARIOS if s in t}
+    missing = [s for s in ALL_SCENARIOS if s not in t]
+    if known:
+        fill = statistics.mean(known.values())
+        per_round = 2 * sum(known.get(s, fill) for s in ALL_SCENARIOS)
+        warm = 6 * known.get("clean", fill)
+        print("| scenario | seconds per run |")
+        print("|---|---:|")
+        for s in ALL_SCENARIOS:
+            print(f"| {s} | {known[s]:.2f} |" if s in known else f"| {s} | ({fill:.2f}, not recorded: the mean of the others) |")
+        print()
+        for n in sorted({a.rounds, a.max_rounds}):
+            total = warm + n * per_round
+            print(f"- {n} rounds: {total:.0f} s ({total / 60:.1f} min){' (target: at most 6 min)' if n == a.max_rounds else ''}")
+        if missing:
+            print(f"- not recorded, estimated: {', '.join(missing)}")
+    print(f"\n({cmp.calls} profile_compare calls)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""ab_eval_test.py SOURCE_DIR PROFILE_COMPARE: bench/gate/ab_eval.py on a synthetic
+recording, without a GPU. 16 rounds of the clean fixture run whose processes land in a
+slow state (x1.4) one time in four, which their host calibration shows; h5/h10 runs are
+5%/10% longer. Two blocks of 8 rounds: one detection block (10% and 5% A/Bs), one null
+block. Checks: the normalised statistic catches both and raises no false alarm; every
+statistic is tabled; the wall-time estimate is printed; a folder that is no recording is
+refused with exit 2."""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+src, pc = sys.argv[1], sys.argv[2]
+rng = random.Random(11)
+tmp = tempfile.mkdtemp(prefix="ab_eval_test.")
+rec = os.path.join(tmp, "rec")
+base = json.load(open(os.path.join(src, "tests/fixtures/runs/clean.metrics.json")))
+os.makedirs(rec)
+with open(os.path.join(rec, "times.tsv"), "w") as t:
+    t.write("scenario\tkind\tround\tseconds\n")
+    for r in range(1, 17):
+        for kind, f in (("a", 1.0), ("b", 1.0), ("h5", 1.05), ("h10", 1.10)):
+            proc = (1.4 if rng.random() < 0.25 else 1.0) * rng.gauss(1.0, 0.01)
+            doc = json.loads(json.dumps(base))
+            doc["step_times_s"] = [x * proc * f * rng.gauss(1.0, 0.002) for x in base["step_times_s"]]
+            doc["host_calibration"] = {"start_ns": 2e5 * proc, "end_ns": 2e5 * proc}
+            os.makedirs(os.path.join(rec, "clean", str(r)), exist_ok=True)
+            json.dump(doc, open(os.path.join(rec, "clean", str(r), kind + ".json"), "w"))
+            t.write(f"clean\t{kind}\t{r}\t1.200\n")
+with open(os.path.join(rec, "host.txt"), "w") as h:
+    h.write("boot_id synthetic\ngpu none\ncommit test\n")
+ev = os.path.join(src, "bench/gate/ab_eval.py")
+p = subprocess.run([sys.executable, ev, pc, rec, "--rounds", "8", "--max-rounds", "8"], capture_output=True, text=True)
+out = p.stdout
+fails = []
+if p.returncode != 0:
+    fails.append(f"exit {p.returncode}: {p.stderr}")
+line = next((l for l in out.splitlines() if l.startswith("| p10, better half, normalised")), "")
+if "| 1 of 1 | 1 of 1 | 0 of 1 |" not in line:
+    fails.append(f"normalised row: {line!r}")
+for want in ("| p10, better half (gpu_ab.sh's default) |", "| every host row at alpha", "- 8 rounds: "):
+    if want not in out:
+        fails.append(f"missing {want!r}")
+# the same recording as the .tar.gz that bench/gate/data/ keeps
+tgz = os.path.join(tmp, "rec.tar.gz")
+subprocess.run(["tar", "-C", tmp, "-czf", tgz, "rec"], check=True)
+pz = subprocess.run([sys.executable, ev, pc, tgz, "--rounds", "8", "--max-rounds", "8"], capture_output=True, text=True)
+if pz.returncode != 0 or line not in pz.stdout:
+    fails.append(f"from the .tar.gz: exit {pz.returncode}: {pz.stderr}")
+bad = subprocess.run([sys.executable, ev, pc, tmp], capture_output=True, text=True)
+if bad.returncode != 2 or "not an ab_record.sh folder" not in bad.stderr:
+    fails.append(f"a non-recording: exit {bad.returncode}: {bad.stderr}")
+subprocess.run(["rm", "-rf", tmp])
+if fails:
+    print(out)
+    print("ab_eval_test: FAIL:\n  " + "\n  ".join(fails), file=sys.stderr)
+    sys.exit(1)
+print("ab_eval_test: passed")

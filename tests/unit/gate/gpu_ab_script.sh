@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# gpu_ab_script.sh SOURCE_DIR PROFILE_COMPARE: scripts/gpu_ab.sh's sequential rounds,
+# without a GPU. Two fake builds whose profiler_demo writes the clean fixture's metrics
+# JSON with its step times scaled (the head's by a pattern given per case) and a fake
+# nvidia-smi; the real profile_compare judges. Checks: no change passes after the first
+# look; a clear slowdown fails at the first look; a head slower in 7 of 8 rounds is
+# undecided at 8 rounds (one fast round: p 0.12) and fails after 16; PD_AB_MAX_ROUNDS stops
+# an undecided one at the cap, within policy and said so.
+set -uo pipefail
+src=${1:?usage: gpu_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
+pc=${2:?usage: gpu_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
+command -v python3 >/dev/null || { echo "SKIPPED: no python3"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "gpu_ab_script: FAIL: $*" >&2; exit 1; }
+mkdir -p "$tmp/bin"
+printf '#!/bin/sh\necho "GPU 0: fake"\n' >"$tmp/bin/nvidia-smi"
+chmod +x "$tmp/bin/nvidia-smi"
+for side in base head; do
+  mkdir -p "$tmp/$side/src/cli/profiler_demo" "$tmp/$side/src/cli/profile_compare"
+  cat >"$tmp/$side/src/cli/profiler_demo/profiler_demo" <<FAKE
+#!/usr/bin/env bash
+# fake profiler_demo ($side): the fixture run, step times x the next factor of FAKE_${side^^}
+out="" scen=""
+while [ \$# -gt 0 ]; do
+  case "\$1" in --output_json) out=\$2; shift ;; --scenario) scen=\$2; shift ;; esac
+  shift
+done
+n=\$(cat "$tmp/$side.count" 2>/dev/null || echo 0)
+echo \$((n + 1)) >"$tmp/$side.count"
+exec python3 - "$src/tests/fixtures/runs/clean.metrics.json" "\$out" "\$n" "\${FAKE_${side^^}:-1}" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+n, pattern = int(sys.argv[3]), [float(x) for x in sys.argv[4].split(",")]
+f = pattern[n % len(pattern)] * (1.0 + 0.002 * ((n * 7) % 5))  # a little noise of its own
+d["step_times_s"] = [t * f for t in d["step_times_s"]]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+FAKE
+  chmod +x "$tmp/$side/src/cli/profiler_demo/profiler_demo"
+done
+ln -s "$(cd "$(dirname "$pc")" && pwd)/$(basename "$pc")" "$tmp/head/src/cli/profile_compare/profile_compare"
+
+# case NAME EXPECTED_EXIT HEAD_PATTERN [ENV...]: one gpu_ab.sh run; prints its output on failure.
+case_run() {
+  local name=$1 want=$2 pattern=$3
+  shift 3
+  rm -f "$tmp"/*.count
+  # warm-up runs (3 of clean per build) come first: 6 runs, then base/head alternate
+  env PATH="$tmp/bin:$PATH" PD_SCENARIOS=clean FAKE_BASE=1 FAKE_HEAD="$pattern" "$@" \
+    "$src/scripts/gpu_ab.sh" "$tmp/base" "$tmp/head" 8 "$tmp/out.$name" >"$tmp/log.$name" 2>&1
+  local rc=$?
+  [ "$rc" -eq "$want" ] || { cat "$tmp/log.$name"; fail "$name: exit $rc, expected $want"; }
+}
+# The head's factor per run: the 3 warm-up runs use the first entries; pattern index n
+# counts every run of the head build, warm-ups included.
+case_run same 0 1
+grep -q 'within policy (8 rounds, look 1' "$tmp/log.same" || { cat "$tmp/log.same"; fail "same: not decided at the first look"; }
+case_run slow 1 1.3
+grep -q 'REGRESSED (8 rounds, look 1' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: not caught at the first look"; }
+# The head's run n (3 warm-ups first) uses entry n: round 8 (n = 10) is the one fast round.
+# At 8 rounds the better half is +5% but 30 of 256 relabellings reach it (p 0.12); at 16
+# rounds 122 of 65536 do (p 0.0019 < 0.003, the second look's alpha).
+pat=$(python3 -c 'print(",".join("0.9" if i == 10 else "1.1" for i in range(40)))')
+case_run undecided 1 "$pat"
+grep -q 'clean: undecided after 8 rounds' "$tmp/log.undecided" || { cat "$tmp/log.undecided"; fail "undecided: no second look"; }
+grep -q 'REGRESSED (16 rounds, look 2' "$tmp/log.undecided" || { cat "$tmp/log.undecided"; fail "undecided: not caught after 16 rounds"; }
+case_run capped 0 "$pat" PD_AB_MAX_ROUNDS=8
+grep -q 'still undecided at the cap of 8 rounds' "$tmp/log.capped" || { cat "$tmp/log.capped"; fail "capped: not said"; }
+[ -f "$tmp/out.capped/summary.md" ] || fail "no summary.md"
+echo "gpu_ab_script: 4 cases passed"
