@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <cJSON.h>
+#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,26 @@
 
 #define KERNELS_PER_STEP 3
 #define MAX_CYCLES 8
+
+/* ---- no CUDA call with a given source ------------------------------------------------------------
+ * The first CUDA runtime calls the profiler could make, the CUPTI source's device check
+ * and the calibration's stream, are defined here, so the linker binds the library's calls
+ * to these counters instead of libcudart; every test checks none was made. */
+
+static int g_cuda_calls;
+
+cudaError_t cudaGetDeviceCount(int *count) {
+  g_cuda_calls++;
+  if (count != NULL) *count = 0;
+  return cudaErrorNoDevice;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
+  (void)stream;
+  (void)flags;
+  g_cuda_calls++;
+  return cudaErrorNoDevice;
+}
 
 /* ---- what the trace-ready callback saw ------------------------------------------------------ */
 
@@ -121,6 +142,7 @@ static int run_steps(pd_prof_t *p, int n) {
 
 static void finish(pd_prof_t *p) {
   pd_prof_destroy(p);
+  cr_expect_eq(g_cuda_calls, 0, "a profiler on a given source makes no CUDA call (no calibration)");
   pd_mock_source_destroy(g_mock);
   g_mock = NULL;
 }
@@ -274,6 +296,15 @@ Test(mock_source, detach_failing_warns_once_and_goes_on, .init = cr_redirect_std
   finish(p);
   fflush(stderr);
   cr_expect_stderr_eq_str("pd_prof: warning: mock source: detach failed (scripted)\n");
+}
+
+Test(mock_source, without_a_given_source_the_cuda_calls_are_seen) {
+  /* the counters above do see the library's calls: the CUPTI source's device check */
+  pd_prof_config_t cfg;
+  pd_prof_config_init(&cfg); /* CPU|CUDA, no source: CUPTI */
+  pd_prof_t *p = NULL;
+  cr_expect_eq(pd_prof_create(&cfg, &p), PD_ENODEV);
+  cr_expect_eq(g_cuda_calls, 1);
 }
 
 /* ---- a given source is checked ----------------------------------------------------------------------- */
