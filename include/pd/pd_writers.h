@@ -105,8 +105,8 @@ int pd_trace_writer_close(pd_trace_writer_t *w);
 void pd_trace_writer_abort(pd_trace_writer_t *w);
 /* Convenience: writes a whole trace (its events in their current order, its devices)
  * to path (open, every event, close), with baseTimeNanoseconds the Unix time of its
- * earliest event rounded down to a second, so ts stay small whatever the host's uptime. Returns 0 or the first error; on error nothing
- * is left at path. */
+ * earliest event rounded down to a second, so ts stay small whatever the host's uptime.
+ * Returns 0 or the first error; on error nothing is left at path. */
 int pd_trace_write_file(const char *path, const pd_trace_t *trace, const pd_trace_meta_t *meta);
 
 /* Theoretical occupancy of a kernel launch from the device limits (threads and warps,
