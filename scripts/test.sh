@@ -203,7 +203,8 @@ if [ "$built" -eq 1 ]; then
   # ---- browser: traces in speedscope, the HTML report in Chromium ------------------------
   # Every fixture trace written by the current writer, and a trace the writer makes here
   # from a synthetic step (test_synthetic_step, with call stacks), must import and draw in
-  # speedscope, and so must the collapsed stacks profile_analyze exports from it; the
+  # speedscope with no nesting warning (events of a row that do not nest: trace format 2,
+  # docs/formats.md), and so must the collapsed stacks profile_analyze exports from it; the
   # HTML report of a fixture must render with its verdict and sections. A fixture written by
   # the writer before its torch-compatible fields (no distributedInfo key) fails the stage:
   # re-record it with scripts/make_fixtures.sh on a GPU. No browser: FAILED.

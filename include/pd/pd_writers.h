@@ -35,7 +35,8 @@ struct cJSON *pd_prof_cost_to_json(const pd_prof_cost_t *c, double step_s);
  * and re-record the committed fixtures (scripts/make_fixtures.sh): a unit test compares
  * it with theirs. 2: each host range written once (user_annotation or cpu_op), a child
  * never ending on its parent's nanosecond, gpu_user_annotation spans ending after the
- * work they hold (docs/formats.md). */
+ * work they hold, GPU work overlapping the work ahead of it on the stream's overlap row,
+ * ts counted from the first event's second (docs/formats.md). */
 #define PD_TRACE_FORMAT_VERSION 2
 
 typedef struct {
@@ -70,8 +71,9 @@ typedef struct pd_trace_writer pd_trace_writer_t;
 #define PD_TRACE_SPAN_PID 536870912u
 
 /* Opens "<path>.tmp.<pid>" and writes the header (schemaVersion, deviceProperties, ...).
- * baseTimeNanoseconds is meta->unix_offset_ns rounded down to a second; every ts is
- * microseconds after it. meta may be NULL (pid = getpid(), offset 0, no memory events).
+ * baseTimeNanoseconds is meta->unix_offset_ns rounded down to a second (the events are
+ * not known yet; pd_trace_write_file() rounds the first event's Unix time instead); every
+ * ts is microseconds after it. meta may be NULL (pid = getpid(), offset 0, no memory events).
  * On success *out owns the writer; finish with pd_trace_writer_close() or _abort().
  * Returns 0, PD_EINVAL, PD_ENOMEM, or PD_EIO when the file cannot be created. */
 int pd_trace_writer_open(const char *path, const pd_trace_meta_t *meta,
@@ -102,8 +104,9 @@ int pd_trace_writer_close(pd_trace_writer_t *w);
 /* Removes the temporary file and frees w. NULL is a no-op. */
 void pd_trace_writer_abort(pd_trace_writer_t *w);
 /* Convenience: writes a whole trace (its events in their current order, its devices)
- * to path (open, every event, close). Returns 0 or the first error; on error nothing
- * is left at path. */
+ * to path (open, every event, close), with baseTimeNanoseconds the Unix time of its
+ * earliest event rounded down to a second, so ts stay small whatever the host's uptime.
+ * Returns 0 or the first error; on error nothing is left at path. */
 int pd_trace_write_file(const char *path, const pd_trace_t *trace, const pd_trace_meta_t *meta);
 
 /* Theoretical occupancy of a kernel launch from the device limits (threads and warps,

@@ -578,9 +578,10 @@ static void writer_free(pd_trace_writer_t *w) {
   free(w);
 }
 
-int pd_trace_writer_open(const char *path, const pd_trace_meta_t *meta,
-                         const pd_device_props_t *devices, size_t ndevices,
-                         pd_trace_writer_t **out) {
+/* pd_trace_writer_open() with the trace's first event time (clock ns) when known (first:
+ * NULL when not). */
+static int writer_open(const char *path, const pd_trace_meta_t *meta, const pd_device_props_t *devices,
+                       size_t ndevices, const int64_t *first, pd_trace_writer_t **out) {
   if (out != NULL) *out = NULL;
   if (path == NULL || path[0] == 0 || out == NULL || (ndevices > 0 && devices == NULL)) return PD_EINVAL;
   pd_trace_writer_t *w = calloc(1, sizeof(*w));
@@ -603,10 +604,18 @@ int pd_trace_writer_open(const char *path, const pd_trace_meta_t *meta,
     writer_free(w);
     return PD_ENOMEM;
   }
-  /* Base time: the Unix offset rounded down to a whole second, as Kineto's base is a
-   * round number; ts then stay positive (the clock is CLOCK_MONOTONIC, >= 0). */
-  int64_t sec = w->unix_offset_ns / 1000000000LL;
-  if (w->unix_offset_ns < 0 && w->unix_offset_ns % 1000000000LL != 0) sec--;
+  /* Base time: a whole second, as Kineto's base is a round number, at or before every
+   * event: the Unix time of the first event rounded down where the whole trace is known,
+   * else the Unix offset rounded down (ts then stay positive: the clock is
+   * CLOCK_MONOTONIC, >= 0). From the first event, ts stay within the trace's length plus
+   * a second, where float64 holds three-decimal microseconds to 1e-10 us; from the offset
+   * they grow with the host's uptime (2^41 us after 25 days, where its error nears a
+   * nanosecond and readers' ts + dur could reorder the ends the nesting guard keeps
+   * apart). */
+  int64_t anchor = w->unix_offset_ns;
+  if (first != NULL && *first >= 0 && __builtin_add_overflow(w->unix_offset_ns, *first, &anchor)) anchor = w->unix_offset_ns;
+  int64_t sec = anchor / 1000000000LL;
+  if (anchor < 0 && anchor % 1000000000LL != 0) sec--;
   w->base_ns = sec * 1000000000LL;
 
   size_t plen = strlen(path);
@@ -638,6 +647,12 @@ int pd_trace_writer_open(const char *path, const pd_trace_meta_t *meta,
   }
   *out = w;
   return 0;
+}
+
+int pd_trace_writer_open(const char *path, const pd_trace_meta_t *meta,
+                         const pd_device_props_t *devices, size_t ndevices,
+                         pd_trace_writer_t **out) {
+  return writer_open(path, meta, devices, ndevices, NULL, out);
 }
 
 static bool is_gpu_row(pd_event_kind_t k) {
@@ -1175,7 +1190,10 @@ int pd_trace_write_file(const char *path, const pd_trace_t *trace, const pd_trac
   }
 
   pd_trace_writer_t *w = NULL;
-  rc = pd_trace_writer_open(path, meta, pd_trace_devices(trace), pd_trace_device_count(trace), &w);
+  int64_t first = INT64_MAX;
+  for (size_t i = 0; i < n; i++)
+    if (ev[i].start_ns < first) first = ev[i].start_ns;
+  rc = writer_open(path, meta, pd_trace_devices(trace), pd_trace_device_count(trace), n > 0 ? &first : NULL, &w);
   if (rc != 0) {
     u64set_free(&both);
     return rc;

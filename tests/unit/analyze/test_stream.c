@@ -134,11 +134,11 @@ static const struct {
   const char *file;
   uint64_t digest;
 } k_fixtures[] = {
-    {"runs/clean.pt.trace.json.gz", 0xf529dfdb670f5ff6ULL},
-    {"runs/dataloader.pt.trace.json.gz", 0xc479ad00c3dceed1ULL},
-    {"runs/sync.pt.trace.json.gz", 0x9bb5469a0a72e0cdULL},
-    {"runs/tiny_ops.pt.trace.json.gz", 0x574049823f9b6ca0ULL},
-    {"runs/memory_churn.pt.trace.json.gz", 0xa226d1c395771961ULL},
+    {"runs/clean.pt.trace.json.gz", 0x9b59a14fe5a34060ULL},
+    {"runs/dataloader.pt.trace.json.gz", 0x87bbfbef1584dc40ULL},
+    {"runs/sync.pt.trace.json.gz", 0x164c2d21b2c4e249ULL},
+    {"runs/tiny_ops.pt.trace.json.gz", 0x163f735b8ce50fa5ULL},
+    {"runs/memory_churn.pt.trace.json.gz", 0x22a0db504913e0a6ULL},
     {"formats/clean.v1.pt.trace.json.gz", 0xac377e1760c63969ULL},
     {"torch/torch_sync.pt.trace.json.gz", 0xb47da1fbf7f399a6ULL},
     {"torch/torch_memory_churn.pt.trace.json.gz", 0x47ef7a5c2e775c71ULL},
