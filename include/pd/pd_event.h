@@ -111,6 +111,12 @@ typedef struct {
     } api;
     struct {
       pd_sync_kind_t sync_kind;
+      /* Kineto's wait_on_stream and wait_on_cuda_event_record_corr_id (Event Sync and
+       * Stream Wait Event): the stream the event was recorded on and the correlation id of
+       * the cudaEventRecord call; has_wait false when the record does not say. */
+      bool has_wait;
+      uint32_t wait_stream;
+      uint64_t event_record_corr;
     } sync;
     struct {
       int64_t step;      /* >= 0 for ProfilerStep#N ranges, -1 otherwise */

@@ -265,6 +265,18 @@ bool pd_api_is_sync(const char *name);
  * cudaMalloc3D, cuMemAlloc, cuMemFree, ...; not cudaMallocAsync/cudaFreeAsync, not host
  * or managed allocations). One table in metrics.c. */
 bool pd_api_is_device_alloc(const char *name);
+/* What a host-blocking call waits for, by its name: the whole device (cudaDeviceSynchronize,
+ * cuCtxSynchronize, and cudaFree/cuMemFree, which synchronize the device), one stream
+ * (cudaStreamSynchronize), one event (cudaEventSynchronize), or its own copy (cudaMemcpy and
+ * the other synchronous copies); NONE for every other call. One table in metrics.c. */
+typedef enum {
+  PD_SYNC_SCOPE_NONE = 0,
+  PD_SYNC_SCOPE_DEVICE,
+  PD_SYNC_SCOPE_STREAM,
+  PD_SYNC_SCOPE_EVENT,
+  PD_SYNC_SCOPE_COPY
+} pd_sync_scope_t;
+pd_sync_scope_t pd_api_sync_scope(const char *name);
 
 /* Fills the GPU-side metrics of *m (kernels_per_step, avg_kernel_time_us,
  * gpu_busy_fraction, sync/alloc calls, h2d bytes, peak memory, dropped_records,

@@ -252,7 +252,8 @@ static void num_take_id_text(num_t *n, const char *s, size_t len) {
   X(STREAM, "stream", 0) X(REGISTERS, "registers per thread", 0) X(SHARED_MEM, "shared memory", 0)   \
   X(BYTES, "bytes", 0) X(CBID, "cbid", 0) X(ADDR, "Addr", 0) X(MEM_BYTES, "Bytes", 0)                \
   X(TOTAL_ALLOCATED, "Total Allocated", -1) X(DEVICE_TYPE, "Device Type", -1)                        \
-  X(DEVICE_ID, "Device Id", -1)
+  X(DEVICE_ID, "Device Id", -1) X(WAIT_STREAM, "wait_on_stream", -1)                                 \
+  X(EVENT_RECORD, "wait_on_cuda_event_record_corr_id", 0)
 typedef enum {
 #define ARG_GEN(name, key, dflt) ARG_##name,
   ARG_MAP(ARG_GEN)
@@ -705,6 +706,13 @@ static int convert_x(conv_t *cv, pd_event_kind_t kind, const int64_t *arg) {
     ev.u.api.cbid = (uint32_t)arg[ARG_CBID];
     break;
   case PD_EVENT_SYNC:
+    /* Kineto's Event Sync and Stream Wait Event name the stream and the cudaEventRecord
+     * call they wait on; the replay draws the record -> wait edge from them. */
+    if (e->arg[ARG_WAIT_STREAM].set && arg[ARG_WAIT_STREAM] >= 0 && arg[ARG_WAIT_STREAM] <= UINT32_MAX) {
+      ev.u.sync.has_wait = true;
+      ev.u.sync.wait_stream = (uint32_t)arg[ARG_WAIT_STREAM];
+      ev.u.sync.event_record_corr = arg[ARG_EVENT_RECORD] > 0 ? (uint64_t)arg[ARG_EVENT_RECORD] : 0;
+    }
     for (size_t i = 0; i < sizeof sync_names / sizeof sync_names[0]; i++) {
       if (name != NULL && strcmp(name, sync_names[i].name) == 0) {
         ev.u.sync.sync_kind = sync_names[i].kind;

@@ -736,3 +736,32 @@ Test(reader, old_and_new_writer_generations) {
   cr_expect(pd_api_name_is_driver_launch("cuGraphLaunch") && pd_api_name_is_driver_launch("cuLaunchCooperativeKernel"));
   cr_expect(!pd_api_name_is_driver(NULL) && !pd_api_name_is_driver("cu") && !pd_api_name_is_driver_launch(NULL));
 }
+
+/* Kineto's Stream Wait Event and Event Sync name the recording stream and the
+ * cudaEventRecord call (the replay's record -> wait edge); a Stream Sync does not. */
+Test(reader, sync_records_keep_their_wait_stream_and_record) {
+  const char *json =
+      "{\"traceEvents\":["
+      "{\"ph\":\"X\",\"cat\":\"cuda_sync\",\"name\":\"Stream Wait Event\",\"pid\":0,\"tid\":9,\"ts\":1,\"dur\":1,"
+      "\"args\":{\"device\":0,\"stream\":9,\"correlation\":5,\"wait_on_stream\":7,"
+      "\"wait_on_cuda_event_record_corr_id\":4}},"
+      "{\"ph\":\"X\",\"cat\":\"cuda_sync\",\"name\":\"Stream Sync\",\"pid\":0,\"tid\":7,\"ts\":3,\"dur\":1,"
+      "\"args\":{\"device\":0,\"stream\":7,\"correlation\":6}},"
+      "{\"ph\":\"X\",\"cat\":\"cuda_sync\",\"name\":\"Event Sync\",\"pid\":0,\"tid\":7,\"ts\":5,\"dur\":1,"
+      "\"args\":{\"device\":0,\"stream\":-1,\"correlation\":8,\"wait_on_stream\":-1,"
+      "\"wait_on_cuda_event_record_corr_id\":4}}"
+      "]}";
+  pd_trace_t *t = pd_trace_create();
+  char err[256];
+  cr_assert_eq(pd_trace_read_buffer(json, strlen(json), t, NULL, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(pd_trace_count(t), 3u);
+  const pd_event_t *e = pd_trace_events(t);
+  cr_expect_eq(e[0].u.sync.sync_kind, PD_SYNC_STREAM_WAIT_EVENT);
+  cr_expect(e[0].u.sync.has_wait);
+  cr_expect_eq(e[0].u.sync.wait_stream, 7u);
+  cr_expect_eq(e[0].u.sync.event_record_corr, 4u);
+  cr_expect_eq(e[1].u.sync.sync_kind, PD_SYNC_STREAM);
+  cr_expect(!e[1].u.sync.has_wait);
+  cr_expect(!e[2].u.sync.has_wait, "a negative stream is none");
+  pd_trace_destroy(t);
+}
