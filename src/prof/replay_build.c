@@ -330,18 +330,36 @@ static bool is_step_range(const pd_event_t *e) { return e->kind == PD_EVENT_RANG
  * thread let it (torch's autograd thread runs a backward pass when the main thread calls
  * it): it follows the step thread's last node at or before it, at the measured distance,
  * instead of keeping its idle gap. */
-static void link_forks(pd_replay_t *r, size_t m0, size_t m1) {
+static size_t first_main_after(const pd_replay_t *r, size_t m0, size_t m1, int64_t t) {
+  size_t lo = m0, hi = m1;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (r->nodes[mid].t <= t) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+static void link_forks(bctx_t *c, size_t m0, size_t m1) {
+  pd_replay_t *r = c->r;
   for (size_t i = 0; i < r->nnodes; i++) {
     rp_node_t *x = &r->nodes[i];
-    if (x->fork != -2) continue;
-    x->fork = -1;
-    size_t lo = m0, hi = m1; /* first main node with t > x->t */
-    while (lo < hi) {
-      size_t mid = (lo + hi) / 2;
-      if (r->nodes[mid].t <= x->t) lo = mid + 1;
-      else hi = mid;
+    if (x->fork == -2) {
+      x->fork = -1;
+      size_t lo = first_main_after(r, m0, m1, x->t);
+      if (lo > m0) x->fork = (int32_t)(lo - 1);
+      continue;
     }
-    if (lo > m0) x->fork = (int32_t)(lo - 1);
+    /* The end of another thread's outermost op inside an idle stretch of the step thread
+     * that also holds its start: the step thread's node after it joins it. */
+    if (x->type != RP_HEND || (i >= m0 && i < m1) || c->ix->parent[x->ev] >= 0) continue;
+    size_t j = first_main_after(r, m0, m1, x->t);
+    if (j >= m1 || j == m0) continue;
+    rp_node_t *m = &r->nodes[j];
+    const rp_node_t *mp = &r->nodes[j - 1];
+    if (!(m->bits & RP_B_HOSTCODE) || (m->bits & RP_B_DATA)) continue;
+    if (c->r->nodes[c->hs[x->ev]].t < mp->t) continue;
+    if (m->fork < 0 || r->nodes[m->fork].t < x->t) m->fork = (int32_t)i;
   }
 }
 
@@ -389,7 +407,7 @@ static void sweep_host(bctx_t *c, const pd_replay_cost_t *cost, int32_t *stack) 
     }
     if (main_thread) m1 = c->r->nnodes;
   }
-  link_forks(c->r, m0, m1);
+  link_forks(c, m0, m1);
 }
 
 /* ---- GPU nodes -------------------------------------------------------------------------------------- */
@@ -579,6 +597,22 @@ static int build_blocks(bctx_t *c) {
     if (bk->base_left < 0) bk->base_left = 0;
   }
   return 0;
+}
+
+/* The profiler's cost lands where the tracing happens, around each op and call; where a
+ * host task is shorter than the cost assigned to it, the rest moves on to the thread's
+ * next tasks (never into a blocking call's wait, whose length the GPU sets). */
+static void carry_cuts(pd_replay_t *r) {
+  int64_t carry = 0;
+  for (size_t i = 0; i < r->nnodes; i++) {
+    rp_node_t *x = &r->nodes[i];
+    if (x->type == RP_GPU) continue;
+    if (x->prev < 0) carry = 0; /* a new thread */
+    int64_t want = x->cut + carry;
+    int64_t room = x->type == RP_HEND && x->aux >= 0 ? 0 : x->seg;
+    x->cut = want < room ? want : room;
+    carry = want - x->cut;
+  }
 }
 
 /* Kineto's Stream Wait Event: the waiting stream's first task launched after the wait
@@ -802,6 +836,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
   if (build_gpu(&c, r->info.pinned_gbps) != 0) goto out;
   r->info.gpu_tasks = ng;
   if (build_blocks(&c) != 0 || build_waits(&c) != 0) goto out;
+  carry_cuts(r);
   r->deps = malloc((c.bdep.n + c.gdep.n + 1) * sizeof(*r->deps));
   if (r->deps == NULL) goto out;
   size_t nd = 0;

@@ -11,7 +11,7 @@
  * (docs/diagnosis.md, "The profiler's own cost", says where they come from). */
 #define RP_OURS_NS_PER_CALL 3000.0  /* bench_prof --launch-only: +2.5..+3.8 us per traced launch */
 #define RP_OURS_NS_PER_RANGE 500.0  /* a host range: clock reads, a record, NVTX push/pop */
-#define RP_TORCH_NS_PER_EVENT 2000.0 /* torch.profiler, per op or traced call */
+#define RP_TORCH_NS_PER_EVENT 3000.0 /* torch.profiler, per op or traced call (H100) */
 /* One kernel of a CUDA graph: host and front-end cost per node (docs/diagnosis.md). */
 #define RP_GRAPH_NODE_NS 300
 /* Host-to-device bandwidth of pinned copies when the trace has no large pinned copy to
@@ -51,7 +51,10 @@ typedef struct {
   int32_t prev; /* host: previous node of the thread; GPU: previous task of the stream */
   int32_t aux;  /* HEND: blocking call (blk) or -1; GPU: its task (gt) */
   int32_t fork; /* host start outside every op on a thread without step markers: the node of
-                   the step thread it follows (that thread's last node at or before it), or -1 */
+                   the step thread it follows (that thread's last node at or before it); on
+                   the step thread, a node ending an idle stretch that held another thread's
+                   whole op: that op's end (the step thread waited for it, as the main thread
+                   waits in backward() for torch's autograd thread); else -1 */
   uint16_t bits; /* host: RP_B_* of the task ending here */
   uint8_t type;
 } rp_node_t;

@@ -267,9 +267,40 @@ Test(replay, profiler_cost_removed) {
   pd_replay_cost_t cost = {.ns_per_call = 4000, .ns_per_range = 2000, .source = "test"};
   built_t b;
   build(&b, &cost);
-  /* a range's cost is split between the task before its start and its last task: the
-   * step loses its end half (1 us), the op 2 us, the call 4 us */
-  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_PROFILER)), 93.0);
+  /* a range's cost is split between the task before its start and its last task, a
+   * call's is its last task's; what does not fit moves to the next task: the step range
+   * 2 us, the op 2 us, the call 4 us */
+  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_PROFILER)), 92.0);
+  unbuild(&b);
+}
+
+/* A cost longer than the task it lands on moves on to the thread's next tasks. */
+Test(replay, profiler_cost_carries_over_short_tasks) {
+  step(1, 0, 100);
+  add(PD_EVENT_RUNTIME, "cudaGetDevice", 10, 11, 0); /* 1 us: 3 us of its cost move on */
+  add(PD_EVENT_CPU_OP, "aten::add", 11, 50, 0);
+  pd_replay_cost_t cost = {.ns_per_call = 4000, .ns_per_range = 0, .source = "test"};
+  built_t b;
+  build(&b, &cost);
+  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_PROFILER)), 96.0);
+  unbuild(&b);
+}
+
+/* Another thread's op begins when the step thread lets it and the step thread waits for
+ * it (torch's autograd thread in backward()): host time taken out on either moves both. */
+Test(replay, other_thread_forks_and_joins_the_step_thread) {
+  step(1, 0, 100);
+  add(PD_EVENT_CPU_OP, "aten::mul", 10, 30, 0);   /* forward on the main thread */
+  pd_event_t *bw = add(PD_EVENT_CPU_OP, "MulBackward0", 35, 75, 0);
+  bw->tid = 2;                                    /* backward on the autograd thread */
+  add(PD_EVENT_CPU_OP, "Optimizer.step", 80, 95, 0); /* after backward() returns */
+  built_t b;
+  build(&b, NULL);
+  NEAR(replay_us(&b, 0), 100.0);
+  /* without the main thread's idle time: the forward 0..20, the backward follows it at the
+   * measured distance (5) 25..65, the optimizer joins it at the measured distance (5)
+   * 70..85 */
+  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_HOST_CODE)), 85.0);
   unbuild(&b);
 }
 
