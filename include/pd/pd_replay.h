@@ -146,6 +146,24 @@ typedef struct {
  * pd_trace_index_t order (its length is info->steps). Returns 0, PD_EINVAL, PD_ENOMEM. */
 int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double *step_us);
 
+/* ---- savings ------------------------------------------------------------------------------ */
+
+/* A fix saving at least this share of the predicted unprofiled step is a finding, and is
+ * replayed in the combination; the one saving most names the bottleneck from this share
+ * on (docs/diagnosis.md). */
+#define PD_SAVING_FINDING_SHARE 0.05
+#define PD_SAVING_NAME_SHARE 0.10
+
+/* Replays the indexed trace unchanged, without the profiler's cost (cost; NULL or a
+ * negative figure: pd_replay_cost_default() for the trace's writer, torch when it holds
+ * cpu_op events), and with each fix, and fills the replay_* and saving_* metrics of m, its
+ * replay_quality, replay_why, replay_cost_model and replay_combined_mask. An unavailable
+ * replay leaves the metrics NaN with the why filled. Returns 0, PD_EINVAL or PD_ENOMEM. */
+int pd_replay_fill_metrics(const pd_trace_t *trace, const pd_trace_index_t *ix, const pd_replay_cost_t *cost,
+                           pd_metrics_t *m);
+/* The saving metric of fix f in m (NaN for PROFILER, an unknown fix or no replay). */
+double pd_replay_metric_saving(const pd_metrics_t *m, pd_fix_t f);
+
 #ifdef __cplusplus
 }
 #endif

@@ -124,7 +124,7 @@ int pd_kernel_launch_stats(const pd_device_props_t *dev, const pd_event_t *kerne
 
 /* ---- metrics JSON --------------------------------------------------------------------- */
 
-#define PD_METRICS_SCHEMA_VERSION 2
+#define PD_METRICS_SCHEMA_VERSION 3
 
 typedef struct {
   char name[256];

@@ -11,7 +11,7 @@
  * (docs/diagnosis.md, "The profiler's own cost", says where they come from). */
 #define RP_OURS_NS_PER_CALL 3000.0  /* bench_prof --launch-only: +2.5..+3.8 us per traced launch */
 #define RP_OURS_NS_PER_RANGE 500.0  /* a host range: clock reads, a record, NVTX push/pop */
-#define RP_TORCH_NS_PER_EVENT 3000.0 /* torch.profiler, per op or traced call (H100) */
+#define RP_TORCH_NS_PER_EVENT 2700.0 /* torch.profiler, per op or traced call (H100) */
 /* One kernel of a CUDA graph: host and front-end cost per node (docs/diagnosis.md). */
 #define RP_GRAPH_NODE_NS 300
 /* Host-to-device bandwidth of pinned copies when the trace has no large pinned copy to
