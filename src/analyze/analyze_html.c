@@ -383,8 +383,10 @@ static void section_metrics(FILE *f, const pd_analysis_t *a) {
   }
   const pd_verdict_t *vd = &a->verdict;
   fprintf(f, "<div class=\"verdict\"><b>Verdict: %s</b>", pd_bottleneck_name(vd->bottleneck));
-  if (isfinite(vd->share_of_step))
+  if (isfinite(vd->share_of_step) && isfinite(vd->cost_us_per_step))
     fprintf(f, " (%.0f%% of the step, %.1f us per step)", vd->share_of_step * 100.0, vd->cost_us_per_step);
+  else if (isfinite(vd->share_of_step))
+    fprintf(f, " (%.0f%% of the step)", vd->share_of_step * 100.0);
   fputs("<br>", f);
   html_text(f, vd->evidence);
   if (vd->advice[0] != '\0') {

@@ -387,6 +387,7 @@ Test(report, torch_analysis_and_reports) {
   cr_expect(strstr(h, "sync <1>") == NULL);
   cr_expect(strstr(h, "Verdict: host_bound") != NULL);
   cr_expect(strstr(h, "Predicted savings") != NULL, "the savings chart");
+  cr_expect(strstr(h, "nan") == NULL && strstr(h, "NaN") == NULL, "no NaN shown");
   cr_expect(strstr(h, "predicted unprofiled step") != NULL);
   cr_expect(strstr(h, "Diff") != NULL);
   free(h);

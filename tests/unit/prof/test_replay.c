@@ -336,6 +336,59 @@ Test(replay, no_correlation_ids_is_approximate) {
   unbuild(&b);
 }
 
+/* A trace with no correlation ids and no sync records still gets a verdict from the
+ * replay, which says it is approximate and why; no NaN where a saving is given. */
+Test(replay, verdict_without_correlation_or_sync_records) {
+  step(1, 0, 100);
+  add(PD_EVENT_RANGE, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 1, 60, 0);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 61, 63, 0);
+  kernel(70, 90, 0, 7);
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 64, 95, 0);
+  step(2, 100, 200);
+  add(PD_EVENT_RANGE, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 101, 160, 0);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 161, 163, 0);
+  kernel(170, 190, 0, 7);
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 164, 195, 0);
+  pd_trace_sort(T);
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  cr_assert_eq(pd_metrics_from_trace(T, &m), 0);
+  cr_expect_eq(m.replay_quality, PD_REPLAY_APPROXIMATE);
+  cr_expect(strstr(m.replay_why, "correlation") != NULL, "%s", m.replay_why);
+  pd_verdict_t v;
+  pd_diagnose(&m, PD_ADVICE_TORCH, &v);
+  cr_expect_eq(v.bottleneck, PD_BOTTLENECK_DATALOADER, "%s", v.evidence);
+  cr_expect_str_eq(v.rule, "replay");
+  cr_expect_geq(v.nsavings, 8);
+  for (int i = 0; i < v.nsavings; i++)
+    cr_expect(isfinite(v.savings[i].est_saving_us_per_step) && isfinite(v.savings[i].est_saving_fraction), "%s",
+              v.savings[i].cause);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  pd_verdict_print(f, &v);
+  fclose(f);
+  cr_expect(strstr(text, "approximate") != NULL && strstr(text, "nan") == NULL, "%s", text);
+  free(text);
+}
+
+/* No step markers: the metrics have no step, and the replay says why. */
+Test(replay, metrics_without_steps_say_why) {
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 5, 7, 1);
+  kernel(10, 30, 1, 7);
+  pd_trace_index_t ix;
+  cr_assert_eq(pd_trace_index_build(T, &ix), 0);
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  cr_assert_eq(pd_replay_fill_metrics(T, &ix, NULL, &m), 0);
+  cr_expect_eq(m.replay_quality, PD_REPLAY_UNAVAILABLE);
+  cr_expect(strstr(m.replay_why, "no step markers") != NULL);
+  cr_expect(isnan(m.predicted_unprofiled_step_us), "not measured stays NaN (null in JSON)");
+  cr_expect(isnan(pd_replay_metric_saving(&m, PD_FIX_PROFILER)));
+  cr_expect_eq(pd_replay_fill_metrics(NULL, &ix, NULL, &m), PD_EINVAL);
+  pd_trace_index_free(&ix);
+}
+
 Test(replay, bad_arguments) {
   pd_replay_t *r = NULL;
   pd_trace_index_t ix;
