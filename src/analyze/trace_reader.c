@@ -961,6 +961,42 @@ static int read_events(conv_t *cv, an_json_t *p) {
   return r < 0 ? -1 : 0;
 }
 
+/* profiler_demo's "profilerCost" ({..., "calibration": {"ns_per_cuda_call",
+ * "ns_per_host_range"}}): the calibrated cost of one traced call and range on the recording
+ * host, which the replay takes out to predict the unprofiled step. Other keys are skipped;
+ * a figure that is not a number, or out of range, leaves the trace uncalibrated. */
+static int read_profiler_cost(conv_t *cv, an_json_t *p) {
+  an_json_type_t t = an_json_value(p);
+  if (t != AN_JSON_OBJECT) return an_json_skip_rest(p, t);
+  double call = -1, range = -1;
+  int r;
+  while ((r = an_json_key(p)) > 0) {
+    if (!KEY_IS(p, "calibration")) {
+      if (an_json_skip(p) != 0) return -1;
+      continue;
+    }
+    t = an_json_value(p);
+    if (t != AN_JSON_OBJECT) {
+      if (an_json_skip_rest(p, t) != 0) return -1;
+      continue;
+    }
+    while ((r = an_json_key(p)) > 0) {
+      bool is_call = KEY_IS(p, "ns_per_cuda_call"), is_range = KEY_IS(p, "ns_per_host_range");
+      if (!is_call && !is_range) {
+        if (an_json_skip(p) != 0) return -1;
+        continue;
+      }
+      t = an_json_value(p);
+      if (t == AN_JSON_NUMBER) *(is_call ? &call : &range) = p->num;
+      else if (an_json_skip_rest(p, t) != 0) return -1;
+    }
+    if (r < 0) return -1;
+  }
+  if (r < 0) return -1;
+  pd_trace_set_calibration(cv->out, call, range);
+  return 0;
+}
+
 /* Walks the whole document. Returns 0, or -1 with the fault in p->err or cv->msg. */
 static int read_document(conv_t *cv, an_json_t *p, bool *have_events) {
   pd_trace_info_t *info = cv->info;
@@ -990,6 +1026,8 @@ static int read_document(conv_t *cv, an_json_t *p, bool *have_events) {
       if (get_i64(cv, &n, base ? "baseTimeNanoseconds" : "schemaVersion", base ? 0 : -1, &v) != 0) return -1;
       if (base) info->base_time_ns = v;
       else info->schema_version = (int)v;
+    } else if (KEY_IS(p, "profilerCost")) {
+      rc = read_profiler_cost(cv, p);
     } else if (KEY_IS(p, "traceName")) {
       if (scalar(p) == AN_JSON_STRING) snprintf(info->trace_name, sizeof info->trace_name, "%s", p->str);
     } else {

@@ -765,3 +765,34 @@ Test(reader, sync_records_keep_their_wait_stream_and_record) {
   cr_expect(!e[2].u.sync.has_wait, "a negative stream is none");
   pd_trace_destroy(t);
 }
+
+/* profiler_demo's profilerCost.calibration comes back with the trace (the replay takes it
+ * out to predict the unprofiled step); a figure that is no number or out of range does not. */
+Test(reader, profiler_cost_calibration) {
+  const char *ok = "{\"profilerCost\":{\"est_added_us_per_step\":12.5,\"calibration\":{\"ns_per_cuda_call\":2500.5,"
+                   "\"ns_per_host_range\":400,\"other\":[1]}},\"traceEvents\":[]}";
+  const char *bad[] = {
+      "{\"profilerCost\":{\"calibration\":{\"ns_per_cuda_call\":\"fast\",\"ns_per_host_range\":400}},\"traceEvents\":[]}",
+      "{\"profilerCost\":{\"calibration\":{\"ns_per_cuda_call\":-1,\"ns_per_host_range\":400}},\"traceEvents\":[]}",
+      "{\"profilerCost\":{\"calibration\":null},\"traceEvents\":[]}",
+      "{\"profilerCost\":null,\"traceEvents\":[]}",
+      "{\"profilerCost\":{\"calibration\":{\"ns_per_cuda_call\":1e12,\"ns_per_host_range\":1}},\"traceEvents\":[]}",
+  };
+  char err[256];
+  pd_trace_t *t = pd_trace_create();
+  double call = 0, range = 0;
+  cr_expect(!pd_trace_calibration(t, &call, &range), "a new trace has none");
+  cr_assert_eq(pd_trace_read_buffer(ok, strlen(ok), t, NULL, err, sizeof err), 0, "%s", err);
+  cr_assert(pd_trace_calibration(t, &call, &range));
+  cr_expect_float_eq(call, 2500.5, 1e-9);
+  cr_expect_float_eq(range, 400.0, 1e-9);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    pd_trace_t *u = pd_trace_create();
+    cr_assert_eq(pd_trace_read_buffer(bad[i], strlen(bad[i]), u, NULL, err, sizeof err), 0, "%s", err);
+    cr_expect(!pd_trace_calibration(u, NULL, NULL), "%s", bad[i]);
+    pd_trace_destroy(u);
+  }
+  pd_trace_reset(t);
+  cr_expect(!pd_trace_calibration(t, NULL, NULL), "reset clears it");
+  pd_trace_destroy(t);
+}

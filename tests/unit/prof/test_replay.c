@@ -304,6 +304,22 @@ Test(replay, other_thread_forks_and_joins_the_step_thread) {
   unbuild(&b);
 }
 
+/* A trace that carries its recording host's calibration is replayed with it. */
+Test(replay, the_traces_calibration_is_the_cost_model) {
+  step(1, 0, 100);
+  add(PD_EVENT_RUNTIME, "cudaGetDevice", 50, 60, 0);
+  pd_trace_set_calibration(T, 5000, 0);
+  pd_trace_index_t ix;
+  cr_assert_eq(pd_trace_index_build(T, &ix), 0);
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  cr_assert_eq(pd_replay_fill_metrics(T, &ix, NULL, &m), 0);
+  cr_expect(strstr(m.replay_cost_model, "calibration") != NULL, "%s", m.replay_cost_model);
+  NEAR(m.predicted_unprofiled_step_us, 95.0);
+  NEAR(m.replay_step_us, 100.0);
+  pd_trace_index_free(&ix);
+}
+
 /* ---- traces that lack what the graph needs --------------------------------------------------- */
 
 Test(replay, no_step_markers_is_unavailable) {
