@@ -377,10 +377,13 @@ static void chart_savings(FILE *f, const pd_verdict_t *vd) {
 }
 
 static void section_metrics(FILE *f, const pd_analysis_t *a) {
-  if (!a->have_metrics) {
+  if (!a->have_metrics && !a->have_verdict) {
     fputs("<p class=\"muted\">No ProfilerStep#N range in the trace: no step metrics and no verdict.</p>\n", f);
     return;
   }
+  if (!a->have_metrics)
+    fputs("<p class=\"muted\">No ProfilerStep#N range in the trace: no step metrics; the verdict replays the whole "
+          "trace as one step.</p>\n", f);
   const pd_verdict_t *vd = &a->verdict;
   fprintf(f, "<div class=\"verdict\"><b>Verdict: %s</b>", pd_bottleneck_name(vd->bottleneck));
   if (isfinite(vd->share_of_step) && isfinite(vd->cost_us_per_step))
@@ -409,6 +412,7 @@ static void section_metrics(FILE *f, const pd_analysis_t *a) {
   if (vd->nfindings > 0) fputs("</ul>", f);
   fputs("</div>\n", f);
   chart_savings(f, vd);
+  if (!a->have_metrics) return;
   fputs("<table><tr><th class=\"l\">metric</th><th>value</th></tr>\n", f);
   size_t nd = 0;
   const pd_metric_desc_t *desc = pd_metric_descs(&nd);

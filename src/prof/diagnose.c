@@ -392,6 +392,12 @@ void pd_diagnose(const pd_metrics_t *m, pd_advice_t advice, pd_verdict_t *v) {
     const rule_t *r = &rules[R_MEMORY];
     add_finding(v, r->name, NAN, NAN, ev, torch ? r->advice_torch : r->advice_demo);
   }
+  if (m->replay_quality >= 0) {
+    /* how far the replay got, also when it gave no saving */
+    v->replay_quality = m->replay_quality;
+    snprintf(v->replay_why, sizeof v->replay_why, "%s", m->replay_why);
+    snprintf(v->replay_cost_model, sizeof v->replay_cost_model, "%s", m->replay_cost_model);
+  }
   if (m->predicted_unprofiled_step_us > 0 && isfinite(m->predicted_unprofiled_step_us)) diagnose_savings(m, advice, v);
 }
 

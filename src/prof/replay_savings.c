@@ -65,7 +65,12 @@ int pd_replay_fill_metrics(const pd_trace_t *trace, const pd_trace_index_t *ix, 
     return rc;
   }
   if (base.steps == 0 || !(prof.step_us_mean > 0)) {
-    pd_replay_destroy(r); /* unavailable: the metrics stay NaN, the why says so */
+    /* unavailable: the metrics stay NaN, the why says so */
+    if (m->replay_quality != PD_REPLAY_UNAVAILABLE) {
+      m->replay_quality = PD_REPLAY_UNAVAILABLE;
+      snprintf(m->replay_why, sizeof m->replay_why, "the replayed steps are empty");
+    }
+    pd_replay_destroy(r);
     return 0;
   }
   m->replay_step_us = base.step_us_mean;

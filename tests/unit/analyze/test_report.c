@@ -450,7 +450,12 @@ Test(report, analysis_without_steps) {
   FILE *f = open_memstream(&text, &len);
   pd_analysis_print_summary(f, a, NULL);
   fclose(f);
-  cr_expect(strstr(text, "no step metrics and no verdict") != NULL, "%s", text);
+  /* no steps: still a verdict, from the whole trace replayed as one step, which says so */
+  cr_expect(a->have_verdict);
+  cr_expect(strstr(text, "the verdict replays the whole trace as one step") != NULL, "%s", text);
+  cr_expect(strstr(text, "Verdict: ") != NULL, "%s", text);
+  cr_expect(strstr(text, "no step markers") != NULL, "%s", text);
+  cr_expect(strstr(text, "nan") == NULL, "%s", text);
   free(text);
   pd_report_t rep = {.path = "x", .a = a};
   const char *html = in_dir("n.html"), *json = in_dir("n.json");
@@ -463,7 +468,10 @@ Test(report, analysis_without_steps) {
   char *js = pd_test_slurp(json);
   cJSON *root = cJSON_Parse(js);
   cr_assert_not_null(root);
-  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(root, "verdict")));
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(root, "metrics")));
+  cJSON *rp = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "verdict"), "replay");
+  cr_assert(cJSON_IsObject(rp), "the verdict of the whole trace");
+  cr_expect(strstr(cJSON_GetObjectItem(rp, "why")->valuestring, "no step markers") != NULL);
   cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(root, "whole_trace_window")));
   cJSON_Delete(root);
   free(js);
