@@ -524,7 +524,7 @@ static void diagnose_savings(const pd_metrics_t *m, pd_advice_t advice, pd_verdi
     fix_evidence(o->evidence, sizeof o->evidence, m, r->fix, s, base);
     snprintf(o->advice, sizeof o->advice, "%s", torch ? r->advice_torch : r->advice_demo);
   }
-  qsort(v->savings, (size_t)v->nsavings, sizeof(v->savings[0]), saving_cmp);
+  if (v->nsavings > 1) qsort(v->savings, (size_t)v->nsavings, sizeof(v->savings[0]), saving_cmp);
   const pd_saving_t *best = NULL;
   const fix_rule_t *best_rule = NULL;
   for (int i = 0; i < v->nsavings && best == NULL; i++) {

@@ -424,7 +424,7 @@ static int build_gpu(bctx_t *c, double pinned_gbps) {
   for (size_t i = 0; i < c->n; i++)
     if (pd_event_is_gpu_activity(ev[i].kind))
       keys[ng++] = (gkey_t){ev[i].device, ev[i].stream, ev[i].start_ns, (int32_t)i};
-  qsort(keys, ng, sizeof(*keys), gkey_cmp);
+  if (ng > 1) qsort(keys, ng, sizeof(*keys), gkey_cmp);
   for (size_t k = 0; k < ng; k++) c->gsorted[k] = keys[k].ev;
   free(keys);
   r->ngt = ng;
@@ -641,7 +641,7 @@ static int build_waits(bctx_t *c) {
 
 /* Pairs (owner << 32 | node) sorted by owner -> deps[] with per-owner offset and count. */
 static void to_csr(pd_replay_t *r, i64vec_t *pairs, size_t *off_n, size_t base, bool gtask) {
-  qsort(pairs->v, pairs->n, sizeof(*pairs->v), i64_cmp);
+  if (pairs->n > 1) qsort(pairs->v, pairs->n, sizeof(*pairs->v), i64_cmp);
   for (size_t i = 0; i < pairs->n; i++) {
     size_t owner = (size_t)(pairs->v[i] >> 32);
     int32_t node = (int32_t)(pairs->v[i] & 0xffffffff);
@@ -678,7 +678,7 @@ static int topo_order(pd_replay_t *r) {
         if (i64_push(&edges, (int64_t)r->deps[d] << 32 | (int64_t)i) != 0) goto out;
     }
   }
-  qsort(edges.v, edges.n, sizeof(*edges.v), i64_cmp);
+  if (edges.n > 1) qsort(edges.v, edges.n, sizeof(*edges.v), i64_cmp);
   for (size_t i = 0; i < edges.n; i++) {
     outoff[(edges.v[i] >> 32) + 1]++;
     indeg[edges.v[i] & 0xffffffff]++;
