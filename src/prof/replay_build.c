@@ -8,6 +8,7 @@
 
 #include "pd/pd_prof.h"
 #include "pd/pd_replay.h"
+#include "corr_map.h"
 #include "replay_internal.h"
 
 /* ---- small growable arrays ------------------------------------------------------------------ */
@@ -92,38 +93,6 @@ static bool is_pinned_transfer(const pd_event_t *e) {
   return false;
 }
 
-/* ---- correlation id -> call ------------------------------------------------------------------- */
-
-typedef struct {
-  uint64_t *keys;
-  int32_t *vals;
-  size_t cap;
-} cmap_t;
-
-static int cmap_init(cmap_t *m, size_t n) {
-  m->cap = 16;
-  while (m->cap < 2 * n) m->cap *= 2;
-  m->keys = calloc(m->cap, sizeof(*m->keys));
-  m->vals = malloc(m->cap * sizeof(*m->vals));
-  return m->keys && m->vals ? 0 : PD_ENOMEM;
-}
-
-static void cmap_put(cmap_t *m, uint64_t k, int32_t v) {
-  size_t j = pd_hash_u64(k) & (m->cap - 1);
-  while (m->keys[j] != 0 && m->keys[j] != k) j = (j + 1) & (m->cap - 1);
-  if (m->keys[j] == 0) {
-    m->keys[j] = k;
-    m->vals[j] = v;
-  }
-}
-
-static int32_t cmap_get(const cmap_t *m, uint64_t k) {
-  if (k == 0 || m->cap == 0) return -1;
-  for (size_t j = pd_hash_u64(k) & (m->cap - 1); m->keys[j] != 0; j = (j + 1) & (m->cap - 1))
-    if (m->keys[j] == k) return m->vals[j];
-  return -1;
-}
-
 /* ---- streams --------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -153,7 +122,7 @@ typedef struct {
   size_t nstreams;
   rp_thread_stream_t *ts;
   size_t nts, capts;
-  cmap_t corr;
+  pd_corr_map_t corr; /* cudaEventRecord's correlation id -> the call, when a wait names one */
   /* edges before CSR: pairs (owner, source) */
   i64vec_t gdep, bdep; /* (gtask << 32 | node) and (block << 32 | node) */
   i64vec_t lat, wake, unblocked;
@@ -539,7 +508,7 @@ static int build_blocks(bctx_t *c) {
       if (st >= 0) rc = add_target(c, b, last_launched_before(c, (size_t)st, s), end, &g);
     } else if (host_rec && ev[sr].u.sync.sync_kind == PD_SYNC_EVENT && ev[sr].u.sync.has_wait) {
       long st = stream_find(c, ev[sr].device, ev[sr].u.sync.wait_stream);
-      int32_t rec = cmap_get(&c->corr, ev[sr].u.sync.event_record_corr);
+      int32_t rec = pd_corr_map_get(&c->corr, ev[sr].u.sync.event_record_corr);
       if (st >= 0) rc = add_target(c, b, last_launched_before(c, (size_t)st, rec >= 0 ? ev[rec].start_ns : s), end, &g);
     } else if (host_rec && ev[sr].u.sync.sync_kind == PD_SYNC_CONTEXT) {
       for (size_t st = 0; st < c->nstreams && rc == 0; st++)
@@ -624,7 +593,7 @@ static int build_waits(bctx_t *c) {
       continue;
     int32_t w = c->ix->call[i];
     if (w < 0) continue;
-    int32_t rec = cmap_get(&c->corr, ev[i].u.sync.event_record_corr);
+    int32_t rec = pd_corr_map_get(&c->corr, ev[i].u.sync.event_record_corr);
     long src_st = stream_find(c, ev[i].device, ev[i].u.sync.wait_stream);
     long dst_st = stream_find(c, ev[i].device, ev[i].stream);
     if (src_st < 0 || dst_st < 0 || src_st == dst_st) continue;
@@ -774,7 +743,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
       !c.lt || !c.streams || !prev_sib || !last_child || !stack || !r->nodes || !r->order || !r->gt || !r->blk ||
       !r->step_node || !r->rt || !r->rend)
     goto out;
-  if (cmap_init(&c.corr, nwaitcorr ? ncalls : 0) != 0) goto out;
+  if (nwaitcorr > 0 && pd_corr_map_init(&c.corr, ncalls) != 0) goto out;
   for (size_t i = 0; i < n; i++) c.hs[i] = c.he[i] = c.gnode[i] = c.firstgpu[i] = c.syncrec[i] = last_child[i] = -1;
 
   /* What each event is. */
@@ -788,7 +757,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
       c.syncrec[call] = (int32_t)i;
     } else if (e->kind == PD_EVENT_RUNTIME || e->kind == PD_EVENT_DRIVER) {
       if (pd_api_is_device_alloc(e->name)) c.own[i] |= RP_B_ALLOC;
-      if (nwaitcorr && e->correlation_id != 0) cmap_put(&c.corr, e->correlation_id, (int32_t)i);
+      if (nwaitcorr && e->correlation_id != 0) pd_corr_map_put(&c.corr, e->correlation_id, (int32_t)i);
     } else if ((e->kind == PD_EVENT_RANGE || e->kind == PD_EVENT_CPU_OP) && pd_range_is_data_wait(e->name)) {
       c.own[i] |= RP_B_DATA;
     }
@@ -903,8 +872,7 @@ out:
   free(c.lt);
   free(c.streams);
   free(c.ts);
-  free(c.corr.keys);
-  free(c.corr.vals);
+  pd_corr_map_free(&c.corr);
   free(c.gdep.v);
   free(c.bdep.v);
   free(c.lat.v);
