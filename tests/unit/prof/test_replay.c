@@ -81,16 +81,25 @@ TestSuite(replay, .init = setup, .fini = teardown);
 
 #define NEAR(a, b) cr_assert(fabs((a) - (b)) < 1e-6, "%s = %.6f, expected %.6f", #a, (double)(a), (double)(b))
 
+/* Builds the graph of T (with cost, may be NULL), checks the unchanged replay and the replay
+ * with the fixes in mask (one step each, in us), and frees the graph. */
+static void expect_steps(const pd_replay_cost_t *cost, double unchanged, unsigned mask, double fixed) {
+  built_t b;
+  build(&b, cost);
+  NEAR(replay_us(&b, 0), unchanged);
+  NEAR(replay_us(&b, mask), fixed);
+  unbuild(&b);
+}
+
 /* Program order: host tasks keep their durations and move; the step's own time (host code
  * outside ops) goes with HOST_CODE. */
 Test(replay, program_order_keeps_tasks_and_moves_them) {
   step(1, 0, 100);
   add(PD_EVENT_CPU_OP, "aten::add", 20, 40, 0);
   add(PD_EVENT_CPU_OP, "aten::mul", 60, 70, 0);
+  expect_steps(NULL, 100.0, PD_FIX_BIT(PD_FIX_HOST_CODE), 30.0);
   built_t b;
   build(&b, NULL);
-  NEAR(replay_us(&b, 0), 100.0);
-  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_HOST_CODE)), 30.0);
   const pd_replay_info_t *in = pd_replay_info(b.r);
   cr_assert_eq(in->quality, PD_REPLAY_APPROXIMATE); /* no GPU work: host tasks only */
   cr_assert_str_eq(in->why, "no GPU activity in the trace: host tasks only");
@@ -129,13 +138,9 @@ Test(replay, stream_order) {
   add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 13, 14, 2);
   kernel(35, 40, 2, 7);
   add(PD_EVENT_RUNTIME, "cudaDeviceSynchronize", 20, 45, 3);
-  built_t b;
-  build(&b, NULL);
-  NEAR(replay_us(&b, 0), 50.0);
   /* Without the step's own time: calls at 0..2 and 2..3, the sync from 3. K1 5..25, K2
    * after it 25..30 (its launch alone would put it at 7), the sync ends 30 + 5. */
-  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_HOST_CODE)), 35.0);
-  unbuild(&b);
+  expect_steps(NULL, 50.0, PD_FIX_BIT(PD_FIX_HOST_CODE), 35.0);
 }
 
 /* Event record -> stream wait (Kineto's wait_on_stream / wait_on_cuda_event_record_corr_id):
@@ -251,12 +256,8 @@ Test(replay, data_wait_removed) {
   add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 50, 55, 1);
   kernel(60, 90, 1, 7);
   add(PD_EVENT_RUNTIME, "cudaDeviceSynchronize", 60, 95, 2);
-  built_t b;
-  build(&b, NULL);
-  NEAR(replay_us(&b, 0), 100.0);
   /* launch at 0, kernel 10..40, sync ends 45, step 5 us later */
-  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_DATA_WAIT)), 50.0);
-  unbuild(&b);
+  expect_steps(NULL, 100.0, PD_FIX_BIT(PD_FIX_DATA_WAIT), 50.0);
 }
 
 /* The profiler's own cost per call and per range comes out of the host tasks. */
@@ -265,13 +266,10 @@ Test(replay, profiler_cost_removed) {
   add(PD_EVENT_CPU_OP, "aten::add", 20, 40, 0);
   add(PD_EVENT_RUNTIME, "cudaGetDevice", 50, 60, 0);
   pd_replay_cost_t cost = {.ns_per_call = 4000, .ns_per_range = 2000, .source = "test"};
-  built_t b;
-  build(&b, &cost);
   /* a range's cost is split between the task before its start and its last task, a
    * call's is its last task's; what does not fit moves to the next task: the step range
    * 2 us, the op 2 us, the call 4 us */
-  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_PROFILER)), 92.0);
-  unbuild(&b);
+  expect_steps(&cost, 100.0, PD_FIX_BIT(PD_FIX_PROFILER), 92.0);
 }
 
 /* A cost longer than the task it lands on moves on to the thread's next tasks. */
@@ -280,10 +278,7 @@ Test(replay, profiler_cost_carries_over_short_tasks) {
   add(PD_EVENT_RUNTIME, "cudaGetDevice", 10, 11, 0); /* 1 us: 3 us of its cost move on */
   add(PD_EVENT_CPU_OP, "aten::add", 11, 50, 0);
   pd_replay_cost_t cost = {.ns_per_call = 4000, .ns_per_range = 0, .source = "test"};
-  built_t b;
-  build(&b, &cost);
-  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_PROFILER)), 96.0);
-  unbuild(&b);
+  expect_steps(&cost, 100.0, PD_FIX_BIT(PD_FIX_PROFILER), 96.0);
 }
 
 /* Another thread's op begins when the step thread lets it and the step thread waits for
@@ -294,14 +289,10 @@ Test(replay, other_thread_forks_and_joins_the_step_thread) {
   pd_event_t *bw = add(PD_EVENT_CPU_OP, "MulBackward0", 35, 75, 0);
   bw->tid = 2;                                    /* backward on the autograd thread */
   add(PD_EVENT_CPU_OP, "Optimizer.step", 80, 95, 0); /* after backward() returns */
-  built_t b;
-  build(&b, NULL);
-  NEAR(replay_us(&b, 0), 100.0);
   /* without the main thread's idle time: the forward 0..20, the backward follows it at the
    * measured distance (5) 25..65, the optimizer joins it at the measured distance (5)
    * 70..85 */
-  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_HOST_CODE)), 85.0);
-  unbuild(&b);
+  expect_steps(NULL, 100.0, PD_FIX_BIT(PD_FIX_HOST_CODE), 85.0);
 }
 
 /* A trace that carries its recording host's calibration is replayed with it. */
