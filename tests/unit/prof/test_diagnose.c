@@ -530,3 +530,110 @@ static void check_rules_block(const char *relpath) {
 Test(diagnose, docs_table_matches_code) { check_rules_block("docs/diagnosis.md"); }
 
 Test(diagnose, readme_table_matches_code) { check_rules_block("README.md"); }
+
+/* ---- the verdict from savings (the replay) --------------------------------------------------- */
+
+/* Metrics with a replay: predicted unprofiled step 1000 us, each fix's saving given. */
+static pd_metrics_t savings(double reads, double reads_async, double host_code, double launch, double busy) {
+  pd_metrics_t m = costs(0.0, 0.30, 0, 0, 0.20); /* the attribution says sync 30% */
+  m.gpu_busy_fraction = busy;
+  m.replay_quality = PD_REPLAY_APPROXIMATE;
+  snprintf(m.replay_why, sizeof m.replay_why, "test");
+  snprintf(m.replay_cost_model, sizeof m.replay_cost_model, "test model");
+  m.replay_step_us = 1200;
+  m.replay_step_error_median_fraction = 0.01;
+  m.replay_step_error_max_fraction = 0.02;
+  m.predicted_unprofiled_step_us = 1000;
+  m.saving_data_wait_us_per_step = 0;
+  m.saving_blocking_reads_us_per_step = reads;
+  m.saving_blocking_reads_async_us_per_step = reads_async;
+  m.saving_pageable_copy_us_per_step = 0;
+  m.saving_allocation_us_per_step = 0;
+  m.saving_launch_overhead_us_per_step = launch;
+  m.saving_tiny_ops_us_per_step = 0;
+  m.saving_host_code_us_per_step = host_code;
+  m.saving_combined_us_per_step = reads + host_code - 20; /* they overlap */
+  m.replay_combined_mask = PD_FIX_BIT(PD_FIX_READS) | PD_FIX_BIT(PD_FIX_HOST_CODE);
+  m.replay_reads_per_step = 5;
+  return m;
+}
+
+/* The fix that saves most from 10% on names the bottleneck; the others from 5% are
+ * findings, the asynchronous reads never name one, the overlap is replayed, not summed. */
+Test(diagnose, the_largest_saving_names_the_bottleneck) {
+  pd_metrics_t m = savings(250, 400, 80, 30, 0.30);
+  pd_verdict_t v = diag(&m);
+  cr_expect_eq(v.bottleneck, PD_BOTTLENECK_SYNC, "%s", v.evidence);
+  cr_expect_str_eq(v.rule, "replay");
+  cr_expect_float_eq(v.share_of_step, 0.25, 1e-9);
+  cr_expect_float_eq(v.cost_us_per_step, 250, 1e-9);
+  cr_expect(strncmp(v.evidence, "blocking_reads saves 5.0 blocking reads per step", 48) == 0, "%s", v.evidence);
+  cr_expect(has_finding(&v, "host_code"), "8%% is a finding");
+  cr_expect(!has_finding(&v, "launch_overhead"), "3%% is not");
+  cr_expect(!has_finding(&v, "blocking_reads_async"), "the other way to fix the reads is no finding");
+  cr_expect(!has_finding(&v, "sync"), "the attribution's costs are no findings once the replay speaks");
+  cr_expect(has_finding(&v, "low_gpu_utilization"), "the rules stay as notes");
+  cr_expect_str_eq(v.savings[0].cause, "blocking_reads_async", "every fix's saving, largest first");
+  cr_expect_str_eq(v.savings[v.nsavings - 1].cause, "combined");
+  cr_expect_float_eq(v.savings[v.nsavings - 1].est_saving_us_per_step, 310, 1e-9);
+  cr_expect(strstr(v.savings[v.nsavings - 1].evidence, "blocking_reads host_code") != NULL, "%s",
+            v.savings[v.nsavings - 1].evidence);
+  cr_expect_float_eq(v.predicted_unprofiled_step_us, 1000, 1e-9);
+  cr_expect_eq(v.replay_quality, PD_REPLAY_APPROXIMATE);
+  cr_expect_str_eq(v.replay_cost_model, "test model");
+}
+
+/* host_code is a cause like the others. */
+Test(diagnose, host_code_names_itself) {
+  pd_metrics_t m = savings(20, 10, 150, 60, 0.30);
+  pd_verdict_t v = diag(&m);
+  cr_expect_eq(v.bottleneck, PD_BOTTLENECK_HOST_CODE, "%s", v.evidence);
+  cr_expect(has_finding(&v, "launch_overhead"));
+  cr_expect(!has_finding(&v, "blocking_reads"), "2%% is not a finding");
+}
+
+/* No fix saves 10%: the balance names it (host_bound with the GPU idle, compute when busy),
+ * with no cost per step. */
+Test(diagnose, no_large_saving_is_the_balance) {
+  pd_metrics_t m = savings(90, 40, 60, 20, 0.30);
+  pd_verdict_t v = diag(&m);
+  cr_expect_eq(v.bottleneck, PD_BOTTLENECK_HOST_BOUND, "%s", v.evidence);
+  cr_expect_str_eq(v.rule, "replay_balance");
+  cr_expect(isnan(v.cost_us_per_step));
+  cr_expect(strstr(v.evidence, "largest: blocking_reads 9.0%") != NULL, "%s", v.evidence);
+  cr_expect(has_finding(&v, "blocking_reads") && has_finding(&v, "host_code"));
+  m = savings(90, 40, 60, 20, 0.80);
+  v = diag(&m);
+  cr_expect_eq(v.bottleneck, PD_BOTTLENECK_COMPUTE, "%s", v.evidence);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  pd_verdict_print(f, &v);
+  fclose(f);
+  cr_expect(strstr(text, "predicted savings per step (unprofiled)") != NULL, "%s", text);
+  cr_expect(strstr(text, "replay (approximate: test)") != NULL, "%s", text);
+  cr_expect(strstr(text, "nan") == NULL, "%s", text);
+  free(text);
+}
+
+/* A replay that ran but gave no saving still says why; metrics without one keep the
+ * attribution's verdict. */
+Test(diagnose, replay_without_savings_says_why) {
+  pd_metrics_t m = costs(0.0, 0.30, 0, 0, 0.20);
+  pd_verdict_t v = diag(&m);
+  cr_expect_eq(v.replay_quality, -1);
+  cr_expect_eq(v.nsavings, 0);
+  cr_expect_str_eq(v.rule, "sync");
+  m.replay_quality = PD_REPLAY_UNAVAILABLE;
+  snprintf(m.replay_why, sizeof m.replay_why, "no step markers");
+  v = diag(&m);
+  cr_expect_eq(v.replay_quality, PD_REPLAY_UNAVAILABLE);
+  cr_expect_str_eq(v.rule, "sync", "the attribution's verdict stays");
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  pd_verdict_print(f, &v);
+  fclose(f);
+  cr_expect(strstr(text, "replay: unavailable (no step markers)") != NULL, "%s", text);
+  free(text);
+}
