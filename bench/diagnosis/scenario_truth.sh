@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
-# scenario_truth.sh: what each planted problem costs, measured, next to what the verdict
-# attributes to it. Needs a GPU.
+# scenario_truth.sh: what fixing each planted problem saves, measured without the profiler,
+# next to what the replay predicts it saves. Needs a GPU; about 5 minutes on an H100.
 #
-# For every scenario: one profiled run with the acceptance flags (its verdict, the share
-# and cost the attribution gives each cause), then RUNS unprofiled runs (--no_profile) of
-# the scenario and of the same scenario with its fix knob, alternated; the difference of
-# the median host-timed steps is what removing the problem saves. Prints a Markdown table
-# (docs/diagnosis.md keeps one, with host, commit and date).
+# For every scenario: one profiled run with the acceptance flags (its metrics JSON holds
+# the replay's predicted savings and the predicted unprofiled step), then RUNS pairs of
+# unprofiled runs (--no_profile) of the scenario without and with its fix knob, the order
+# inside each pair alternating (ABBA), so drift lands on both sides. Every run's metrics
+# JSON is kept under OUT_DIR/<scenario>/ with OUT_DIR/meta.json (device, driver, boot id,
+# commit, date), so the table regenerates offline:
 #
-# usage: bench/diagnosis/scenario_truth.sh BUILD_DIR OUT_DIR [RUNS=3]
+#   python3 bench/diagnosis/truth_table.py OUT_DIR [--torch ANALYZER]
+#
+# prints case, transformation, measured saving with its 95% interval, predicted saving,
+# error and device (docs/diagnosis.md keeps the table); --torch adds the torch.profiler
+# fixtures (tests/fixtures/torch/truth.json) analyzed by ANALYZER (profile_analyze).
+#
+# usage: bench/diagnosis/scenario_truth.sh BUILD_DIR OUT_DIR [RUNS=5]
 set -euo pipefail
 build=${1:?usage: scenario_truth.sh BUILD_DIR OUT_DIR [RUNS]}
 out=${2:?usage: scenario_truth.sh BUILD_DIR OUT_DIR [RUNS]}
-runs=${3:-3}
+runs=${3:-5}
+case "$runs" in '' | *[!0-9]* | 0) echo "scenario_truth: RUNS must be a positive integer" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/../.."
 demo=$build/src/cli/profiler_demo/profiler_demo
 [ -x "$demo" ] || { echo "scenario_truth: no $demo" >&2; exit 2; }
+command -v python3 > /dev/null || { echo "scenario_truth: needs python3" >&2; exit 2; }
 mkdir -p "$out"
 # shellcheck source=scripts/lib_args.sh
 . scripts/lib_args.sh
@@ -31,45 +40,42 @@ fix_of() {
     *) echo "" ;;
   esac
 }
-# median of avg_step_time_s + avg_dataloader_wait_s over the runs of one configuration
-wall_ms() { python3 -c '
-import json, statistics, sys
-v = []
-for p in sys.argv[1:]:
-    m = json.load(open(p))["metrics"]
-    v.append((m["avg_step_time_s"] + (m["avg_dataloader_wait_s"] or 0)) * 1e3)
-print("%.3f" % statistics.median(v))' "$@"; }
 
-echo "| scenario | verdict | share | planted cause (profiled) | step, unprofiled | with the fix | fix saves |"
-echo "|---|---|---|---|---|---|---|"
-for s in "${scenarios[@]}"; do
-  if ! "$demo" "${args[@]}" --scenario "$s" --trace_dir "$out/$s" --output_json "$out/$s.json" --quiet > "$out/$s.log" 2>&1; then
-    echo "scenario_truth: profiler_demo --scenario $s failed:" >&2
-    tail -5 "$out/$s.log" >&2
+smi() { nvidia-smi --query-gpu="$1" --format=csv,noheader 2> /dev/null | head -1 || true; }
+python3 - "$out/meta.json" "$(smi name)" "$(smi driver_version)" \
+  "$(cut -c1-8 /proc/sys/kernel/random/boot_id 2> /dev/null || true)" \
+  "$(git rev-parse --short HEAD 2> /dev/null || echo unknown)" "$runs" <<'PY'
+import json, sys, time
+path, name, driver, boot, commit, runs = sys.argv[1:]
+json.dump({"device": name, "driver": driver, "boot_id": boot, "commit": commit, "runs": int(runs),
+           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, open(path, "w"), indent=1)
+PY
+
+run() { # run LOG ARGS...: one profiler_demo run; its log kept, the script stops on failure
+  local log=$1
+  shift
+  if ! "$demo" "$@" --quiet > "$log" 2>&1; then
+    echo "scenario_truth: profiler_demo $* failed:" >&2
+    tail -5 "$log" >&2
     exit 1
   fi
+}
+
+for s in "${scenarios[@]}"; do
+  d=$out/$s
+  mkdir -p "$d"
+  run "$d/profiled.log" "${args[@]}" --scenario "$s" --trace_dir "$d/trace" --output_json "$d/profiled.json"
   fix=$(fix_of "$s")
-  a=() b=()
   for r in $(seq 1 "$runs"); do
-    "$demo" "${args[@]}" --scenario "$s" --no_profile --output_json "$out/$s.np$r.json" --quiet > /dev/null 2>&1
-    a+=("$out/$s.np$r.json")
-    if [ -n "$fix" ]; then
-      # shellcheck disable=SC2086
-      "$demo" "${args[@]}" --scenario "$s" $fix --no_profile --output_json "$out/$s.fix$r.json" --quiet > /dev/null 2>&1
-      b+=("$out/$s.fix$r.json")
+    off=(run "$d/off.$r.log" "${args[@]}" --scenario "$s" --no_profile --output_json "$d/off.$r.json")
+    if [ -z "$fix" ]; then
+      "${off[@]}"
+      continue
     fi
+    # shellcheck disable=SC2206
+    on=(run "$d/on.$r.log" "${args[@]}" --scenario "$s" $fix --no_profile --output_json "$d/on.$r.json")
+    if [ $((r % 2)) -eq 1 ]; then "${off[@]}"; "${on[@]}"; else "${on[@]}"; "${off[@]}"; fi
   done
-  python3 - "$out/$s.json" "$s" "$(wall_ms "${a[@]}")" "$( [ -n "$fix" ] && wall_ms "${b[@]}" || echo nan)" "$fix" <<'PY'
-import json, sys
-doc, s, plant, fixed, fix = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
-d = json.load(open(doc)); v = d["verdict"]; m = d["metrics"]
-cause = {"dataloader": "data_wait", "sync": "sync", "tiny_ops": "launch_bound", "memory_churn": "allocation"}.get(s)
-pc = "-"
-if cause:
-    c = m["cost_%s_us_per_step" % cause]
-    pc = "%s %.0f us (%.0f%%)" % (cause, c, 100 * c / m["step_wall_us"])
-save = "-" if fixed != fixed else "%.0f%% (%s)" % (100 * (plant - fixed) / plant, fix)
-fx = "-" if fixed != fixed else "%.3f ms" % fixed
-print("| %s | `%s` | %.0f%% | %s | %.3f ms | %s | %s |" % (s, v["bottleneck"], 100 * v["share_of_step"], pc, plant, fx, save))
-PY
+  echo "scenario_truth: $s done" >&2
 done
+python3 bench/diagnosis/truth_table.py "$out"

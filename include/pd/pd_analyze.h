@@ -243,7 +243,9 @@ typedef struct {
   pd_breakdown_t breakdown;
   bool have_metrics;        /* false when the trace has no ProfilerStep#N range */
   pd_metrics_t metrics;     /* trace-side metrics plus step time / data wait samples */
-  pd_verdict_t verdict;     /* valid when have_metrics */
+  pd_verdict_t verdict;     /* valid when have_metrics or have_verdict */
+  bool have_verdict;        /* a trace without steps: the verdict of the whole trace replayed
+                               as one step (no step metrics) */
   double *step_times_s;     /* per step: step range minus its data wait (breakdown order) */
   double *data_wait_s;      /* per step: union of dataloader ranges */
   pd_top_t *top;

@@ -24,6 +24,18 @@ bool pd_api_is_sync(const char *name);
  * cudaMalloc3D, cuMemAlloc, cuMemFree, ...; not cudaMallocAsync/cudaFreeAsync, not host
  * or managed allocations). One table in classify.c. */
 bool pd_api_is_device_alloc(const char *name);
+/* What a host-blocking call waits for, by its name: the whole device (cudaDeviceSynchronize,
+ * cuCtxSynchronize, and cudaFree/cuMemFree, which synchronize the device), one stream
+ * (cudaStreamSynchronize), one event (cudaEventSynchronize), or its own copy (cudaMemcpy and
+ * the other synchronous copies); NONE for every other call. The replay's sync edges read it. */
+typedef enum {
+  PD_SYNC_SCOPE_NONE = 0,
+  PD_SYNC_SCOPE_DEVICE,
+  PD_SYNC_SCOPE_STREAM,
+  PD_SYNC_SCOPE_EVENT,
+  PD_SYNC_SCOPE_COPY
+} pd_sync_scope_t;
+pd_sync_scope_t pd_api_sync_scope(const char *name);
 /* A synchronous copy call (cudaMemcpy, cudaMemcpy2D, cuMemcpyHtoD, ...; not *Async). */
 bool pd_api_is_sync_memcpy(const char *name);
 /* cudaMemset, cudaMemset2D/3D, cuMemsetD8/16/32 and 2D forms, not the Async ones. */

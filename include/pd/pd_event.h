@@ -111,6 +111,12 @@ typedef struct {
     } api;
     struct {
       pd_sync_kind_t sync_kind;
+      /* Kineto's wait_on_stream and wait_on_cuda_event_record_corr_id (Event Sync and
+       * Stream Wait Event): the stream the event was recorded on and the correlation id of
+       * the cudaEventRecord call; has_wait false when the record does not say. */
+      bool has_wait;
+      uint32_t wait_stream;
+      uint64_t event_record_corr;
     } sync;
     struct {
       int64_t step;      /* >= 0 for ProfilerStep#N ranges, -1 otherwise */
@@ -208,6 +214,14 @@ const pd_device_props_t *pd_trace_devices(const pd_trace_t *trace);
 void pd_trace_set_dropped(pd_trace_t *trace, uint64_t dropped);
 /* Returns that count (0 for NULL). */
 uint64_t pd_trace_dropped(const pd_trace_t *trace);
+/* Sets the profiler's calibrated cost of one traced CUDA call and of one host range (ns)
+ * on the host that recorded the trace (pd_prof_cost_t's calib_*, or a trace's
+ * profilerCost.calibration read back); the replay takes it out of the host tasks to
+ * predict the unprofiled step. A negative or implausible figure (over 1 ms) clears it. */
+void pd_trace_set_calibration(pd_trace_t *trace, double ns_per_call, double ns_per_range);
+/* Returns true and the figures when the trace carries a calibration (either pointer may be
+ * NULL). */
+bool pd_trace_calibration(const pd_trace_t *trace, double *ns_per_call, double *ns_per_range);
 
 /* What the profiler itself cost: for one cycle (pd_prof_cycle_cost) or the whole run
  * (pd_prof_cost). The estimate of the time it added inside the recorded steps comes from

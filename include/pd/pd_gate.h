@@ -178,7 +178,7 @@ size_t pd_cmp_run_quantiles(const cJSON *doc, const char *samples, double q, dou
 /* The most steps a metrics JSON, a baseline or one of its runs may count. */
 #define PD_CMP_MAX_STEPS 100000000
 
-/* Reads and validates a metrics JSON or baseline (an object, schema_version 1 or 2, metrics
+/* Reads and validates a metrics JSON or baseline (an object, schema_version 1, 2 or 3, metrics
  * an object, device.name a string, per-step samples finite and >= 0, step counts integers
  * in range, a baseline's runs' steps adding up to its samples). Returns 0 and *out (free
  * with cJSON_Delete), or PD_EIO / PD_ENOTREG / PD_ETOOBIG / PD_EPARSE / PD_ESCHEMA /

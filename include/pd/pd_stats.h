@@ -234,13 +234,38 @@ const char *pd_metric_class_name(pd_metric_class_t c);
   X(max_gpu_gap_us, TIME, INFO)                        \
   X(fp32_matmul_time_share, RATIO, INFO)               \
   X(device_memory_total_bytes, COUNT, COUNT)          \
-  X(slow_steps, INFO, INFO)
+  X(slow_steps, INFO, INFO)                            \
+  X(replay_step_us, TIME, INFO)                        \
+  X(replay_step_error_median_fraction, RATIO, INFO)    \
+  X(replay_step_error_max_fraction, RATIO, INFO)       \
+  X(predicted_unprofiled_step_us, TIME, INFO)          \
+  X(replay_launch_latency_us, TIME, INFO)              \
+  X(replay_wake_latency_us, TIME, INFO)                \
+  X(replay_reads_per_step, INFO, INFO)                 \
+  X(replay_tiny_ops_per_step, INFO, INFO)              \
+  X(saving_data_wait_us_per_step, TIME, INFO)          \
+  X(saving_blocking_reads_us_per_step, TIME, INFO)     \
+  X(saving_blocking_reads_async_us_per_step, TIME, INFO) \
+  X(saving_pageable_copy_us_per_step, TIME, INFO)      \
+  X(saving_allocation_us_per_step, TIME, INFO)         \
+  X(saving_launch_overhead_us_per_step, TIME, INFO)    \
+  X(saving_tiny_ops_us_per_step, TIME, INFO)           \
+  X(saving_host_code_us_per_step, TIME, INFO)          \
+  X(saving_combined_us_per_step, TIME, INFO)
 
 typedef struct {
 #define PD_METRIC_FIELD(field, kind, cls) double field;
   PD_METRICS_MAP(PD_METRIC_FIELD)
 #undef PD_METRIC_FIELD
   int steps; /* number of profiled steps the metrics come from */
+  /* The replay behind the saving_* metrics (pd_replay.h), not in the metrics table: its
+   * pd_replay_quality_t (-1: no replay was run), why it is approximate or unavailable, the
+   * profiler cost model it took out, and the fixes replayed together for
+   * saving_combined_us_per_step (PD_FIX_BIT mask). */
+  int replay_quality;
+  char replay_why[256];
+  char replay_cost_model[96];
+  unsigned replay_combined_mask;
 } pd_metrics_t;
 
 typedef struct {
@@ -344,7 +369,8 @@ void pd_attribution_to_metrics(const pd_attribution_t *a, const pd_trace_t *trac
   X(LAUNCH_OVERHEAD, "launch_overhead")      \
   X(ALLOCATOR_CHURN, "allocator_churn")      \
   X(PAGEABLE_COPY, "pageable_copy")          \
-  X(HOST_BOUND, "host_bound")
+  X(HOST_BOUND, "host_bound")                \
+  X(HOST_CODE, "host_code")
 
 typedef enum {
 #define PD_BN_GEN(name, text) PD_BOTTLENECK_##name,
@@ -367,15 +393,36 @@ typedef struct {
   char advice[200];
 } pd_finding_t;
 
+/* One fix's predicted saving (the replay with it applied, against the predicted unprofiled
+ * step). */
+#define PD_MAX_SAVINGS 10
+typedef struct {
+  char cause[32];                /* the fix's name (pd_fix_name) or "combined" */
+  double est_saving_us_per_step;
+  double est_saving_fraction;    /* of the predicted unprofiled step */
+  char evidence[256];
+  char advice[200];
+} pd_saving_t;
+
 typedef struct {
   pd_bottleneck_t bottleneck;
-  char rule[64];           /* what named it: a cause, "gpu_busy" or "no_dominant_cause" */
+  char rule[64];           /* what named it: a cause, "gpu_busy", "no_dominant_cause", or
+                              "replay" (the fix that saves most) / "replay_balance" */
   char evidence[512];      /* the numbers, in words */
   double share_of_step;    /* of the named cause (the GPU's busy share for compute) */
   double cost_us_per_step;
   char advice[200];
   pd_finding_t findings[PD_MAX_FINDINGS]; /* other causes above their finding share, then rules */
   int nfindings;
+  /* From the replay (empty when the metrics carry none): every fix's saving, largest
+   * first, then the fixes that are findings replayed together ("combined"). */
+  pd_saving_t savings[PD_MAX_SAVINGS];
+  int nsavings;
+  int replay_quality;            /* pd_replay_quality_t; -1 no replay */
+  char replay_why[256];
+  char replay_cost_model[96];
+  double replay_error_median, replay_error_max; /* fractions; NaN without replay */
+  double replay_step_us, predicted_unprofiled_step_us;
 } pd_verdict_t;
 
 /* Returns a static string ("launch_overhead"); never NULL. */

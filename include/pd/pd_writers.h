@@ -145,7 +145,7 @@ int pd_kernel_launch_stats(const pd_device_props_t *dev, const pd_event_t *kerne
 
 /* The metrics JSON's schema_version: the one constant that help texts and docs name
  * (tests/unit/docs checks the docs against it). */
-#define PD_METRICS_SCHEMA_VERSION 2
+#define PD_METRICS_SCHEMA_VERSION 3
 
 typedef struct {
   char name[256];

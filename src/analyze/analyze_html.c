@@ -9,6 +9,8 @@
  * Every text from the trace goes through html_text(). Written atomically.
  */
 #include "analyze_internal.h"
+
+#include "pd/pd_replay.h"
 #include "pd/pd_out.h"
 
 #include <math.h>
@@ -331,15 +333,63 @@ static void table_diff(FILE *f, const pd_report_t *r) {
   fputs("</table>\n", f);
 }
 
+/* One bar per fix with its predicted saving, and the predicted unprofiled step on top: the
+ * replay's answer to "how much faster would the step be if I fixed X". */
+static void chart_savings(FILE *f, const pd_verdict_t *vd) {
+  if (!(vd->predicted_unprofiled_step_us > 0) || vd->nsavings == 0) {
+    if (vd->replay_quality >= 0) {
+      fputs("<p class=\"muted\">Replay unavailable: ", f);
+      html_text(f, vd->replay_why);
+      fputs("</p>\n", f);
+    }
+    return;
+  }
+  fprintf(f, "<h3>Predicted savings per step (replay, %s", pd_replay_quality_name((pd_replay_quality_t)vd->replay_quality));
+  if (vd->replay_why[0] != '\0') {
+    fputs(": ", f);
+    html_text(f, vd->replay_why);
+  }
+  fprintf(f, "; step error median %.1f%%, worst %.1f%%)</h3>\n", vd->replay_error_median * 100.0,
+          vd->replay_error_max * 100.0);
+  const int name_w = 200, n = vd->nsavings + 1;
+  const int h = n * (BAR_H + BAR_GAP) + 8;
+  const double longest = vd->predicted_unprofiled_step_us;
+  const double scale = (double)(CHART_W - name_w - 160) / longest;
+  fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" role=\"img\">\n", CHART_W, h);
+  fprintf(f, "<text x=\"0\" y=\"13\">predicted unprofiled step</text>\n");
+  fprintf(f, "<rect x=\"%d\" y=\"0\" width=\"%.2f\" height=\"%d\" fill=\"#888\"><title>", name_w,
+          longest * scale, BAR_H);
+  html_text(f, vd->replay_cost_model);
+  fprintf(f, "</title></rect>\n<text x=\"%.2f\" y=\"13\">%.1f us</text>\n", name_w + longest * scale + 6, longest);
+  for (int i = 0; i < vd->nsavings && i < PD_MAX_SAVINGS; i++) {
+    const pd_saving_t *sv = &vd->savings[i];
+    int y = (i + 1) * (BAR_H + BAR_GAP);
+    double w = sv->est_saving_us_per_step * scale;
+    fprintf(f, "<text x=\"0\" y=\"%d\">", y + 13);
+    html_text(f, sv->cause);
+    fprintf(f, "</text>\n<rect x=\"%d\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\"><title>", name_w, y,
+            w > 1 ? w : 1, BAR_H, strcmp(sv->cause, "combined") == 0 ? "#2b8a3e" : "#1c7ed6");
+    html_text(f, sv->evidence);
+    fprintf(f, "</title></rect>\n<text x=\"%.2f\" y=\"%d\">%.1f us (%.1f%%)</text>\n", name_w + (w > 1 ? w : 1) + 6,
+            y + 13, sv->est_saving_us_per_step, sv->est_saving_fraction * 100.0);
+  }
+  fputs("</svg>\n", f);
+}
+
 static void section_metrics(FILE *f, const pd_analysis_t *a) {
-  if (!a->have_metrics) {
+  if (!a->have_metrics && !a->have_verdict) {
     fputs("<p class=\"muted\">No ProfilerStep#N range in the trace: no step metrics and no verdict.</p>\n", f);
     return;
   }
+  if (!a->have_metrics)
+    fputs("<p class=\"muted\">No ProfilerStep#N range in the trace: no step metrics; the verdict replays the whole "
+          "trace as one step.</p>\n", f);
   const pd_verdict_t *vd = &a->verdict;
   fprintf(f, "<div class=\"verdict\"><b>Verdict: %s</b>", pd_bottleneck_name(vd->bottleneck));
-  if (isfinite(vd->share_of_step))
+  if (isfinite(vd->share_of_step) && isfinite(vd->cost_us_per_step))
     fprintf(f, " (%.0f%% of the step, %.1f us per step)", vd->share_of_step * 100.0, vd->cost_us_per_step);
+  else if (isfinite(vd->share_of_step))
+    fprintf(f, " (%.0f%% of the step)", vd->share_of_step * 100.0);
   fputs("<br>", f);
   html_text(f, vd->evidence);
   if (vd->advice[0] != '\0') {
@@ -360,7 +410,10 @@ static void section_metrics(FILE *f, const pd_analysis_t *a) {
     fputs("</li>", f);
   }
   if (vd->nfindings > 0) fputs("</ul>", f);
-  fputs("</div>\n<table><tr><th class=\"l\">metric</th><th>value</th></tr>\n", f);
+  fputs("</div>\n", f);
+  chart_savings(f, vd);
+  if (!a->have_metrics) return;
+  fputs("<table><tr><th class=\"l\">metric</th><th>value</th></tr>\n", f);
   size_t nd = 0;
   const pd_metric_desc_t *desc = pd_metric_descs(&nd);
   for (size_t i = 0; i < nd; i++) {

@@ -110,7 +110,8 @@ static void add_step(jctx_t *c, cJSON *o, const pd_step_breakdown_t *s) {
 static void add_metrics(jctx_t *c, cJSON *root, const pd_analysis_t *a) {
   if (!a->have_metrics) {
     chk(c, cJSON_AddNullToObject(root, "metrics"));
-    chk(c, cJSON_AddNullToObject(root, "verdict"));
+    if (!a->have_verdict) chk(c, cJSON_AddNullToObject(root, "verdict"));
+    else if (pd_verdict_add_json(root, "verdict", &a->verdict) != 0) c->oom = true;
     return;
   }
   cJSON *m = add_obj(c, root, "metrics");

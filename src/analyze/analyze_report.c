@@ -12,6 +12,8 @@
  */
 #include "analyze_internal.h"
 
+#include "pd/pd_replay.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,81 @@ void pd_analysis_destroy(pd_analysis_t *a) {
   pd_op_table_destroy(a->ops);
   pd_memtl_free(&a->memory);
   free(a);
+}
+
+/* A trace without ProfilerStep#N ranges still gets a verdict: a copy of it with one step
+ * range around the whole window, on the thread with the most host events, is measured and
+ * replayed (the replay's why says so). Returns 0 (no verdict for a trace with nothing to
+ * replay), or PD_ENOMEM. */
+static int whole_trace_verdict(const pd_trace_t *trace, pd_analysis_t *a) {
+  const pd_event_t *ev = pd_trace_events(trace);
+  const size_t n = pd_trace_count(trace);
+  if (n == 0) return 0;
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  uint32_t pid = 0, tid = 0;
+  size_t best = 0, run = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (ev[i].start_ns < lo) lo = ev[i].start_ns;
+    if (ev[i].end_ns > hi) hi = ev[i].end_ns;
+  }
+  /* the thread with the most host events (a linear count over a sorted copy is not
+   * needed: threads are few, count by a small table) */
+  enum { NT = 64 };
+  uint32_t tp[NT], tt[NT];
+  size_t tc[NT], nt = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!pd_event_is_host_op(ev[i].kind)) continue;
+    size_t k = 0;
+    while (k < nt && (tp[k] != ev[i].pid || tt[k] != ev[i].tid)) k++;
+    if (k == nt) {
+      if (nt == NT) continue;
+      tp[nt] = ev[i].pid;
+      tt[nt] = ev[i].tid;
+      tc[nt++] = 0;
+    }
+    run = ++tc[k];
+    if (run > best) best = run, pid = tp[k], tid = tt[k];
+  }
+  if (best == 0 || hi <= lo) return 0;
+  pd_trace_t *w = pd_trace_create();
+  if (w == NULL) return PD_ENOMEM;
+  int rc = 0;
+  pd_event_t st;
+  memset(&st, 0, sizeof st);
+  st.kind = PD_EVENT_RANGE;
+  st.name = "ProfilerStep#0";
+  st.start_ns = lo;
+  st.end_ns = hi;
+  st.pid = pid;
+  st.tid = tid;
+  st.u.range.step = 0;
+  rc = pd_trace_add(w, &st);
+  for (size_t i = 0; i < n && rc == 0; i++) rc = pd_trace_add(w, &ev[i]);
+  for (size_t i = 0; i < pd_trace_device_count(trace) && rc == 0; i++)
+    rc = pd_trace_add_device(w, &pd_trace_devices(trace)[i]);
+  double call, range;
+  if (pd_trace_calibration(trace, &call, &range)) pd_trace_set_calibration(w, call, range);
+  pd_trace_sort(w);
+  pd_trace_index_t ix;
+  if (rc == 0) rc = pd_trace_index_build(w, &ix);
+  if (rc == 0) {
+    pd_metrics_t m;
+    pd_metrics_init(&m);
+    int mrc = pd_metrics_from_index(w, &ix, &m);
+    if (mrc == 0) {
+      size_t len = strlen(m.replay_why);
+      snprintf(m.replay_why + len, sizeof m.replay_why - len, "%s%s", len ? "; " : "",
+               "no step markers: the whole trace replayed as one step");
+      if (m.replay_quality == PD_REPLAY_EXACT) m.replay_quality = PD_REPLAY_APPROXIMATE;
+      pd_diagnose(&m, a->info.torch ? PD_ADVICE_TORCH : PD_ADVICE_DEMO, &a->verdict);
+      a->have_verdict = true;
+    } else if (mrc == PD_ENOMEM) {
+      rc = mrc;
+    }
+    pd_trace_index_free(&ix);
+  }
+  pd_trace_destroy(w);
+  return rc;
 }
 
 int pd_analysis_run(const pd_trace_t *trace, const pd_trace_info_t *info, const pd_top_opts_t *opts,
@@ -59,6 +136,7 @@ int pd_analysis_run(const pd_trace_t *trace, const pd_trace_info_t *info, const 
     }
   }
   a->metrics = pl.metrics;
+  if (rc == 0 && ix.nsteps == 0) rc = whole_trace_verdict(trace, a);
   if (rc == 0) rc = an_top_build(trace, &ix, opts, &a->top);
   if (rc == 0) {
     pd_pipeline_sort(&pl, PD_SORT_SELF_CUDA_TIME_TOTAL, PD_SORT_SELF_CUDA_TIME_TOTAL);
@@ -126,7 +204,12 @@ void pd_analysis_print_summary(FILE *out, const pd_analysis_t *a, const char *pa
   }
   const pd_breakdown_t *b = &a->breakdown;
   if (b->whole_trace || b->nsteps == 0) {
-    fprintf(out, "  no ProfilerStep#N range: no step metrics and no verdict\n");
+    if (!a->have_verdict) {
+      fprintf(out, "  no ProfilerStep#N range: no step metrics and no verdict\n");
+      return;
+    }
+    fprintf(out, "  no ProfilerStep#N range: no step metrics; the verdict replays the whole trace as one step\n\n");
+    pd_verdict_print(out, &a->verdict);
     return;
   }
   fprintf(out, "  %zu steps: ProfilerStep#%lld .. #%lld\n", b->nsteps, (long long)b->steps[0].step,

@@ -343,6 +343,7 @@ static int trace_ready(pd_prof_t *p) {
   uint64_t cycle_dropped = total - p->dropped_seen;
   p->dropped_seen = total;
   pd_trace_set_dropped(p->cycle, cycle_dropped);
+  pd_trace_set_calibration(p->cycle, p->cost_total.calib_ns_per_call, p->cost_total.calib_ns_per_range);
   if (cycle_dropped > 0)
     fprintf(stderr,
             "pd_prof: warning: %s dropped %llu activity records in the cycle ending at step "

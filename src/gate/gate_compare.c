@@ -211,8 +211,8 @@ int pd_cmp_doc_check(const cJSON *doc, const char *path, char *why, size_t whyle
     fault = "top level is not a JSON object";
   } else if (!cJSON_IsNumber(sv)) {
     fault = "no numeric \"schema_version\"; not a profiler_demo metrics JSON";
-  } else if (sv->valuedouble != 1.0 && sv->valuedouble != 2.0) {
-    cmp_why(why, whylen, "%s: schema_version %g is not supported (this build reads 1 and 2)", path,
+  } else if (sv->valuedouble != 1.0 && sv->valuedouble != 2.0 && sv->valuedouble != 3.0) {
+    cmp_why(why, whylen, "%s: schema_version %g is not supported (this build reads 1, 2 and 3)", path,
             sv->valuedouble);
     return PD_ESCHEMA;
   } else if (!cJSON_IsObject(metrics)) {
@@ -830,6 +830,14 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
       } else if (n == NULL) {
         r->verdict = PD_CMP_MISSING;
         snprintf(r->note, sizeof(r->note), "the current run has no verdict");
+      } else if (strcmp(b, n) != 0 && cmp_doc_schema(baseline) < 3 && cmp_doc_schema(current) >= 3) {
+        /* schema 1 named it from a rule table, schema 2 from the time attribution; schema 3
+         * from the replay's savings */
+        r->verdict = PD_CMP_SKIPPED;
+        snprintf(r->note, sizeof(r->note),
+                 "the baseline's verdict comes from schema %d's %s; re-record it "
+                 "(scripts/update_baselines.sh --replace)",
+                 cmp_doc_schema(baseline), cmp_doc_schema(baseline) < 2 ? "rule table" : "time attribution");
       } else if (strcmp(b, n) != 0 && cmp_doc_schema(baseline) < 2) {
         r->verdict = PD_CMP_SKIPPED;
         snprintf(r->note, sizeof(r->note),

@@ -334,16 +334,21 @@ int pd_attribute(const pd_trace_t *trace, const pd_trace_index_t *ix, pd_attribu
 
   ctx_t c = {.ev = ev, .ix = ix, .acts = acts, .nacts = nall, .data = data, .ndata = mdata, .blocks = blocks,
              .nblocks = nb, .call_cause = call_cause, .out = out};
-  /* A step more than twice as long as the median step (with three steps or more) is a
-   * hiccup: a loader thread descheduled, a page-fault storm. It is counted apart, so that
-   * one slow step in sixteen does not name the bottleneck of the other fifteen. */
+  /* A step more than twice as long as the median step is a hiccup (a loader thread
+   * descheduled, a page-fault storm) only while such steps are rare: at most one in ten.
+   * Then it is counted apart, so that one slow step in sixteen does not name the
+   * bottleneck of the other fifteen. More of them are a recurring cause (a bursty data
+   * loader whose workers fall behind every few steps), and they stay in the costs. */
   int64_t median_ns = 0;
-  if (ix->nsteps >= 3) {
+  if (ix->nsteps >= 10) {
     int64_t *w = malloc(ix->nsteps * sizeof(*w));
     if (w == NULL) goto out;
     for (size_t s = 0; s < ix->nsteps; s++) w[s] = ix->steps[s].end_ns - ix->steps[s].start_ns;
     qsort(w, ix->nsteps, sizeof(*w), i64_cmp);
     median_ns = w[ix->nsteps / 2];
+    size_t slow = 0;
+    for (size_t i = 0; i < ix->nsteps; i++) slow += w[i] > 2 * median_ns;
+    if (slow * 10 > ix->nsteps) median_ns = 0; /* recurring: no step is set apart */
     free(w);
   }
   for (size_t s = 0; s < ix->nsteps; s++) {

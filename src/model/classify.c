@@ -79,6 +79,24 @@ bool pd_api_is_device_alloc(const char *name) {
   return api_in(name, alloc_api_names, sizeof alloc_api_names / sizeof alloc_api_names[0]);
 }
 
+/* What a blocking call waits for. cudaFree and cuMemFree synchronize the device before
+ * they release memory (CUDA programming guide, "Implicit synchronization"); the copies
+ * in sync_api_names wait for their own copy. */
+static const char *const device_sync_names[] = {"cudaDeviceSynchronize", "cudaThreadSynchronize", "cuCtxSynchronize",
+                                                "cudaFree", "cuMemFree"};
+static const char *const stream_sync_names[] = {"cudaStreamSynchronize", "cuStreamSynchronize"};
+static const char *const event_sync_names[] = {"cudaEventSynchronize", "cuEventSynchronize"};
+
+pd_sync_scope_t pd_api_sync_scope(const char *name) {
+#define IN(t) api_in(name, t, sizeof t / sizeof t[0])
+  if (IN(device_sync_names)) return PD_SYNC_SCOPE_DEVICE;
+  if (IN(stream_sync_names)) return PD_SYNC_SCOPE_STREAM;
+  if (IN(event_sync_names)) return PD_SYNC_SCOPE_EVENT;
+#undef IN
+  if (pd_api_is_sync(name)) return PD_SYNC_SCOPE_COPY;
+  return PD_SYNC_SCOPE_NONE;
+}
+
 /* ---- API names ---------------------------------------------------------------------------- */
 
 static bool name_starts(const char *name, const char *prefix) {

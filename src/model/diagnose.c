@@ -14,11 +14,13 @@
  * The thresholds live in the two tables below and nowhere else; docs/diagnosis.md prints
  * them (pd_diagnose_print_rules) with the measurements that set them.
  */
+#include "pd/pd_replay.h"
 #include "pd/pd_stats.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- bottleneck names --------------------------------------------------------------------- */
@@ -251,9 +253,13 @@ static void diagnose_unattributed(const pd_metrics_t *m, pd_advice_t advice, pd_
            m->gpu_busy_fraction * 100.0);
 }
 
+static void diagnose_savings(const pd_metrics_t *m, pd_advice_t advice, pd_verdict_t *v);
+
 void pd_diagnose(const pd_metrics_t *m, pd_advice_t advice, pd_verdict_t *v) {
   if (v == NULL) return;
   memset(v, 0, sizeof(*v));
+  v->replay_quality = -1;
+  v->replay_error_median = v->replay_error_max = v->replay_step_us = v->predicted_unprofiled_step_us = NAN;
   v->bottleneck = PD_BOTTLENECK_COMPUTE;
   if (m == NULL) {
     snprintf(v->rule, sizeof v->rule, "no_metrics");
@@ -386,6 +392,207 @@ void pd_diagnose(const pd_metrics_t *m, pd_advice_t advice, pd_verdict_t *v) {
     const rule_t *r = &rules[R_MEMORY];
     add_finding(v, r->name, NAN, NAN, ev, torch ? r->advice_torch : r->advice_demo);
   }
+  if (m->replay_quality >= 0) {
+    /* how far the replay got, also when it gave no saving */
+    v->replay_quality = m->replay_quality;
+    snprintf(v->replay_why, sizeof v->replay_why, "%s", m->replay_why);
+    snprintf(v->replay_cost_model, sizeof v->replay_cost_model, "%s", m->replay_cost_model);
+  }
+  if (m->predicted_unprofiled_step_us > 0 && isfinite(m->predicted_unprofiled_step_us)) diagnose_savings(m, advice, v);
+}
+
+/* ---- the verdict from savings (the replay) ------------------------------------------------------- */
+
+/* Each fix of the replay: the bottleneck it names, whether it may (the asynchronous reads
+ * are the other way to fix the same reads), and its advice. */
+typedef struct {
+  pd_fix_t fix;
+  pd_bottleneck_t bottleneck;
+  bool names;
+  const char *advice_demo;
+  const char *advice_torch;
+} fix_rule_t;
+
+static const fix_rule_t fix_rules[] = {
+    {PD_FIX_DATA_WAIT, PD_BOTTLENECK_DATALOADER, true,
+     "raise --num_workers (and --prefetch_factor), add --pin_memory; make per-sample work cheaper",
+     "raise DataLoader num_workers, set pin_memory=True and persistent_workers=True; move per-sample "
+     "CPU work out of __getitem__"},
+    {PD_FIX_READS, PD_BOTTLENECK_SYNC, true, "--no_sync: keep the step free of host reads of device values",
+     "drop .item(), .cpu() and print() of GPU tensors inside the step (and the ops that only feed them); "
+     "accumulate on the GPU and read once every N steps"},
+    {PD_FIX_READS_ASYNC, PD_BOTTLENECK_SYNC, false, "read the values asynchronously (pinned buffer, event)",
+     "copy the values with .to('cpu', non_blocking=True) into pinned memory and read them a step later"},
+    {PD_FIX_PAGEABLE, PD_BOTTLENECK_PAGEABLE_COPY, true, "--pin_memory: pinned host buffers make the copies asynchronous",
+     "pin the host tensors (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with non_blocking=True"},
+    {PD_FIX_ALLOCATION, PD_BOTTLENECK_ALLOCATOR_CHURN, true,
+     "--allocator pool: allocate once and reuse (or a stream-ordered pool)",
+     "do not call torch.cuda.empty_cache() in the loop and keep the caching allocator on; reuse buffers"},
+    {PD_FIX_LAUNCH, PD_BOTTLENECK_LAUNCH_OVERHEAD, true, "--tiny_ops_mode graph: launch the step's kernels as a CUDA graph",
+     "capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs)"},
+    {PD_FIX_TINY_OPS, PD_BOTTLENECK_LAUNCH_OVERHEAD, true, "--tiny_ops_mode graph (or fused): fewer, larger launches",
+     "fuse the chains of small ops (torch.compile, foreach/fused optimizers) or capture them in a CUDA graph"},
+    {PD_FIX_HOST_CODE, PD_BOTTLENECK_HOST_CODE, true,
+     "move per-step host work outside the ops (logging, bookkeeping) out of the step",
+     "move Python work between ops (tokenizing, logging, bookkeeping) out of the step, into DataLoader "
+     "workers or a background thread"},
+};
+#define NFIX_RULES (sizeof fix_rules / sizeof fix_rules[0])
+
+/* The mechanism behind one fix's saving, in words. */
+static void fix_evidence(char *buf, size_t len, const pd_metrics_t *m, pd_fix_t f, double saving, double base) {
+  char sv[32], t[32];
+  fmt_us(sv, sizeof sv, saving);
+  buf[0] = '\0';
+  switch (f) {
+    case PD_FIX_DATA_WAIT:
+      fmt_us(t, sizeof t, isfinite(m->avg_dataloader_wait_s) ? m->avg_dataloader_wait_s * 1e6 : 0.0);
+      addf(buf, len, "data wait %s per step; without it the step is %s shorter", t, sv);
+      break;
+    case PD_FIX_READS:
+      addf(buf, len,
+           "%.1f blocking reads per step; each drains the GPU queue and waits; removed with the host work that "
+           "only feeds them, the step is %s shorter",
+           m->replay_reads_per_step, sv);
+      break;
+    case PD_FIX_READS_ASYNC:
+      addf(buf, len, "the same %.1f reads per step made asynchronous (the wait dropped, the work kept): %s",
+           m->replay_reads_per_step, sv);
+      break;
+    case PD_FIX_PAGEABLE:
+      addf(buf, len, "%.1f copies per step from or to pageable memory (%.1f KiB) at the pinned bandwidth: %s",
+           m->pageable_copies_per_step, m->pageable_copy_bytes_per_step / 1024.0, sv);
+      break;
+    case PD_FIX_ALLOCATION:
+      addf(buf, len, "%.1f cudaMalloc/cudaFree calls per step, with the synchronizations they imply: %s",
+           m->device_alloc_calls_per_step, sv);
+      break;
+    case PD_FIX_LAUNCH:
+      addf(buf, len, "%.0f kernels per step launched at a CUDA graph's per-kernel cost: %s", m->kernels_per_step, sv);
+      break;
+    case PD_FIX_TINY_OPS:
+      addf(buf, len,
+           "%.0f tiny ops per step in chains (kernels of a few us the host issues slower than the GPU runs "
+           "them) fused away: %s",
+           m->replay_tiny_ops_per_step, sv);
+      break;
+    case PD_FIX_HOST_CODE:
+      addf(buf, len, "host time outside any op (Python between ops) removed: %s", sv);
+      break;
+    case PD_FIX_PROFILER:
+    case PD_FIX_COUNT:
+      break;
+  }
+  addf(buf, len, " (%.0f%% of the predicted unprofiled step)", base > 0 ? 100.0 * saving / base : 0.0);
+}
+
+static int saving_cmp(const void *pa, const void *pb) {
+  const pd_saving_t *a = pa, *b = pb;
+  if (a->est_saving_us_per_step != b->est_saving_us_per_step)
+    return a->est_saving_us_per_step > b->est_saving_us_per_step ? -1 : 1;
+  return strcmp(a->cause, b->cause);
+}
+
+static bool is_cause_name(const char *name) {
+  for (int c = 0; c < PD_CAUSE_COUNT; c++)
+    if (strcmp(name, pd_cause_name((pd_cause_t)c)) == 0) return true;
+  return false;
+}
+
+/* The verdict from the replay's savings: the fix that saves most names the bottleneck when
+ * it saves at least PD_SAVING_NAME_SHARE of the predicted unprofiled step; otherwise the
+ * step's balance does (compute or host_bound). Every other fix saving at least
+ * PD_SAVING_FINDING_SHARE is a finding; the rule findings stay, after them, as notes. */
+static void diagnose_savings(const pd_metrics_t *m, pd_advice_t advice, pd_verdict_t *v) {
+  const bool torch = advice == PD_ADVICE_TORCH;
+  const double base = m->predicted_unprofiled_step_us;
+  v->replay_quality = m->replay_quality;
+  snprintf(v->replay_why, sizeof v->replay_why, "%s", m->replay_why);
+  snprintf(v->replay_cost_model, sizeof v->replay_cost_model, "%s", m->replay_cost_model);
+  v->replay_error_median = m->replay_step_error_median_fraction;
+  v->replay_error_max = m->replay_step_error_max_fraction;
+  v->replay_step_us = m->replay_step_us;
+  v->predicted_unprofiled_step_us = base;
+  for (size_t i = 0; i < NFIX_RULES; i++) {
+    const fix_rule_t *r = &fix_rules[i];
+    double s = pd_replay_metric_saving(m, r->fix);
+    if (!isfinite(s) || v->nsavings >= PD_MAX_SAVINGS - 1) continue;
+    pd_saving_t *o = &v->savings[v->nsavings++];
+    snprintf(o->cause, sizeof o->cause, "%s", pd_fix_name(r->fix));
+    o->est_saving_us_per_step = s;
+    o->est_saving_fraction = s / base;
+    fix_evidence(o->evidence, sizeof o->evidence, m, r->fix, s, base);
+    snprintf(o->advice, sizeof o->advice, "%s", torch ? r->advice_torch : r->advice_demo);
+  }
+  if (v->nsavings > 1) qsort(v->savings, (size_t)v->nsavings, sizeof(v->savings[0]), saving_cmp);
+  const pd_saving_t *best = NULL;
+  const fix_rule_t *best_rule = NULL;
+  for (int i = 0; i < v->nsavings && best == NULL; i++) {
+    for (size_t k = 0; k < NFIX_RULES; k++) {
+      if (strcmp(v->savings[i].cause, pd_fix_name(fix_rules[k].fix)) == 0 && fix_rules[k].names) {
+        best = &v->savings[i];
+        best_rule = &fix_rules[k];
+      }
+    }
+  }
+  /* the rule findings (not a cause's time) stay as notes */
+  pd_finding_t notes[PD_MAX_FINDINGS];
+  int nnotes = 0;
+  for (int i = 0; i < v->nfindings; i++)
+    if (!is_cause_name(v->findings[i].cause)) notes[nnotes++] = v->findings[i];
+  v->nfindings = 0;
+  const double busy = m->gpu_busy_fraction;
+  if (best != NULL && best->est_saving_fraction >= PD_SAVING_NAME_SHARE) {
+    v->bottleneck = best_rule->bottleneck;
+    snprintf(v->rule, sizeof v->rule, "replay");
+    snprintf(v->evidence, sizeof v->evidence, "%s saves %s", best->cause, best->evidence);
+    v->share_of_step = best->est_saving_fraction;
+    v->cost_us_per_step = best->est_saving_us_per_step;
+    snprintf(v->advice, sizeof v->advice, "%s", best->advice);
+  } else {
+    v->bottleneck = busy >= BUSY_SHARE ? PD_BOTTLENECK_COMPUTE : PD_BOTTLENECK_HOST_BOUND;
+    snprintf(v->rule, sizeof v->rule, "replay_balance");
+    char b[32];
+    fmt_us(b, sizeof b, base);
+    snprintf(v->evidence, sizeof v->evidence,
+             "no fix saves %.0f%% of the predicted unprofiled step (%s); largest: %s %.1f%%; GPU busy %.0f%% of the "
+             "step",
+             PD_SAVING_NAME_SHARE * 100.0, b, best != NULL ? best->cause : "none",
+             best != NULL ? best->est_saving_fraction * 100.0 : 0.0, busy * 100.0);
+    v->share_of_step = busy >= BUSY_SHARE ? busy : 1.0 - busy;
+    v->cost_us_per_step = NAN;
+    const cause_rule_t *g = &cause_rules[NCAUSE_RULES - 1];
+    snprintf(v->advice, sizeof v->advice, "%s",
+             busy >= BUSY_SHARE ? (torch ? g->advice_torch : g->advice_demo)
+                                : "the host is the limit: start with the largest saving below, then profile the "
+                                  "host side");
+  }
+  for (int i = 0; i < v->nsavings; i++) {
+    const pd_saving_t *s = &v->savings[i];
+    if (s == best && strcmp(v->rule, "replay") == 0) continue;
+    bool names = false;
+    for (size_t k = 0; k < NFIX_RULES; k++)
+      if (strcmp(s->cause, pd_fix_name(fix_rules[k].fix)) == 0) names = fix_rules[k].names;
+    if (!names || !(s->est_saving_fraction >= PD_SAVING_FINDING_SHARE)) continue;
+    add_finding(v, s->cause, s->est_saving_fraction, s->est_saving_us_per_step, s->evidence, s->advice);
+  }
+  for (int i = 0; i < nnotes; i++)
+    add_finding(v, notes[i].cause, notes[i].share_of_step, notes[i].cost_us_per_step, notes[i].evidence,
+                notes[i].advice);
+  /* the findings replayed together: overlapping fixes are not summed */
+  int nfix = 0;
+  for (int f = 0; f < PD_FIX_COUNT; f++) nfix += (m->replay_combined_mask >> f) & 1u;
+  if (nfix >= 2 && isfinite(m->saving_combined_us_per_step) && v->nsavings < PD_MAX_SAVINGS) {
+    pd_saving_t *o = &v->savings[v->nsavings++];
+    snprintf(o->cause, sizeof o->cause, "combined");
+    o->est_saving_us_per_step = m->saving_combined_us_per_step;
+    o->est_saving_fraction = m->saving_combined_us_per_step / base;
+    snprintf(o->evidence, sizeof o->evidence, "the %d fixes that save %.0f%% or more, replayed together:", nfix,
+             PD_SAVING_FINDING_SHARE * 100.0);
+    for (int f = 0; f < PD_FIX_COUNT; f++)
+      if ((m->replay_combined_mask >> f) & 1u) addf(o->evidence, sizeof o->evidence, " %s", pd_fix_name((pd_fix_t)f));
+    snprintf(o->advice, sizeof o->advice, "%s", "apply the findings together");
+  }
 }
 
 void pd_diagnose_print_rules(FILE *out) {
@@ -436,5 +643,22 @@ void pd_verdict_print(FILE *out, const pd_verdict_t *v) {
     fprintf(out, "   - %s", f->cause);
     print_share(out, f->share_of_step, f->cost_us_per_step);
     fprintf(out, ": %s\n     advice: %s\n", f->evidence, f->advice);
+  }
+  if (v->replay_quality < 0) return;
+  if (!(v->predicted_unprofiled_step_us > 0)) {
+    fprintf(out, "  replay: unavailable (%s)\n", v->replay_why);
+    return;
+  }
+  char b[32], r[32];
+  fmt_us(b, sizeof b, v->predicted_unprofiled_step_us);
+  fmt_us(r, sizeof r, v->replay_step_us);
+  fprintf(out, "  replay (%s%s%s): replayed step %s, error median %.1f%% / worst %.1f%%; predicted unprofiled step %s\n",
+          pd_replay_quality_name((pd_replay_quality_t)v->replay_quality), v->replay_why[0] ? ": " : "", v->replay_why,
+          r, v->replay_error_median * 100.0, v->replay_error_max * 100.0, b);
+  fprintf(out, "  predicted savings per step (unprofiled):\n");
+  for (int i = 0; i < v->nsavings && i < PD_MAX_SAVINGS; i++) {
+    char t[32];
+    fmt_us(t, sizeof t, v->savings[i].est_saving_us_per_step);
+    fprintf(out, "   %-22s %10s %5.1f%%\n", v->savings[i].cause, t, v->savings[i].est_saving_fraction * 100.0);
   }
 }

@@ -11,6 +11,7 @@
  * devices, clipped to the step. Synchronizing and device-allocating API calls are told
  * apart by name, from the two tables below.
  */
+#include "pd/pd_replay.h"
 #include "pd/pd_stats.h"
 
 #include <math.h>
@@ -54,6 +55,10 @@ void pd_metrics_init(pd_metrics_t *m) {
   if (m == NULL) return;
   for (size_t i = 0; i < NMETRICS; i++) *(double *)((char *)m + metric_descs[i].offset) = NAN;
   m->steps = 0;
+  m->replay_quality = -1;
+  m->replay_why[0] = '\0';
+  m->replay_cost_model[0] = '\0';
+  m->replay_combined_mask = 0;
 }
 
 /* ---- quantiles -------------------------------------------------------------------------------- */
@@ -262,6 +267,9 @@ int pd_metrics_from_index(const pd_trace_t *trace, const pd_trace_index_t *ix, p
   /* Busy time and the causes of the rest, from the one attribution. */
   pd_attribution_t attr;
   rc = pd_attribute(trace, ix, &attr);
+  if (rc != 0) goto out;
+  /* What each fix would save: the replay of the step's dependency graph. */
+  rc = pd_replay_fill_metrics(trace, ix, NULL, m);
   if (rc != 0) goto out;
   rc = PD_ENOMEM;
 

@@ -1,4 +1,4 @@
-/* metrics_json.c: the run's metrics JSON, schema v2 (docs/formats.md).
+/* metrics_json.c: the run's metrics JSON, schema v3 (docs/formats.md).
  *
  * Built with cJSON, printed with cJSON_Print, written through the one writer (pd_out.h: a
  * temporary beside path, fsync'ed and renamed over it), so a reader (the regression gate, a CI artifact upload) sees
@@ -7,6 +7,7 @@
  * printed by pd_json_format_double(), so each reads back as the same double. Every key of
  * PD_METRICS_MAP is written, in the table's order, so adding a metric is one line there.
  */
+#include "pd/pd_replay.h"
 #include "pd/pd_writers.h"
 #include "pd/pd_host_calib.h"
 #include "pd/pd_out.h"
@@ -232,6 +233,33 @@ int pd_verdict_add_json(cJSON *parent, const char *key, const pd_verdict_t *v) {
     add_string(&b, f, "cause", v->findings[i].cause);
     add_cost_fields(&b, f, v->findings[i].share_of_step, v->findings[i].cost_us_per_step,
                     v->findings[i].evidence, v->findings[i].advice);
+  }
+  /* What each fix would save (the replay), and how far the replay can be trusted. */
+  cJSON *sv = check(&b, cJSON_AddArrayToObject(o, "savings"));
+  for (int i = 0; sv != NULL && i < v->nsavings && i < PD_MAX_SAVINGS; i++) {
+    cJSON *f = check(&b, cJSON_CreateObject());
+    if (f == NULL) break;
+    if (!cJSON_AddItemToArray(sv, f)) {
+      cJSON_Delete(f);
+      b.failed = true;
+      break;
+    }
+    add_string(&b, f, "cause", v->savings[i].cause);
+    add_number(&b, f, "est_saving_us_per_step", v->savings[i].est_saving_us_per_step);
+    add_number(&b, f, "est_saving_fraction", v->savings[i].est_saving_fraction);
+    add_string(&b, f, "evidence", v->savings[i].evidence);
+    add_string(&b, f, "advice", v->savings[i].advice);
+  }
+  cJSON *rp = check(&b, cJSON_AddObjectToObject(o, "replay"));
+  if (rp != NULL) {
+    add_string(&b, rp, "status",
+               v->replay_quality >= 0 ? pd_replay_quality_name((pd_replay_quality_t)v->replay_quality) : "unavailable");
+    add_string(&b, rp, "why", v->replay_quality >= 0 ? v->replay_why : "no replay in these metrics");
+    add_string(&b, rp, "cost_model", v->replay_cost_model);
+    add_number(&b, rp, "step_error_median_fraction", v->replay_error_median);
+    add_number(&b, rp, "step_error_max_fraction", v->replay_error_max);
+    add_number(&b, rp, "replayed_step_us", v->replay_step_us);
+    add_number(&b, rp, "predicted_unprofiled_step_us", v->predicted_unprofiled_step_us);
   }
   return b.failed ? PD_ENOMEM : 0;
 }

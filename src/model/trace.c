@@ -72,10 +72,13 @@ struct pd_trace {
   size_t devcap;
 
   uint64_t dropped;
+  double calib_ns_per_call, calib_ns_per_range; /* < 0: not calibrated */
 };
 
 pd_trace_t *pd_trace_create(void) {
-  return calloc(1, sizeof(pd_trace_t));
+  pd_trace_t *t = calloc(1, sizeof(pd_trace_t));
+  if (t != NULL) t->calib_ns_per_call = t->calib_ns_per_range = -1.0;
+  return t;
 }
 
 static void pool_free_chunks(pool_chunk_t *c) {
@@ -100,6 +103,7 @@ void pd_trace_reset(pd_trace_t *trace) {
   trace->count = 0;
   trace->ndevices = 0;
   trace->dropped = 0;
+  trace->calib_ns_per_call = trace->calib_ns_per_range = -1.0;
   if (trace->slots != NULL) memset(trace->slots, 0, trace->nslots * sizeof(*trace->slots));
   trace->nstrings = 0;
   /* Keep the newest chunk (the usual case: one cycle's strings fit in a few chunks);
@@ -286,6 +290,21 @@ void pd_trace_set_dropped(pd_trace_t *trace, uint64_t dropped) {
 
 uint64_t pd_trace_dropped(const pd_trace_t *trace) {
   return trace ? trace->dropped : 0;
+}
+
+void pd_trace_set_calibration(pd_trace_t *trace, double ns_per_call, double ns_per_range) {
+  if (trace == NULL) return;
+  /* a figure outside 0 .. 1 ms per event is no calibration */
+  bool ok = ns_per_call >= 0 && ns_per_call <= 1e6 && ns_per_range >= 0 && ns_per_range <= 1e6;
+  trace->calib_ns_per_call = ok ? ns_per_call : -1.0;
+  trace->calib_ns_per_range = ok ? ns_per_range : -1.0;
+}
+
+bool pd_trace_calibration(const pd_trace_t *trace, double *ns_per_call, double *ns_per_range) {
+  if (trace == NULL || !(trace->calib_ns_per_call >= 0)) return false;
+  if (ns_per_call != NULL) *ns_per_call = trace->calib_ns_per_call;
+  if (ns_per_range != NULL) *ns_per_range = trace->calib_ns_per_range;
+  return true;
 }
 
 /* ---- display names (Kineto's, so our traces and torch's group the same way) ---------- */

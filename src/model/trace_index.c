@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "corr_map.h"
+
 typedef struct {
   int64_t start, end;
   uint32_t pid, tid;
@@ -70,32 +72,6 @@ void pd_trace_index_free(pd_trace_index_t *ix) {
   memset(ix, 0, sizeof(*ix));
 }
 
-/* Correlation id -> launching call, open addressing; 0 is "none" in the model. */
-typedef struct {
-  uint64_t *keys;
-  int32_t *vals;
-  size_t n;
-} cmap_t;
-
-static void cmap_put(cmap_t *m, uint64_t key, int32_t val) {
-  size_t j = pd_hash_u64(key) & (m->n - 1);
-  while (m->keys[j] != 0) {
-    if (m->keys[j] == key) return; /* first insert wins */
-    j = (j + 1) & (m->n - 1);
-  }
-  m->keys[j] = key;
-  m->vals[j] = val;
-}
-
-static int32_t cmap_get(const cmap_t *m, uint64_t key) {
-  size_t j = pd_hash_u64(key) & (m->n - 1);
-  while (m->keys[j] != 0) {
-    if (m->keys[j] == key) return m->vals[j];
-    j = (j + 1) & (m->n - 1);
-  }
-  return -1;
-}
-
 long pd_trace_index_step_at(const pd_trace_index_t *ix, int64_t t) {
   size_t lo = 0, hi = ix->nsteps; /* first step with start > t */
   while (lo < hi) {
@@ -131,11 +107,8 @@ int pd_trace_index_build(const pd_trace_t *trace, pd_trace_index_t *ix) {
   ix->steps = malloc((nsteps ? nsteps : 1) * sizeof(*ix->steps));
   hop_t *h = malloc((nh ? nh : 1) * sizeof(*h));
   int32_t *stack = malloc((nh ? nh : 1) * sizeof(*stack));
-  cmap_t cm = {0};
-  cm.n = 16;
-  while (cm.n < ncalls * 2) cm.n *= 2;
-  cm.keys = calloc(cm.n, sizeof(*cm.keys));
-  cm.vals = malloc(cm.n * sizeof(*cm.vals));
+  pd_corr_map_t cm = {0};
+  (void)pd_corr_map_init(&cm, ncalls); /* a failure leaves keys or vals NULL: checked below */
   int rc = PD_ENOMEM;
   if (!ix->call || !ix->op || !ix->parent || !ix->depth || !ix->step || !ix->host_order || !ix->steps || !h ||
       !stack || !cm.keys || !cm.vals)
@@ -180,7 +153,7 @@ int pd_trace_index_build(const pd_trace_t *trace, pd_trace_index_t *ix) {
     ix->depth[e] = (uint32_t)depth;
     ix->op[e] = h[i].is_range ? e : (p >= 0 ? ix->op[p] : -1);
     stack[depth++] = (int32_t)i;
-    if (!h[i].is_range && ev[e].correlation_id != 0) cmap_put(&cm, ev[e].correlation_id, e);
+    if (!h[i].is_range && ev[e].correlation_id != 0) pd_corr_map_put(&cm, ev[e].correlation_id, e);
     ix->step[e] = (int32_t)pd_trace_index_step_at(ix, ev[e].start_ns);
   }
   ix->nhost = nh;
@@ -192,7 +165,7 @@ int pd_trace_index_build(const pd_trace_t *trace, pd_trace_index_t *ix) {
     int32_t c = -1;
     if ((pd_event_is_gpu_activity(kk) || kk == PD_EVENT_SYNC || kk == PD_EVENT_GPU_RANGE) &&
         ev[i].correlation_id != 0)
-      c = cmap_get(&cm, ev[i].correlation_id);
+      c = pd_corr_map_get(&cm, ev[i].correlation_id);
     ix->call[i] = c;
     ix->op[i] = c >= 0 ? ix->op[c] : -1;
     ix->step[i] = (int32_t)pd_trace_index_step_at(ix, c >= 0 ? ev[c].start_ns : ev[i].start_ns);
@@ -201,8 +174,7 @@ int pd_trace_index_build(const pd_trace_t *trace, pd_trace_index_t *ix) {
 out:
   free(h);
   free(stack);
-  free(cm.keys);
-  free(cm.vals);
+  pd_corr_map_free(&cm);
   if (rc != 0) pd_trace_index_free(ix);
   return rc;
 }

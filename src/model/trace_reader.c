@@ -253,7 +253,8 @@ static void num_take_id_text(num_t *n, const char *s, size_t len) {
   X(STREAM, "stream", 0) X(REGISTERS, "registers per thread", 0) X(SHARED_MEM, "shared memory", 0)   \
   X(BYTES, "bytes", 0) X(CBID, "cbid", 0) X(ADDR, "Addr", 0) X(MEM_BYTES, "Bytes", 0)                \
   X(TOTAL_ALLOCATED, "Total Allocated", -1) X(DEVICE_TYPE, "Device Type", -1)                        \
-  X(DEVICE_ID, "Device Id", -1)
+  X(DEVICE_ID, "Device Id", -1) X(WAIT_STREAM, "wait_on_stream", -1)                                 \
+  X(EVENT_RECORD, "wait_on_cuda_event_record_corr_id", 0)
 typedef enum {
 #define ARG_GEN(name, key, dflt) ARG_##name,
   ARG_MAP(ARG_GEN)
@@ -708,6 +709,13 @@ static int convert_x(conv_t *cv, pd_event_kind_t kind, const int64_t *arg) {
     ev.u.api.cbid = (uint32_t)arg[ARG_CBID];
     break;
   case PD_EVENT_SYNC:
+    /* Kineto's Event Sync and Stream Wait Event name the stream and the cudaEventRecord
+     * call they wait on; the replay draws the record -> wait edge from them. */
+    if (e->arg[ARG_WAIT_STREAM].set && arg[ARG_WAIT_STREAM] >= 0 && arg[ARG_WAIT_STREAM] <= UINT32_MAX) {
+      ev.u.sync.has_wait = true;
+      ev.u.sync.wait_stream = (uint32_t)arg[ARG_WAIT_STREAM];
+      ev.u.sync.event_record_corr = arg[ARG_EVENT_RECORD] > 0 ? (uint64_t)arg[ARG_EVENT_RECORD] : 0;
+    }
     for (size_t i = 0; i < sizeof sync_names / sizeof sync_names[0]; i++) {
       if (name != NULL && strcmp(name, sync_names[i].name) == 0) {
         ev.u.sync.sync_kind = sync_names[i].kind;
@@ -960,6 +968,42 @@ static int read_events(conv_t *cv, an_json_t *p) {
   return r < 0 ? -1 : 0;
 }
 
+/* profiler_demo's "profilerCost" ({..., "calibration": {"ns_per_cuda_call",
+ * "ns_per_host_range"}}): the calibrated cost of one traced call and range on the recording
+ * host, which the replay takes out to predict the unprofiled step. Other keys are skipped;
+ * a figure that is not a number, or out of range, leaves the trace uncalibrated. */
+static int read_profiler_cost(conv_t *cv, an_json_t *p) {
+  an_json_type_t t = an_json_value(p);
+  if (t != AN_JSON_OBJECT) return an_json_skip_rest(p, t);
+  double call = -1, range = -1;
+  int r;
+  while ((r = an_json_key(p)) > 0) {
+    if (!KEY_IS(p, "calibration")) {
+      if (an_json_skip(p) != 0) return -1;
+      continue;
+    }
+    t = an_json_value(p);
+    if (t != AN_JSON_OBJECT) {
+      if (an_json_skip_rest(p, t) != 0) return -1;
+      continue;
+    }
+    while ((r = an_json_key(p)) > 0) {
+      bool is_call = KEY_IS(p, "ns_per_cuda_call"), is_range = KEY_IS(p, "ns_per_host_range");
+      if (!is_call && !is_range) {
+        if (an_json_skip(p) != 0) return -1;
+        continue;
+      }
+      t = an_json_value(p);
+      if (t == AN_JSON_NUMBER) *(is_call ? &call : &range) = p->num;
+      else if (an_json_skip_rest(p, t) != 0) return -1;
+    }
+    if (r < 0) return -1;
+  }
+  if (r < 0) return -1;
+  pd_trace_set_calibration(cv->out, call, range);
+  return 0;
+}
+
 /* Walks the whole document. Returns 0, or -1 with the fault in p->err or cv->msg. */
 static int read_document(conv_t *cv, an_json_t *p, bool *have_events) {
   pd_trace_info_t *info = cv->info;
@@ -989,6 +1033,8 @@ static int read_document(conv_t *cv, an_json_t *p, bool *have_events) {
       if (get_i64(cv, &n, base ? "baseTimeNanoseconds" : "schemaVersion", base ? 0 : -1, &v) != 0) return -1;
       if (base) info->base_time_ns = v;
       else info->schema_version = (int)v;
+    } else if (KEY_IS(p, "profilerCost")) {
+      rc = read_profiler_cost(cv, p);
     } else if (KEY_IS(p, "traceName")) {
       if (scalar(p) == AN_JSON_STRING) snprintf(info->trace_name, sizeof info->trace_name, "%s", p->str);
     } else {

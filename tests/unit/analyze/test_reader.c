@@ -785,3 +785,63 @@ Test(reader, old_and_new_writer_generations) {
   cr_expect(pd_api_name_is_driver_launch("cuGraphLaunch") && pd_api_name_is_driver_launch("cuLaunchCooperativeKernel"));
   cr_expect(!pd_api_name_is_driver(NULL) && !pd_api_name_is_driver("cu") && !pd_api_name_is_driver_launch(NULL));
 }
+
+/* Kineto's Stream Wait Event and Event Sync name the recording stream and the
+ * cudaEventRecord call (the replay's record -> wait edge); a Stream Sync does not. */
+Test(reader, sync_records_keep_their_wait_stream_and_record) {
+  const char *json =
+      "{\"traceEvents\":["
+      "{\"ph\":\"X\",\"cat\":\"cuda_sync\",\"name\":\"Stream Wait Event\",\"pid\":0,\"tid\":9,\"ts\":1,\"dur\":1,"
+      "\"args\":{\"device\":0,\"stream\":9,\"correlation\":5,\"wait_on_stream\":7,"
+      "\"wait_on_cuda_event_record_corr_id\":4}},"
+      "{\"ph\":\"X\",\"cat\":\"cuda_sync\",\"name\":\"Stream Sync\",\"pid\":0,\"tid\":7,\"ts\":3,\"dur\":1,"
+      "\"args\":{\"device\":0,\"stream\":7,\"correlation\":6}},"
+      "{\"ph\":\"X\",\"cat\":\"cuda_sync\",\"name\":\"Event Sync\",\"pid\":0,\"tid\":7,\"ts\":5,\"dur\":1,"
+      "\"args\":{\"device\":0,\"stream\":-1,\"correlation\":8,\"wait_on_stream\":-1,"
+      "\"wait_on_cuda_event_record_corr_id\":4}}"
+      "]}";
+  pd_trace_t *t = pd_trace_create();
+  char err[256];
+  cr_assert_eq(pd_trace_read_buffer(json, strlen(json), t, NULL, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(pd_trace_count(t), 3u);
+  const pd_event_t *e = pd_trace_events(t);
+  cr_expect_eq(e[0].u.sync.sync_kind, PD_SYNC_STREAM_WAIT_EVENT);
+  cr_expect(e[0].u.sync.has_wait);
+  cr_expect_eq(e[0].u.sync.wait_stream, 7u);
+  cr_expect_eq(e[0].u.sync.event_record_corr, 4u);
+  cr_expect_eq(e[1].u.sync.sync_kind, PD_SYNC_STREAM);
+  cr_expect(!e[1].u.sync.has_wait);
+  cr_expect(!e[2].u.sync.has_wait, "a negative stream is none");
+  pd_trace_destroy(t);
+}
+
+/* profiler_demo's profilerCost.calibration comes back with the trace (the replay takes it
+ * out to predict the unprofiled step); a figure that is no number or out of range does not. */
+Test(reader, profiler_cost_calibration) {
+  const char *ok = "{\"profilerCost\":{\"est_added_us_per_step\":12.5,\"calibration\":{\"ns_per_cuda_call\":2500.5,"
+                   "\"ns_per_host_range\":400,\"other\":[1]}},\"traceEvents\":[]}";
+  const char *bad[] = {
+      "{\"profilerCost\":{\"calibration\":{\"ns_per_cuda_call\":\"fast\",\"ns_per_host_range\":400}},\"traceEvents\":[]}",
+      "{\"profilerCost\":{\"calibration\":{\"ns_per_cuda_call\":-1,\"ns_per_host_range\":400}},\"traceEvents\":[]}",
+      "{\"profilerCost\":{\"calibration\":null},\"traceEvents\":[]}",
+      "{\"profilerCost\":null,\"traceEvents\":[]}",
+      "{\"profilerCost\":{\"calibration\":{\"ns_per_cuda_call\":1e12,\"ns_per_host_range\":1}},\"traceEvents\":[]}",
+  };
+  char err[256];
+  pd_trace_t *t = pd_trace_create();
+  double call = 0, range = 0;
+  cr_expect(!pd_trace_calibration(t, &call, &range), "a new trace has none");
+  cr_assert_eq(pd_trace_read_buffer(ok, strlen(ok), t, NULL, err, sizeof err), 0, "%s", err);
+  cr_assert(pd_trace_calibration(t, &call, &range));
+  cr_expect_float_eq(call, 2500.5, 1e-9);
+  cr_expect_float_eq(range, 400.0, 1e-9);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    pd_trace_t *u = pd_trace_create();
+    cr_assert_eq(pd_trace_read_buffer(bad[i], strlen(bad[i]), u, NULL, err, sizeof err), 0, "%s", err);
+    cr_expect(!pd_trace_calibration(u, NULL, NULL), "%s", bad[i]);
+    pd_trace_destroy(u);
+  }
+  pd_trace_reset(t);
+  cr_expect(!pd_trace_calibration(t, NULL, NULL), "reset clears it");
+  pd_trace_destroy(t);
+}

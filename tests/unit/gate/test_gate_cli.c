@@ -273,7 +273,7 @@ static int compare_json(const char *current, const char *base, cJSON **report) {
 Test(cli, promote_merges_runs) {
   const char *base = fx_baseline();
   cJSON *b = fx_load(base);
-  cr_assert_eq(cJSON_GetObjectItem(b, "schema_version")->valueint, 2);
+  cr_assert_eq(cJSON_GetObjectItem(b, "schema_version")->valueint, 3);
   cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(b, "runs")), NBASE);
   cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(b, "step_times_s")), NBASE * NSTEPS);
   cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(b, "dataloader_wait_s")), NBASE * NSTEPS);
@@ -702,7 +702,7 @@ Test(cli, malformed_inputs_are_bad_input) {
   expect_bad_file(data_file("empty.json"), "empty");
   expect_bad_file(data_file("not_json.json"), "not valid JSON");
   expect_bad_file(data_file("not_object.json"), "not a JSON object");
-  expect_bad_file(data_file("schema_v3.json"), "schema_version 3");
+  expect_bad_file(data_file("schema_v4.json"), "schema_version 4");
   expect_bad_file(data_file("no_schema.json"), "schema_version");
   expect_bad_file(data_file("metrics_not_object.json"), "\"metrics\"");
   expect_bad_file(data_file("no_device.json"), "device.name");

@@ -107,7 +107,7 @@ Test(metrics_json, round_trip) {
   cr_expect(!has_tmp, "temp file left behind");
 
   cJSON *j = pd_test_read_json(path);
-  cr_expect_eq(num(j, "schema_version"), 2);
+  cr_expect_eq(num(j, "schema_version"), 3);
   cJSON *tool = cJSON_GetObjectItem(j, "tool");
   cr_expect_str_eq(str(tool, "name"), "profiler_demo");
   cr_expect_str_eq(str(tool, "version"), PD_VERSION_STRING);

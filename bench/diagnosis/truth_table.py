@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""truth_table.py: the truth table of docs/diagnosis.md, from the raw runs that
+scenario_truth.sh keeps (and, with --torch, the torch.profiler fixtures).
+
+For each scenario of OUT_DIR: the measured saving of its fix knob is 1 - wall(fix on) /
+wall(fix off), where wall is the mean over a run's steps of step time + data wait, and each
+side is the median over its runs; the 95% interval comes from a bootstrap over runs (2000
+resamples of the runs of each side, seeded, so the table is reproducible). The predicted
+saving is the replay's saving of the fix's transformation in the profiled run's metrics
+JSON, over its predicted unprofiled step. The error is predicted - measured in points;
+"within" says whether it is within 5 points or inside the interval.
+
+With --torch ANALYZER, each variant of tests/fixtures/torch/truth.json with a planted
+problem is analyzed by ANALYZER (profile_analyze --json) and compared with its measured
+unprofiled saving (no interval: one measurement of 40 steps each way).
+
+usage: python3 bench/diagnosis/truth_table.py OUT_DIR [--torch ANALYZER] [--json PATH]
+"""
+import argparse
+import glob
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+
+# scenario -> (fix knob, the replay's transformation that models it)
+SCENARIOS = {
+    "dataloader": ("--num_workers 8", "data_wait"),
+    "sync": ("--no_sync", "blocking_reads"),
+    "tiny_ops": ("--tiny_ops_mode graph", "tiny_ops"),
+    "memory_churn": ("--allocator pool", "allocation"),
+}
+# torch variant's planted cause -> transformation
+TORCH = {"dataloader": "data_wait", "sync": "blocking_reads", "launch_overhead": "tiny_ops",
+         "allocator_churn": "allocation"}
+
+
+def wall_s(path):
+    d = json.load(open(path))
+    steps = d.get("step_times_s") or []
+    waits = d.get("dataloader_wait_s") or []
+    if steps:
+        w = [s + (waits[i] if i < len(waits) and waits[i] is not None else 0.0) for i, s in enumerate(steps)]
+        return sum(w) / len(w)
+    m = d["metrics"]
+    return m["avg_step_time_s"] + (m.get("avg_dataloader_wait_s") or 0.0)
+
+
+def saving(off, on):
+    return 1.0 - statistics.median(on) / statistics.median(off)
+
+
+def interval(off, on, n=2000, seed=1):
+    rng = random.Random(seed)
+    xs = sorted(saving([rng.choice(off) for _ in off], [rng.choice(on) for _ in on]) for _ in range(n))
+    return xs[int(0.025 * n)], xs[int(0.975 * n) - 1]
+
+
+def predicted(doc, fix):
+    for s in doc.get("verdict", {}).get("savings", []):
+        if s.get("cause") == fix:
+            return s.get("est_saving_fraction")
+    return None
+
+
+def row(case, transform, meas, lo, hi, pred, device, verdict):
+    if pred is None or meas is None:
+        return dict(case=case, transformation=transform, measured=meas, lo=lo, hi=hi, predicted=pred, error=None,
+                    within=False, device=device, verdict=verdict)
+    err = pred - meas
+    inside = lo is not None and lo <= pred <= hi
+    return dict(case=case, transformation=transform, measured=meas, lo=lo, hi=hi, predicted=pred, error=err,
+                within=abs(err) <= 0.05 or inside, device=device, verdict=verdict)
+
+
+def ours(out):
+    meta = json.load(open(os.path.join(out, "meta.json")))
+    dev = "%s (boot %s)" % (meta.get("device") or "?", meta.get("boot_id") or "?")
+    rows = []
+    for s, (knob, fix) in SCENARIOS.items():
+        d = os.path.join(out, s)
+        prof = os.path.join(d, "profiled.json")
+        if not os.path.exists(prof):
+            continue
+        doc = json.load(open(prof))
+        off = [wall_s(p) for p in sorted(glob.glob(os.path.join(d, "off.*.json")))]
+        on = [wall_s(p) for p in sorted(glob.glob(os.path.join(d, "on.*.json")))]
+        meas = saving(off, on) if off and on else None
+        lo, hi = interval(off, on) if len(off) > 1 and len(on) > 1 else (None, None)
+        r = row("%s (%s)" % (s, knob), fix, meas, lo, hi, predicted(doc, fix), dev, doc["verdict"]["bottleneck"])
+        rp = doc["verdict"].get("replay", {})
+        r["predicted_unprofiled_ms"] = (rp.get("predicted_unprofiled_step_us") or 0) / 1e3
+        r["measured_unprofiled_ms"] = statistics.median(off) * 1e3 if off else None
+        rows.append(r)
+    clean = os.path.join(out, "clean")
+    if os.path.exists(os.path.join(clean, "profiled.json")):
+        doc = json.load(open(os.path.join(clean, "profiled.json")))
+        off = [wall_s(p) for p in sorted(glob.glob(os.path.join(clean, "off.*.json")))]
+        r = row("clean", "-", None, None, None, None, dev, doc["verdict"]["bottleneck"])
+        r["predicted_unprofiled_ms"] = (doc["verdict"].get("replay", {}).get("predicted_unprofiled_step_us") or 0) / 1e3
+        r["measured_unprofiled_ms"] = statistics.median(off) * 1e3 if off else None
+        rows.append(r)
+    return rows
+
+
+def torch_rows(analyzer, root):
+    truth = json.load(open(os.path.join(root, "tests/fixtures/torch/truth.json")))
+    dev = "%s (boot %s)" % (truth.get("device", "?"), truth.get("boot_id", "?"))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, v in truth["variants"].items():
+            fix = TORCH.get(v.get("planted"))
+            if fix is None:
+                continue
+            out = os.path.join(tmp, name + ".json")
+            subprocess.run([analyzer, os.path.join(root, "tests/fixtures/torch", v["trace"]), "--json", out],
+                           check=True, stdout=subprocess.DEVNULL)
+            doc = json.load(open(out))
+            r = row("torch " + name, fix, v["saved_share"], None, None, predicted(doc, fix), dev,
+                    doc["verdict"]["bottleneck"])
+            r["predicted_unprofiled_ms"] = (doc["verdict"].get("replay", {}).get("predicted_unprofiled_step_us") or 0) / 1e3
+            r["measured_unprofiled_ms"] = v["step_ms"]
+            rows.append(r)
+    return rows
+
+
+def pct(x):
+    return "-" if x is None else "%.1f%%" % (100 * x)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out", nargs="?", help="scenario_truth.sh's OUT_DIR")
+    ap.add_argument("--torch", metavar="ANALYZER", help="profile_analyze, to add the torch fixtures")
+    ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    a = ap.parse_args()
+    if a.out is None and a.torch is None:
+        ap.error("give OUT_DIR, --torch ANALYZER, or both")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    rows = (ours(a.out) if a.out else []) + (torch_rows(a.torch, root) if a.torch else [])
+    print("| case | transformation | measured saving (95% interval) | predicted saving | error (points) | within | "
+          "verdict | unprofiled step measured / predicted | device |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        iv = "" if r["lo"] is None else " (%s .. %s)" % (pct(r["lo"]), pct(r["hi"]))
+        err = "-" if r["error"] is None else "%+.1f" % (100 * r["error"])
+        st = "-"
+        if r.get("measured_unprofiled_ms"):
+            st = "%.3f / %.3f ms" % (r["measured_unprofiled_ms"], r.get("predicted_unprofiled_ms") or 0)
+        print("| %s | %s | %s%s | %s | %s | %s | `%s` | %s | %s |" % (
+            r["case"], r["transformation"], pct(r["measured"]), iv, pct(r["predicted"]), err,
+            "-" if r["error"] is None else ("yes" if r["within"] else "no"), r["verdict"], st, r["device"]))
+    if a.json:
+        json.dump(rows, open(a.json, "w"), indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

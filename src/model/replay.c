@@ -1,0 +1,217 @@
+/* replay.c: the dependency graph of a trace and its replay (pd_replay.h).
+ *
+ * Nodes: every host op and call of a thread gives a start node and an end node; the
+ * stretch between two consecutive nodes of a thread is a host task that keeps its
+ * measured duration (the op's self time, the call's time, the untraced gap between ops).
+ * Every kernel, copy and set is one GPU node with its measured duration.
+ *
+ * Edges (each honoured only where it goes forward in measured time, so the measured
+ * order is a topological order and one pass replays the graph):
+ *  - program order: a host node comes its task's duration after the previous node of
+ *    its thread;
+ *  - launch: a GPU task starts no sooner than its call's start + L, L the median over the
+ *    trace of (task start - call start) for tasks launched onto an idle stream;
+ *  - stream order: a GPU task starts no sooner than the previous task of its stream ends;
+ *  - event record -> stream wait: the first task of the waiting stream launched after the
+ *    cudaStreamWaitEvent starts no sooner than the last task of the recording stream
+ *    launched before the cudaEventRecord ends;
+ *  - sync: a blocking call ends no sooner than its targets' ends + W, W the median over
+ *    the trace of (call end - targets' end) for calls that waited. Targets come from the
+ *    trace's synchronization records (stream, context, event) or, where it has none, from
+ *    the call's name: the device's streams for cudaDeviceSynchronize and cudaFree, the
+ *    thread's streams for a stream or event sync (inferred: the replay is approximate),
+ *    the call's own copy for a synchronous or pageable copy. A target that ended after the
+ *    call did was not waited for, and is dropped.
+ *
+ * A what-if (pd_replay_run's mask) changes task durations and drops edges; see the fix
+ * table in pd_replay.h and docs/diagnosis.md.
+ */
+#include "pd/pd_replay.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pd/pd_prof.h"
+#include "replay_internal.h"
+
+static const char *const fix_names[PD_FIX_COUNT] = {
+#define PD_FIX_STR(name, text) text,
+    PD_FIX_MAP(PD_FIX_STR)
+#undef PD_FIX_STR
+};
+
+const char *pd_fix_name(pd_fix_t f) { return (int)f >= 0 && f < PD_FIX_COUNT ? fix_names[f] : "?"; }
+
+static const char *const quality_names[] = {
+#define PD_RQ_STR(name, text) text,
+    PD_REPLAY_QUALITY_MAP(PD_RQ_STR)
+#undef PD_RQ_STR
+};
+
+const char *pd_replay_quality_name(pd_replay_quality_t q) {
+  return (int)q >= 0 && q <= PD_REPLAY_UNAVAILABLE ? quality_names[q] : "?";
+}
+
+/* Documented costs (docs/diagnosis.md, "The profiler's own cost"). */
+pd_replay_cost_t pd_replay_cost_default(bool torch_trace) {
+  pd_replay_cost_t c;
+  if (torch_trace) {
+    c.ns_per_call = RP_TORCH_NS_PER_EVENT;
+    c.ns_per_range = RP_TORCH_NS_PER_EVENT;
+    c.source = "documented torch.profiler cost per event";
+  } else {
+    c.ns_per_call = RP_OURS_NS_PER_CALL;
+    c.ns_per_range = RP_OURS_NS_PER_RANGE;
+    c.source = "documented profiler_demo cost per call and range";
+  }
+  return c;
+}
+
+const pd_replay_info_t *pd_replay_info(const pd_replay_t *r) { return r != NULL ? &r->info : NULL; }
+
+void pd_replay_destroy(pd_replay_t *r) {
+  if (r == NULL) return;
+  free(r->nodes);
+  free(r->order);
+  free(r->gt);
+  free(r->blk);
+  free(r->deps);
+  free(r->step_node);
+  free(r->rt);
+  free(r->rend);
+  free(r);
+}
+
+/* ---- the pass ------------------------------------------------------------------------------ */
+
+/* Bits a fix removes from host tasks. */
+static uint16_t removed_bits(unsigned mask) {
+  uint16_t b = 0;
+  if (mask & PD_FIX_BIT(PD_FIX_DATA_WAIT)) b |= RP_B_DATA;
+  if (mask & PD_FIX_BIT(PD_FIX_READS)) b |= RP_B_READ;
+  if (mask & PD_FIX_BIT(PD_FIX_ALLOCATION)) b |= RP_B_ALLOC;
+  if (mask & PD_FIX_BIT(PD_FIX_TINY_OPS)) b |= RP_B_TINY;
+  if (mask & PD_FIX_BIT(PD_FIX_HOST_CODE)) b |= RP_B_HOSTCODE;
+  return b;
+}
+
+/* The replayed duration of the host task ending at node x. */
+static int64_t task_dur(const pd_replay_t *r, const rp_node_t *x, int64_t seg, unsigned mask, uint16_t rm) {
+  if (x->bits & rm) return 0;
+  if ((mask & PD_FIX_BIT(PD_FIX_LAUNCH)) && (x->bits & RP_B_LAUNCH) && seg > r->graph_node_ns) seg = r->graph_node_ns;
+  if ((mask & PD_FIX_BIT(PD_FIX_PAGEABLE)) && (x->bits & RP_B_PAGEABLE) && seg > r->async_copy_ns)
+    seg = r->async_copy_ns;
+  if (mask & PD_FIX_BIT(PD_FIX_PROFILER)) seg -= x->cut;
+  return seg > 0 ? seg : 0;
+}
+
+/* Whether the sync edges of blocking call b stay in the what-if. */
+static bool block_waits(const rp_block_t *b, unsigned mask, uint16_t rm, uint16_t end_bits) {
+  if (end_bits & rm) return false; /* the call itself is gone */
+  if ((mask & PD_FIX_BIT(PD_FIX_READS_ASYNC)) && (b->bits & RP_B_READ)) return false;
+  if ((mask & PD_FIX_BIT(PD_FIX_PAGEABLE)) && (b->bits & RP_B_PAGEABLE)) return false;
+  return true;
+}
+
+static int64_t gpu_dur(const pd_replay_t *r, const rp_gtask_t *g, unsigned mask) {
+  (void)r;
+  if ((mask & PD_FIX_BIT(PD_FIX_READS)) && (g->bits & RP_B_READ)) return 0;
+  if ((mask & PD_FIX_BIT(PD_FIX_PAGEABLE)) && (g->bits & RP_B_PAGEABLE) && g->pinned_dur < g->dur)
+    return g->pinned_dur;
+  return g->dur;
+}
+
+int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double *step_us) {
+  if (r == NULL || res == NULL) return PD_EINVAL;
+  res->steps = 0;
+  res->step_us_mean = res->measured_us_mean = res->err_median = res->err_max = NAN;
+  if (r->info.quality == PD_REPLAY_UNAVAILABLE) return 0;
+  const uint16_t rm = removed_bits(mask);
+  int64_t *rt = r->rt, *rend = r->rend;
+  for (size_t i = 0; i < r->nnodes; i++) rt[i] = RP_NOT_DONE;
+  const bool tiny = (mask & PD_FIX_BIT(PD_FIX_TINY_OPS)) != 0;
+  for (size_t k = 0; k < r->nnodes; k++) {
+    const int32_t id = r->order[k];
+    const rp_node_t *x = &r->nodes[id];
+    int64_t t;
+    if (x->type == RP_GPU) {
+      const rp_gtask_t *g = &r->gt[x->aux];
+      const int64_t prev_end = x->prev >= 0 && rt[x->prev] != RP_NOT_DONE ? rend[x->prev] : RP_NOT_DONE;
+      const bool launched = g->launch >= 0 && rt[g->launch] != RP_NOT_DONE;
+      if (launched) {
+        t = rt[g->launch] + r->info.launch_latency_ns;
+        int64_t after = prev_end;
+        if (after != RP_NOT_DONE && tiny && (g->bits & RP_B_TINY)) after += r->graph_node_ns;
+        if (after != RP_NOT_DONE && after > t) t = after;
+      } else if (prev_end != RP_NOT_DONE) {
+        t = prev_end + g->gap;
+      } else {
+        t = x->t;
+      }
+      for (int32_t d = g->dep_off; d < g->dep_off + g->dep_n; d++) {
+        int32_t src = r->deps[d];
+        if (rt[src] != RP_NOT_DONE && rend[src] > t) t = rend[src];
+      }
+      rt[id] = t;
+      rend[id] = t + gpu_dur(r, g, mask);
+      continue;
+    }
+    if (x->fork >= 0 && rt[x->fork] != RP_NOT_DONE) {
+      t = rt[x->fork] + (x->t - r->nodes[x->fork].t);
+      if (x->prev >= 0 && rt[x->prev] != RP_NOT_DONE && rt[x->prev] > t) t = rt[x->prev];
+      rt[id] = t;
+      continue;
+    }
+    if (x->prev < 0 || rt[x->prev] == RP_NOT_DONE) {
+      rt[id] = x->t; /* the first node of a thread keeps its measured time */
+      continue;
+    }
+    const int64_t base = rt[x->prev];
+    if (x->type == RP_HEND && x->aux >= 0) {
+      const rp_block_t *b = &r->blk[x->aux];
+      int64_t seg = x->seg < b->base_left ? x->seg : b->base_left;
+      t = base + task_dur(r, x, seg, mask, rm);
+      if (block_waits(b, mask, rm, x->bits)) {
+        for (int32_t d = b->dep_off; d < b->dep_off + b->dep_n; d++) {
+          int32_t src = r->deps[d];
+          int64_t ready = rt[src] != RP_NOT_DONE ? rend[src] + r->info.wake_latency_ns + b->post : RP_NOT_DONE;
+          if (ready != RP_NOT_DONE && ready > t) t = ready;
+        }
+      }
+      rt[id] = t;
+      continue;
+    }
+    rt[id] = base + task_dur(r, x, x->seg, mask, rm);
+  }
+
+  /* Steps. */
+  size_t ns = 0;
+  double sum = 0, msum = 0;
+  double *err = r->info.steps ? malloc(r->info.steps * sizeof(*err)) : NULL;
+  if (r->info.steps && err == NULL) return PD_ENOMEM;
+  for (size_t s = 0; s < r->info.steps; s++) {
+    const int32_t a = r->step_node[2 * s], b = r->step_node[2 * s + 1];
+    double us = NAN;
+    if (a >= 0 && b >= 0 && rt[a] != RP_NOT_DONE && rt[b] != RP_NOT_DONE) {
+      us = (double)(rt[b] - rt[a]) / 1e3;
+      const double m = (double)(r->nodes[b].t0 - r->nodes[a].t0) / 1e3;
+      sum += us;
+      msum += m;
+      err[ns++] = m > 0 ? fabs(us - m) / m : 0.0;
+    }
+    if (step_us != NULL) step_us[s] = us;
+  }
+  res->steps = ns;
+  if (ns > 0) {
+    res->step_us_mean = sum / (double)ns;
+    res->measured_us_mean = msum / (double)ns;
+    res->err_median = pd_quantile(err, ns, 0.5);
+    double mx = 0;
+    for (size_t i = 0; i < ns; i++)
+      if (err[i] > mx) mx = err[i];
+    res->err_max = mx;
+  }
+  free(err);
+  return 0;
+}

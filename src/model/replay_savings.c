@@ -1,0 +1,106 @@
+/* replay_savings.c: what every fix would save, from replays of the trace's graph
+ * (pd_replay_fill_metrics, pd_replay.h).
+ *
+ * The baseline is the predicted unprofiled program: the trace replayed with the
+ * profiler's own cost taken out (PD_FIX_PROFILER). Each fix is replayed on top of it, and
+ * its saving is the baseline's mean step minus the fix's. The fixes that save at least the
+ * finding share are then replayed together: where they overlap (a read removed also
+ * removes the host code around it), the combination saves less than their sum, and that
+ * is what it reports.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pd/pd_replay.h"
+
+/* The fixes whose savings the metrics carry, in fix order (PROFILER is the baseline). */
+static double *saving_field(pd_metrics_t *m, pd_fix_t f) {
+  switch (f) {
+    case PD_FIX_DATA_WAIT: return &m->saving_data_wait_us_per_step;
+    case PD_FIX_READS: return &m->saving_blocking_reads_us_per_step;
+    case PD_FIX_READS_ASYNC: return &m->saving_blocking_reads_async_us_per_step;
+    case PD_FIX_PAGEABLE: return &m->saving_pageable_copy_us_per_step;
+    case PD_FIX_ALLOCATION: return &m->saving_allocation_us_per_step;
+    case PD_FIX_LAUNCH: return &m->saving_launch_overhead_us_per_step;
+    case PD_FIX_TINY_OPS: return &m->saving_tiny_ops_us_per_step;
+    case PD_FIX_HOST_CODE: return &m->saving_host_code_us_per_step;
+    case PD_FIX_PROFILER:
+    case PD_FIX_COUNT: break;
+  }
+  return NULL;
+}
+
+double pd_replay_metric_saving(const pd_metrics_t *m, pd_fix_t f) {
+  double *p = m != NULL ? saving_field((pd_metrics_t *)m, f) : NULL;
+  return p != NULL ? *p : NAN;
+}
+
+/* A torch.profiler trace holds cpu_op events; profiler_demo's hold host ranges only (the
+ * reader drops the cpu_op copies our writer adds). */
+static bool looks_like_torch(const pd_trace_t *trace) {
+  const pd_event_t *ev = pd_trace_events(trace);
+  for (size_t i = 0, n = pd_trace_count(trace); i < n; i++)
+    if (ev[i].kind == PD_EVENT_CPU_OP) return true;
+  return false;
+}
+
+int pd_replay_fill_metrics(const pd_trace_t *trace, const pd_trace_index_t *ix, const pd_replay_cost_t *cost,
+                           pd_metrics_t *m) {
+  if (trace == NULL || ix == NULL || m == NULL) return PD_EINVAL;
+  pd_replay_cost_t dflt = pd_replay_cost_default(looks_like_torch(trace));
+  if (pd_trace_calibration(trace, &dflt.ns_per_call, &dflt.ns_per_range))
+    dflt.source = "calibration of the recording host (profilerCost)";
+  if (cost == NULL || !(cost->ns_per_call >= 0) || !(cost->ns_per_range >= 0)) cost = &dflt;
+  pd_replay_t *r = NULL;
+  int rc = pd_replay_build(trace, ix, cost, &r);
+  if (rc != 0) return rc;
+  const pd_replay_info_t *in = pd_replay_info(r);
+  m->replay_quality = (int)in->quality;
+  snprintf(m->replay_why, sizeof m->replay_why, "%s", in->why);
+  snprintf(m->replay_cost_model, sizeof m->replay_cost_model, "%s", cost->source != NULL ? cost->source : "given");
+  pd_replay_result_t base, prof;
+  if ((rc = pd_replay_run(r, 0, &base, NULL)) != 0 || (rc = pd_replay_run(r, PD_FIX_BIT(PD_FIX_PROFILER), &prof, NULL)) != 0) {
+    pd_replay_destroy(r);
+    return rc;
+  }
+  if (base.steps == 0 || !(prof.step_us_mean > 0)) {
+    /* unavailable: the metrics stay NaN, the why says so */
+    if (m->replay_quality != PD_REPLAY_UNAVAILABLE) {
+      m->replay_quality = PD_REPLAY_UNAVAILABLE;
+      snprintf(m->replay_why, sizeof m->replay_why, "the replayed steps are empty");
+    }
+    pd_replay_destroy(r);
+    return 0;
+  }
+  m->replay_step_us = base.step_us_mean;
+  m->replay_step_error_median_fraction = base.err_median;
+  m->replay_step_error_max_fraction = base.err_max;
+  m->predicted_unprofiled_step_us = prof.step_us_mean;
+  m->replay_launch_latency_us = (double)in->launch_latency_ns / 1e3;
+  m->replay_wake_latency_us = (double)in->wake_latency_ns / 1e3;
+  m->replay_reads_per_step = in->reads_per_step;
+  m->replay_tiny_ops_per_step = in->tiny_ops_per_step;
+  unsigned combined = PD_FIX_BIT(PD_FIX_PROFILER);
+  for (int f = 0; f < PD_FIX_COUNT; f++) {
+    double *field = saving_field(m, (pd_fix_t)f);
+    if (field == NULL) continue;
+    pd_replay_result_t res;
+    if ((rc = pd_replay_run(r, PD_FIX_BIT(PD_FIX_PROFILER) | PD_FIX_BIT(f), &res, NULL)) != 0) break;
+    double saved = prof.step_us_mean - res.step_us_mean;
+    *field = saved > 0 ? saved : 0.0;
+    /* the asynchronous reads are the other way to fix the same reads, not an extra fix */
+    if (f != PD_FIX_READS_ASYNC && *field >= PD_SAVING_FINDING_SHARE * prof.step_us_mean) combined |= PD_FIX_BIT(f);
+  }
+  if (rc == 0) {
+    pd_replay_result_t res;
+    rc = pd_replay_run(r, combined, &res, NULL);
+    if (rc == 0) {
+      double saved = prof.step_us_mean - res.step_us_mean;
+      m->saving_combined_us_per_step = saved > 0 ? saved : 0.0;
+      m->replay_combined_mask = combined & ~PD_FIX_BIT(PD_FIX_PROFILER);
+    }
+  }
+  pd_replay_destroy(r);
+  return rc;
+}

@@ -1,0 +1,468 @@
+/* test_replay.c: the replay engine (pd_replay.h).
+ *
+ *  - small hand-made graphs check each edge type exactly: program order with gaps that
+ *    move, launch at the median launch latency, stream order, event record -> stream
+ *    wait, sync at the median wake-up latency, inferred syncs, and the fixes that remove
+ *    host work (host code, data wait, blocking reads and their feeding ops);
+ *  - traces without step markers, correlation ids or sync records still replay or say
+ *    why not, with no NaN where a value is promised;
+ *  - every committed trace (tests/fixtures/runs and tests/fixtures/torch), replayed
+ *    unchanged with its own medians, reproduces its steps: median error <= 3%, worst <= 8%.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pd/pd_analyze.h"
+#include "pd/pd_replay.h"
+#include "pd/pd_stats.h"
+
+/* ---- hand-made traces ---------------------------------------------------------------------- */
+
+static pd_trace_t *T;
+
+static pd_event_t *add(pd_event_kind_t k, const char *name, double s_us, double e_us, uint64_t corr) {
+  pd_event_t e;
+  memset(&e, 0, sizeof e);
+  e.kind = k;
+  e.name = name;
+  e.start_ns = (int64_t)(s_us * 1000);
+  e.end_ns = (int64_t)(e_us * 1000);
+  e.correlation_id = corr;
+  e.pid = 1;
+  e.tid = 1;
+  e.stream = 7;
+  if (k == PD_EVENT_RANGE || k == PD_EVENT_CPU_OP || k == PD_EVENT_GPU_RANGE) e.u.range.step = -1;
+  cr_assert_eq(pd_trace_add(T, &e), 0);
+  return &pd_trace_events_mut(T)[pd_trace_count(T) - 1];
+}
+
+static void step(int64_t n, double s_us, double e_us) {
+  add(PD_EVENT_RANGE, "ProfilerStep#", s_us, e_us, 0)->u.range.step = n;
+}
+
+static pd_event_t *kernel(double s_us, double e_us, uint64_t corr, uint32_t stream) {
+  pd_event_t *k = add(PD_EVENT_KERNEL, "k", s_us, e_us, corr);
+  k->stream = stream;
+  return k;
+}
+
+typedef struct {
+  pd_trace_index_t ix;
+  pd_replay_t *r;
+} built_t;
+
+static void build(built_t *b, const pd_replay_cost_t *cost) {
+  pd_trace_sort(T);
+  cr_assert_eq(pd_trace_index_build(T, &b->ix), 0);
+  cr_assert_eq(pd_replay_build(T, &b->ix, cost, &b->r), 0);
+}
+
+static void unbuild(built_t *b) {
+  pd_replay_destroy(b->r);
+  pd_trace_index_free(&b->ix);
+}
+
+/* The replayed step (one step) with the fixes in mask, in us. */
+static double replay_us(built_t *b, unsigned mask) {
+  pd_replay_result_t res;
+  cr_assert_eq(pd_replay_run(b->r, mask, &res, NULL), 0);
+  cr_assert_eq(res.steps, 1);
+  return res.step_us_mean;
+}
+
+static void setup(void) { T = pd_trace_create(); }
+static void teardown(void) { pd_trace_destroy(T); }
+
+TestSuite(replay, .init = setup, .fini = teardown);
+
+#define NEAR(a, b) cr_assert(fabs((a) - (b)) < 1e-6, "%s = %.6f, expected %.6f", #a, (double)(a), (double)(b))
+
+/* Builds the graph of T (with cost, may be NULL), checks the unchanged replay and the replay
+ * with the fixes in mask (one step each, in us), and frees the graph. */
+static void expect_steps(const pd_replay_cost_t *cost, double unchanged, unsigned mask, double fixed) {
+  built_t b;
+  build(&b, cost);
+  NEAR(replay_us(&b, 0), unchanged);
+  NEAR(replay_us(&b, mask), fixed);
+  unbuild(&b);
+}
+
+/* Program order: host tasks keep their durations and move; the step's own time (host code
+ * outside ops) goes with HOST_CODE. */
+Test(replay, program_order_keeps_tasks_and_moves_them) {
+  step(1, 0, 100);
+  add(PD_EVENT_CPU_OP, "aten::add", 20, 40, 0);
+  add(PD_EVENT_CPU_OP, "aten::mul", 60, 70, 0);
+  expect_steps(NULL, 100.0, PD_FIX_BIT(PD_FIX_HOST_CODE), 30.0);
+  built_t b;
+  build(&b, NULL);
+  const pd_replay_info_t *in = pd_replay_info(b.r);
+  cr_assert_eq(in->quality, PD_REPLAY_APPROXIMATE); /* no GPU work: host tasks only */
+  cr_assert_str_eq(in->why, "no GPU activity in the trace: host tasks only");
+  unbuild(&b);
+}
+
+/* Launch: a task starts at its call's start + the median launch latency (5, 7, 9 -> 7);
+ * sync: the blocking call ends its targets' end + the wake-up latency (10). */
+Test(replay, launch_at_median_latency_and_sync_at_wake_latency) {
+  step(1, 0, 55);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 10, 12, 1);
+  kernel(15, 16, 1, 7);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 20, 22, 2);
+  kernel(27, 28, 2, 7);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 30, 32, 3);
+  kernel(39, 40, 3, 7);
+  add(PD_EVENT_RUNTIME, "cudaDeviceSynchronize", 35, 50, 4);
+  built_t b;
+  build(&b, NULL);
+  const pd_replay_info_t *in = pd_replay_info(b.r);
+  cr_assert_eq(in->launch_latency_ns, 7000);
+  cr_assert_eq(in->wake_latency_ns, 10000);
+  cr_assert_eq(in->blocking_calls, 1);
+  cr_assert_eq(in->quality, PD_REPLAY_EXACT, "%s", in->why);
+  /* the last kernel replays at 30 + 7 = 37..38, the sync ends at 48, the step 5 us later */
+  NEAR(replay_us(&b, 0), 53.0);
+  unbuild(&b);
+}
+
+/* Stream order: the second task waits for the first on its stream even when its launch
+ * comes sooner. */
+Test(replay, stream_order) {
+  step(1, 0, 50);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 10, 12, 1);
+  kernel(15, 35, 1, 7);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 13, 14, 2);
+  kernel(35, 40, 2, 7);
+  add(PD_EVENT_RUNTIME, "cudaDeviceSynchronize", 20, 45, 3);
+  /* Without the step's own time: calls at 0..2 and 2..3, the sync from 3. K1 5..25, K2
+   * after it 25..30 (its launch alone would put it at 7), the sync ends 30 + 5. */
+  expect_steps(NULL, 50.0, PD_FIX_BIT(PD_FIX_HOST_CODE), 35.0);
+}
+
+/* Event record -> stream wait (Kineto's wait_on_stream / wait_on_cuda_event_record_corr_id):
+ * the kernel on stream 2 follows the copy on stream 1, also when the copy gets shorter. */
+Test(replay, event_record_to_stream_wait) {
+  step(1, 0, 70);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 1, 2, 9);
+  kernel(6, 7, 9, 3);
+  add(PD_EVENT_RUNTIME, "cudaMemcpyAsync", 10, 12, 1);
+  pd_event_t *cp = add(PD_EVENT_MEMCPY, NULL, 15, 55, 1);
+  cp->stream = 1;
+  cp->u.memcpy.bytes = 1000000; /* at the documented 50 GB/s: 20 us */
+  cp->u.memcpy.copy_kind = PD_MEMCPY_HTOD;
+  cp->u.memcpy.src_kind = PD_MEM_PAGEABLE;
+  cp->u.memcpy.dst_kind = PD_MEM_DEVICE;
+  add(PD_EVENT_RUNTIME, "cudaEventRecord", 13, 14, 2);
+  add(PD_EVENT_RUNTIME, "cudaStreamWaitEvent", 15, 16, 3);
+  pd_event_t *w = add(PD_EVENT_SYNC, NULL, 15, 16, 3);
+  w->stream = 2;
+  w->u.sync.sync_kind = PD_SYNC_STREAM_WAIT_EVENT;
+  w->u.sync.has_wait = true;
+  w->u.sync.wait_stream = 1;
+  w->u.sync.event_record_corr = 2;
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 17, 18, 4);
+  kernel(55, 60, 4, 2);
+  add(PD_EVENT_RUNTIME, "cudaDeviceSynchronize", 20, 65, 5);
+  built_t b;
+  build(&b, NULL);
+  const pd_replay_info_t *in = pd_replay_info(b.r);
+  cr_assert_eq(in->launch_latency_ns, 5000);
+  cr_assert_eq(in->wake_latency_ns, 5000);
+  cr_assert_str_eq(in->pinned_source, "documented");
+  NEAR(replay_us(&b, 0), 70.0);
+  /* Pinned: the copy call takes 0.3 us (no asynchronous copy call to measure), so the
+   * calls after it come 1.7 us sooner; the copy runs 15..35, the waiting kernel 35..40 (its
+   * launch alone would put it at 20.3), the sync ends at 45 and the step 5 us later. */
+  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_PAGEABLE)), 50.0);
+  unbuild(&b);
+}
+
+/* A stream sync with no synchronization record waits for the streams its thread launches
+ * onto: inferred, and the replay says so. */
+Test(replay, inferred_stream_sync_is_approximate) {
+  step(1, 0, 40);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 5, 7, 1);
+  kernel(10, 30, 1, 7);
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 8, 35, 2);
+  built_t b;
+  build(&b, NULL);
+  const pd_replay_info_t *in = pd_replay_info(b.r);
+  cr_assert_eq(in->inferred_syncs, 1);
+  cr_assert_eq(in->quality, PD_REPLAY_APPROXIMATE);
+  cr_assert(strstr(in->why, "inferred") != NULL, "%s", in->why);
+  NEAR(replay_us(&b, 0), 40.0);
+  unbuild(&b);
+}
+
+/* The sync record names the stream: no inference, and a stream the sync does not wait
+ * for is not a target. */
+Test(replay, stream_sync_record_names_its_stream) {
+  step(1, 0, 40);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 5, 7, 1);
+  kernel(10, 30, 1, 7);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 7, 8, 3);
+  kernel(12, 39, 3, 8); /* still running when the sync returns */
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 8, 35, 2);
+  pd_event_t *s = add(PD_EVENT_SYNC, NULL, 8, 35, 2);
+  s->stream = 7;
+  s->u.sync.sync_kind = PD_SYNC_STREAM;
+  built_t b;
+  build(&b, NULL);
+  const pd_replay_info_t *in = pd_replay_info(b.r);
+  cr_assert_eq(in->inferred_syncs, 0);
+  cr_assert_eq(in->quality, PD_REPLAY_EXACT, "%s", in->why);
+  NEAR(replay_us(&b, 0), 40.0);
+  unbuild(&b);
+}
+
+/* A blocking read removed with the ops that feed it and the host time between them; made
+ * asynchronous, only its wait goes. */
+Test(replay, blocking_read_removed_with_its_feeding_ops) {
+  step(1, 0, 100);
+  add(PD_EVENT_CPU_OP, "aten::conv2d", 2, 8, 0); /* not a feeding op: stays */
+  add(PD_EVENT_CPU_OP, "aten::mean", 10, 20, 0);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 12, 14, 1);
+  kernel(17, 30, 1, 7);
+  add(PD_EVENT_CPU_OP, "aten::item", 25, 40, 0);
+  add(PD_EVENT_RUNTIME, "cudaMemcpyAsync", 26, 28, 2);
+  pd_event_t *cp = add(PD_EVENT_MEMCPY, NULL, 31, 32, 2); /* launch 26 + 5 */
+  cp->u.memcpy.copy_kind = PD_MEMCPY_DTOH;
+  cp->u.memcpy.src_kind = PD_MEM_DEVICE;
+  cp->u.memcpy.dst_kind = PD_MEM_PINNED;
+  cp->u.memcpy.bytes = 4;
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 29, 36, 3);
+  pd_event_t *s = add(PD_EVENT_SYNC, NULL, 29, 36, 3);
+  s->u.sync.sync_kind = PD_SYNC_STREAM;
+  built_t b;
+  build(&b, NULL);
+  const pd_replay_info_t *in = pd_replay_info(b.r);
+  NEAR(in->reads_per_step, 1.0);
+  NEAR(replay_us(&b, 0), 100.0);
+  /* mean (10), the gap (5) and item (15) go: 100 - 30 */
+  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_READS)), 70.0);
+  /* asynchronous: the sync call keeps its unblocked time (none measured: 0) */
+  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_READS_ASYNC)), 93.0);
+  unbuild(&b);
+}
+
+/* Data wait removed: the launches move up, the GPU work with them. */
+Test(replay, data_wait_removed) {
+  step(1, 0, 100);
+  add(PD_EVENT_RANGE, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 0, 50, 0);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 50, 55, 1);
+  kernel(60, 90, 1, 7);
+  add(PD_EVENT_RUNTIME, "cudaDeviceSynchronize", 60, 95, 2);
+  /* launch at 0, kernel 10..40, sync ends 45, step 5 us later */
+  expect_steps(NULL, 100.0, PD_FIX_BIT(PD_FIX_DATA_WAIT), 50.0);
+}
+
+/* The profiler's own cost per call and per range comes out of the host tasks. */
+Test(replay, profiler_cost_removed) {
+  step(1, 0, 100);
+  add(PD_EVENT_CPU_OP, "aten::add", 20, 40, 0);
+  add(PD_EVENT_RUNTIME, "cudaGetDevice", 50, 60, 0);
+  pd_replay_cost_t cost = {.ns_per_call = 4000, .ns_per_range = 2000, .source = "test"};
+  /* a range's cost is split between the task before its start and its last task, a
+   * call's is its last task's; what does not fit moves to the next task: the step range
+   * 2 us, the op 2 us, the call 4 us */
+  expect_steps(&cost, 100.0, PD_FIX_BIT(PD_FIX_PROFILER), 92.0);
+}
+
+/* A cost longer than the task it lands on moves on to the thread's next tasks. */
+Test(replay, profiler_cost_carries_over_short_tasks) {
+  step(1, 0, 100);
+  add(PD_EVENT_RUNTIME, "cudaGetDevice", 10, 11, 0); /* 1 us: 3 us of its cost move on */
+  add(PD_EVENT_CPU_OP, "aten::add", 11, 50, 0);
+  pd_replay_cost_t cost = {.ns_per_call = 4000, .ns_per_range = 0, .source = "test"};
+  expect_steps(&cost, 100.0, PD_FIX_BIT(PD_FIX_PROFILER), 96.0);
+}
+
+/* Another thread's op begins when the step thread lets it and the step thread waits for
+ * it (torch's autograd thread in backward()): host time taken out on either moves both. */
+Test(replay, other_thread_forks_and_joins_the_step_thread) {
+  step(1, 0, 100);
+  add(PD_EVENT_CPU_OP, "aten::mul", 10, 30, 0);   /* forward on the main thread */
+  pd_event_t *bw = add(PD_EVENT_CPU_OP, "MulBackward0", 35, 75, 0);
+  bw->tid = 2;                                    /* backward on the autograd thread */
+  add(PD_EVENT_CPU_OP, "Optimizer.step", 80, 95, 0); /* after backward() returns */
+  /* without the main thread's idle time: the forward 0..20, the backward follows it at the
+   * measured distance (5) 25..65, the optimizer joins it at the measured distance (5)
+   * 70..85 */
+  expect_steps(NULL, 100.0, PD_FIX_BIT(PD_FIX_HOST_CODE), 85.0);
+}
+
+/* A trace that carries its recording host's calibration is replayed with it. */
+Test(replay, the_traces_calibration_is_the_cost_model) {
+  step(1, 0, 100);
+  add(PD_EVENT_RUNTIME, "cudaGetDevice", 50, 60, 0);
+  pd_trace_set_calibration(T, 5000, 0);
+  pd_trace_index_t ix;
+  cr_assert_eq(pd_trace_index_build(T, &ix), 0);
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  cr_assert_eq(pd_replay_fill_metrics(T, &ix, NULL, &m), 0);
+  cr_expect(strstr(m.replay_cost_model, "calibration") != NULL, "%s", m.replay_cost_model);
+  NEAR(m.predicted_unprofiled_step_us, 95.0);
+  NEAR(m.replay_step_us, 100.0);
+  pd_trace_index_free(&ix);
+}
+
+/* ---- traces that lack what the graph needs --------------------------------------------------- */
+
+Test(replay, no_step_markers_is_unavailable) {
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 5, 7, 1);
+  kernel(10, 30, 1, 7);
+  built_t b;
+  build(&b, NULL);
+  const pd_replay_info_t *in = pd_replay_info(b.r);
+  cr_assert_eq(in->quality, PD_REPLAY_UNAVAILABLE);
+  cr_assert(strstr(in->why, "no step markers") != NULL);
+  pd_replay_result_t res;
+  cr_assert_eq(pd_replay_run(b.r, 0, &res, NULL), 0);
+  cr_assert_eq(res.steps, 0);
+  unbuild(&b);
+}
+
+Test(replay, no_correlation_ids_is_approximate) {
+  step(1, 0, 40);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 5, 7, 0);
+  kernel(10, 30, 0, 7);
+  add(PD_EVENT_RUNTIME, "cudaDeviceSynchronize", 8, 35, 0);
+  built_t b;
+  build(&b, NULL);
+  const pd_replay_info_t *in = pd_replay_info(b.r);
+  cr_assert_eq(in->quality, PD_REPLAY_APPROXIMATE);
+  cr_assert(strstr(in->why, "correlation") != NULL, "%s", in->why);
+  pd_replay_result_t res;
+  cr_assert_eq(pd_replay_run(b.r, 0, &res, NULL), 0);
+  cr_assert(isfinite(res.step_us_mean) && isfinite(res.err_max));
+  unbuild(&b);
+}
+
+/* A trace with no correlation ids and no sync records still gets a verdict from the
+ * replay, which says it is approximate and why; no NaN where a saving is given. */
+Test(replay, verdict_without_correlation_or_sync_records) {
+  step(1, 0, 100);
+  add(PD_EVENT_RANGE, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 1, 60, 0);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 61, 63, 0);
+  kernel(70, 90, 0, 7);
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 64, 95, 0);
+  step(2, 100, 200);
+  add(PD_EVENT_RANGE, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 101, 160, 0);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 161, 163, 0);
+  kernel(170, 190, 0, 7);
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 164, 195, 0);
+  pd_trace_sort(T);
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  cr_assert_eq(pd_metrics_from_trace(T, &m), 0);
+  cr_expect_eq(m.replay_quality, PD_REPLAY_APPROXIMATE);
+  cr_expect(strstr(m.replay_why, "correlation") != NULL, "%s", m.replay_why);
+  pd_verdict_t v;
+  pd_diagnose(&m, PD_ADVICE_TORCH, &v);
+  cr_expect_eq(v.bottleneck, PD_BOTTLENECK_DATALOADER, "%s", v.evidence);
+  cr_expect_str_eq(v.rule, "replay");
+  cr_expect_geq(v.nsavings, 8);
+  for (int i = 0; i < v.nsavings; i++)
+    cr_expect(isfinite(v.savings[i].est_saving_us_per_step) && isfinite(v.savings[i].est_saving_fraction), "%s",
+              v.savings[i].cause);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  pd_verdict_print(f, &v);
+  fclose(f);
+  cr_expect(strstr(text, "approximate") != NULL && strstr(text, "nan") == NULL, "%s", text);
+  free(text);
+}
+
+/* No step markers: the metrics have no step, and the replay says why. */
+Test(replay, metrics_without_steps_say_why) {
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 5, 7, 1);
+  kernel(10, 30, 1, 7);
+  pd_trace_index_t ix;
+  cr_assert_eq(pd_trace_index_build(T, &ix), 0);
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  cr_assert_eq(pd_replay_fill_metrics(T, &ix, NULL, &m), 0);
+  cr_expect_eq(m.replay_quality, PD_REPLAY_UNAVAILABLE);
+  cr_expect(strstr(m.replay_why, "no step markers") != NULL);
+  cr_expect(isnan(m.predicted_unprofiled_step_us), "not measured stays NaN (null in JSON)");
+  cr_expect(isnan(pd_replay_metric_saving(&m, PD_FIX_PROFILER)));
+  cr_expect_eq(pd_replay_fill_metrics(NULL, &ix, NULL, &m), PD_EINVAL);
+  pd_trace_index_free(&ix);
+}
+
+Test(replay, bad_arguments) {
+  pd_replay_t *r = NULL;
+  pd_trace_index_t ix;
+  memset(&ix, 0, sizeof ix);
+  cr_assert_eq(pd_replay_build(NULL, &ix, NULL, &r), PD_EINVAL);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 5, 7, 0);
+  cr_assert_eq(pd_replay_build(T, &ix, NULL, &r), PD_EINVAL); /* an index of another trace */
+  cr_assert_eq(pd_replay_run(NULL, 0, NULL, NULL), PD_EINVAL);
+  pd_replay_destroy(NULL);
+  cr_assert_str_eq(pd_fix_name(PD_FIX_READS), "blocking_reads");
+  cr_assert_str_eq(pd_fix_name(PD_FIX_COUNT), "?");
+  cr_assert_str_eq(pd_replay_quality_name(PD_REPLAY_APPROXIMATE), "approximate");
+  cr_assert_str_eq(pd_replay_quality_name((pd_replay_quality_t)9), "?");
+  cr_assert(pd_replay_cost_default(true).ns_per_call > 0);
+  cr_assert(pd_replay_cost_default(false).ns_per_range > 0);
+}
+
+/* ---- every committed trace --------------------------------------------------------------------- */
+
+static void check_dir(const char *sub, size_t *checked) {
+  const char *src = getenv("PD_SOURCE_DIR");
+  cr_assert_not_null(src, "PD_SOURCE_DIR is not set (ctest sets it)");
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/tests/fixtures/%s", src, sub);
+  DIR *d = opendir(dir);
+  cr_assert_not_null(d, "%s", dir);
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    size_t len = strlen(de->d_name);
+    if (len < 17 || strcmp(de->d_name + len - 17, ".pt.trace.json.gz") != 0) continue;
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    pd_trace_t *t = pd_trace_create();
+    pd_trace_info_t info;
+    char err[512];
+    cr_assert_eq(pd_trace_read_file_info(path, t, &info, err, sizeof err), 0, "%s", err);
+    pd_trace_index_t ix;
+    cr_assert_eq(pd_trace_index_build(t, &ix), 0);
+    pd_replay_cost_t cost = pd_replay_cost_default(info.torch);
+    pd_replay_t *r;
+    cr_assert_eq(pd_replay_build(t, &ix, &cost, &r), 0);
+    pd_replay_result_t res;
+    cr_assert_eq(pd_replay_run(r, 0, &res, NULL), 0);
+    cr_assert_eq(res.steps, ix.nsteps, "%s", de->d_name);
+    cr_log_info("%s: step error median %.2f%%, max %.2f%% (%s)", de->d_name, res.err_median * 100,
+                res.err_max * 100, pd_replay_quality_name(pd_replay_info(r)->quality));
+    cr_expect(res.err_median <= 0.03, "%s: median step error %.2f%% > 3%%", de->d_name, res.err_median * 100);
+    cr_expect(res.err_max <= 0.08, "%s: worst step error %.2f%% > 8%%", de->d_name, res.err_max * 100);
+    /* every fix replays to a finite step no longer than the profiled one plus the error */
+    for (int f = 0; f < PD_FIX_COUNT; f++) {
+      pd_replay_result_t fr;
+      cr_assert_eq(pd_replay_run(r, PD_FIX_BIT(PD_FIX_PROFILER) | PD_FIX_BIT(f), &fr, NULL), 0);
+      cr_expect(isfinite(fr.step_us_mean) && fr.step_us_mean > 0, "%s %s", de->d_name, pd_fix_name((pd_fix_t)f));
+      cr_expect(fr.step_us_mean <= res.step_us_mean * 1.0001, "%s: %s lengthens the step (%.1f > %.1f)",
+                de->d_name, pd_fix_name((pd_fix_t)f), fr.step_us_mean, res.step_us_mean);
+    }
+    pd_replay_destroy(r);
+    pd_trace_index_free(&ix);
+    pd_trace_destroy(t);
+    (*checked)++;
+  }
+  closedir(d);
+}
+
+Test(replay_fixtures, unchanged_replay_reproduces_every_step) {
+  size_t checked = 0;
+  check_dir("runs", &checked);
+  check_dir("torch", &checked);
+  cr_assert_geq(checked, 15, "only %zu fixtures found", checked);
+}
