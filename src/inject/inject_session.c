@@ -296,8 +296,6 @@ static void profiler_start(pd_inject_session_t *s) {
     return;
   }
   t_busy = true;
-  if (s->steps == PD_INJECT_STEPS_WHOLE_RUN)
-    say(s, "no --step_kernel or --step_range: the whole run is one step (ProfilerStep#0)");
   if (s->env.device_info != NULL) (void)s->env.device_info(&s->dev);
   s->unix_offset_ns = pd_clock_unix_offset_ns();
   int drc = dir_make(s->cfg.trace_dir);
@@ -309,6 +307,8 @@ static void profiler_start(pd_inject_session_t *s) {
     pthread_mutex_unlock(&s->lock);
     return;
   }
+  if (s->steps == PD_INJECT_STEPS_WHOLE_RUN)
+    say(s, "no --step_kernel or --step_range: the whole run is one step (ProfilerStep#0)");
   pd_prof_config_t pc;
   pd_prof_config_init(&pc);
   pc.activities = PD_ACTIVITY_CPU | PD_ACTIVITY_CUDA;
