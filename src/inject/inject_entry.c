@@ -10,11 +10,15 @@
  * It never breaks the program: a bad PD_INJECT_* value, CUPTI missing or held by another
  * tool (Nsight Systems) gives one warning line and the program runs unprofiled. No signal
  * handler is installed; the outputs are written by an atexit handler, which runs on a normal
- * exit (Python's exit after a KeyboardInterrupt included), not when a signal kills the
- * process (pd_run reports that). A forked child (a DataLoader worker) records nothing and
+ * exit, not when a signal kills the process (pd_run reports that). In a Python process the
+ * same handler is also registered with Py_AtExit (found in the process, not linked):
+ * Python ends an uncaught KeyboardInterrupt by finalizing and then killing itself with
+ * SIGINT, which skips atexit but not Py_AtExit, so Ctrl-C'd training still gets its outputs
+ * and Python's own KeyboardInterrupt behaviour stays as it is. A forked child (a DataLoader worker) records nothing and
  * writes nothing; an exec'd one loads the library afresh (the variables are inherited).
  */
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -93,5 +97,7 @@ int InitializeInjection(void) {
   (void)pthread_atfork(NULL, NULL, fork_child_cb);
   if (atexit(exit_cb) != 0)
     fprintf(stderr, "pd_inject: warning: no exit handler could be registered; nothing will be written\n");
+  int (*py_at_exit)(void (*)(void)) = (int (*)(void (*)(void)))dlsym(RTLD_DEFAULT, "Py_AtExit");
+  if (py_at_exit != NULL) (void)py_at_exit(exit_cb); /* finish runs once: the later call does nothing */
   return 1;
 }
