@@ -3,8 +3,8 @@
  * The CUDA driver loads the library named by CUDA_INJECTION64_PATH and calls
  * InitializeInjection() inside cuInit, before the program's first CUDA call returns. Inside
  * cuInit nothing may launch work or call the runtime, so this only reads the config,
- * subscribes CUPTI's launch hook, hands the session to the NVTX tool and registers the exit
- * handler; the profiler itself (its CUPTI source and calibration) starts at the program's
+ * subscribes CUPTI's launch hook (not for NVTX-range steps), hands the session to the NVTX
+ * tool and registers the exit handler; the profiler itself (its CUPTI source and calibration) starts at the program's
  * first kernel launch, or its first step range (inject_session.c).
  *
  * It never breaks the program: a bad PD_INJECT_* value, CUPTI missing or held by another
@@ -87,7 +87,11 @@ int InitializeInjection(void) {
     fprintf(stderr, "pd_inject: warning: out of host memory; the program runs unprofiled\n");
     return 1;
   }
-  if (pd_cupti_launch_hook_install(launch_cb, s, err, sizeof err) != 0) {
+  /* Steps by NVTX range need no launch callback: CUPTI then stays out of the process until
+   * the first step range and is detached between cycles, as in profiler_demo. Kernel-name
+   * steps and the whole-run step need the launches, so CUPTI's subscriber is held. */
+  if (pd_inject_config_steps(&cfg) != PD_INJECT_STEPS_RANGE &&
+      pd_cupti_launch_hook_install(launch_cb, s, err, sizeof err) != 0) {
     fprintf(stderr, "pd_inject: warning: CUPTI is not available (%s); the program runs unprofiled\n", err);
     pd_inject_session_destroy(s);
     return 1;
