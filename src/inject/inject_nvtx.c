@@ -4,7 +4,7 @@
  * tool at the program's first NVTX call and calls InitializeInjectionNvtx2 with that copy's
  * export table; we fill the slots we handle in its function tables (each copy calls us
  * once). Handled: push/pop and start/end ranges (A, W and Ex forms), the same in domains,
- * domains and registered strings (their handles are the names we copy). Every other slot
+ * domains and registered strings (their handles are the names, interned). Every other slot
  * stays empty, which NVTX turns into a no-op (marks, thread and category names: CUPTI's own
  * handler of nvtxNameOsThreadA has crashed under torch, NVIDIA/NVTX#125).
  *
@@ -14,6 +14,7 @@
  * before CUDA is initialized (no session yet) they do nothing.
  */
 #include <nvtx3/nvToolsExt.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,22 +96,48 @@ static nvtxRangeId_t NVTX_API domain_start_ex(nvtxDomainHandle_t d, const nvtxEv
 }
 static void NVTX_API domain_end(nvtxDomainHandle_t d, nvtxRangeId_t id) { end(id); }
 
-/* ---- domains and registered strings: handles are our copies of the names, kept for the
- * process's lifetime (NVTX has no call that frees a registered string) ------------------ */
+/* ---- domains and registered strings: handles are the names, interned for the process's
+ * lifetime (NVTX has no call that frees a registered string; programs register a few, once
+ * each, and registering one again returns the same handle) -------------------------------- */
 
-static char *name_copy(const char *s) { return strdup(s != NULL ? s : ""); }
-static char *wide_copy(const wchar_t *w) {
-  char buf[512];
-  return name_copy(wide_text(w, buf, sizeof buf));
+static pthread_mutex_t g_names_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **g_names;
+static size_t g_nnames, g_names_cap;
+
+static const char *name_intern(const char *s) {
+  if (s == NULL) s = "";
+  pthread_mutex_lock(&g_names_lock);
+  const char *got = NULL;
+  for (size_t i = 0; i < g_nnames && got == NULL; i++)
+    if (strcmp(g_names[i], s) == 0) got = g_names[i];
+  if (got == NULL) {
+    if (g_nnames == g_names_cap) {
+      size_t cap = g_names_cap > 0 ? 2 * g_names_cap : 16;
+      char **grown = realloc(g_names, cap * sizeof *grown);
+      if (grown != NULL) {
+        g_names = grown;
+        g_names_cap = cap;
+      }
+    }
+    char *copy = g_nnames < g_names_cap ? strdup(s) : NULL;
+    if (copy != NULL) g_names[g_nnames++] = copy;
+    got = copy; /* NULL when out of memory: NVTX then has no handle, and the range no name */
+  }
+  pthread_mutex_unlock(&g_names_lock);
+  return got;
 }
-static nvtxDomainHandle_t NVTX_API domain_create_a(const char *name) { return (nvtxDomainHandle_t)name_copy(name); }
-static nvtxDomainHandle_t NVTX_API domain_create_w(const wchar_t *name) { return (nvtxDomainHandle_t)wide_copy(name); }
-static void NVTX_API domain_destroy(nvtxDomainHandle_t d) { free(d); }
+static const char *wide_intern(const wchar_t *w) {
+  char buf[512];
+  return name_intern(wide_text(w, buf, sizeof buf));
+}
+static nvtxDomainHandle_t NVTX_API domain_create_a(const char *name) { return (nvtxDomainHandle_t)name_intern(name); }
+static nvtxDomainHandle_t NVTX_API domain_create_w(const wchar_t *name) { return (nvtxDomainHandle_t)wide_intern(name); }
+static void NVTX_API domain_destroy(nvtxDomainHandle_t d) {} /* interned: kept */
 static nvtxStringHandle_t NVTX_API register_string_a(nvtxDomainHandle_t d, const char *s) {
-  return (nvtxStringHandle_t)name_copy(s);
+  return (nvtxStringHandle_t)name_intern(s);
 }
 static nvtxStringHandle_t NVTX_API register_string_w(nvtxDomainHandle_t d, const wchar_t *s) {
-  return (nvtxStringHandle_t)wide_copy(s);
+  return (nvtxStringHandle_t)wide_intern(s);
 }
 
 /* ---- the entry point ------------------------------------------------------------------------ */

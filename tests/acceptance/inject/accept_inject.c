@@ -43,15 +43,7 @@ static int pd_run(const char *options, const char *program, char **out, char **e
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static cJSON *metrics_read(void) {
-  char p[300];
-  snprintf(p, sizeof p, "%s/m.json", g_dir);
-  char *text = pd_test_slurp(p);
-  cJSON *j = cJSON_Parse(text);
-  free(text);
-  cr_assert_not_null(j, "%s does not parse", p);
-  return j;
-}
+static cJSON *metrics_read(void) { return pd_test_json_read(pd_test_path(g_dir, "m.json")); }
 
 static double metric(const cJSON *j, const char *key) {
   const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metrics"), key);
@@ -133,7 +125,10 @@ Test(inject, example_as_one_whole_run_step_and_a_planted_sync) {
   cJSON *j = metrics_read();
   cr_assert_str_eq(config_text(j, "steps_by"), "whole_run");
   cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "step_times_s")), 1);
-  cr_assert_eq(metric(j, "kernels_per_step"), 44.0, "4 steps of 11 kernels");
+  /* 4 steps of 11 kernels; the first launch starts the profiler from inside its own call,
+   * so that one kernel counts only when CUPTI does not record its launching call */
+  const double k = metric(j, "kernels_per_step");
+  cr_assert(k == 43.0 || k == 44.0, "kernels in the whole run: %.0f", k);
   cr_assert_geq(metric(j, "sync_calls_per_step"), 4.0, "the planted blocking reads");
   cJSON_Delete(j);
   free(out);

@@ -1,6 +1,7 @@
 /* test_pd_run.c: pd_run without a GPU. */
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,15 +12,22 @@
 #include "pd_test_util.h"
 #include "run.h"
 
-static int parse(pd_run_config_t *c, char *err, size_t errlen, int argc, char **argv) {
+/* The argument vector of the last PARSE: the config keeps pointers into it. */
+static char *g_argv[64];
+
+static int parse_v(pd_run_config_t *c, char *err, size_t errlen, ...) {
+  va_list ap;
+  va_start(ap, errlen);
+  int n = 0;
+  g_argv[n++] = "pd_run";
+  char *a;
+  while ((a = va_arg(ap, char *)) != NULL && n < 63) g_argv[n++] = a;
+  va_end(ap);
+  g_argv[n] = NULL;
   err[0] = '\0';
-  return pd_run_config_parse(argc, argv, c, err, errlen);
+  return pd_run_config_parse(n, g_argv, c, err, errlen);
 }
-#define PARSE(c, err, ...)                                                   \
-  ({                                                                         \
-    char *argv_[] = {"pd_run", __VA_ARGS__, NULL};                           \
-    parse((c), (err), sizeof(err), (int)(sizeof(argv_) / sizeof(argv_[0])) - 1, argv_); \
-  })
+#define PARSE(c, err, ...) parse_v((c), (err), sizeof(err), __VA_ARGS__, (char *)NULL)
 
 /* ---- options ------------------------------------------------------------------------------ */
 
@@ -99,19 +107,20 @@ Test(pd_run_options, bad_options_fail_with_one_line) {
 }
 
 Test(pd_run_options, default_names) {
-  char n[64];
-  char *a[] = {"/usr/bin/python3.12", "tests/torch/train_step.py", "--amp", NULL};
-  pd_run_default_name(a, n, sizeof n);
-  cr_assert_str_eq(n, "train_step");
-  char *b[] = {"python", "-m", "my.module", NULL};
-  pd_run_default_name(b, n, sizeof n);
-  cr_assert_str_eq(n, "my.module");
-  char *d[] = {"./build/examples/inject_steps", "--steps", "5", NULL};
-  pd_run_default_name(d, n, sizeof n);
-  cr_assert_str_eq(n, "inject_steps");
-  char *e[] = {"python3", "-c", "print(1)", NULL};
-  pd_run_default_name(e, n, sizeof n);
-  cr_assert_str_eq(n, "python3");
+  const struct {
+    char *argv[4];
+    const char *name;
+  } cases[] = {
+      {{"/usr/bin/python3.12", "tests/torch/train_step.py", "--amp", NULL}, "train_step"},
+      {{"python", "-m", "my.module", NULL}, "my.module"},
+      {{"./build/examples/inject_steps", "--steps", "5", NULL}, "inject_steps"},
+      {{"python3", "-c", "print(1)", NULL}, "python3"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char n[64];
+    pd_run_default_name(cases[i].argv, n, sizeof n);
+    cr_assert_str_eq(n, cases[i].name);
+  }
   pd_run_config_t c;
   char err[512];
   cr_assert_eq(PARSE(&c, err, "python3", "a/b/script.py"), 0, "%s", err);

@@ -128,14 +128,6 @@ static void launch(pd_inject_session_t *s, const char *kernel) {
   pd_inject_on_launch(s, kernel, true, true);
 }
 
-static cJSON *json_read(const char *path) {
-  char *text = pd_test_slurp(path);
-  cJSON *j = cJSON_Parse(text);
-  free(text);
-  cr_assert_not_null(j, "%s does not parse", path);
-  return j;
-}
-
 static char *trace_text(const cJSON *metrics) {
   const cJSON *tf = cJSON_GetArrayItem(cJSON_GetObjectItem(metrics, "trace_files"), 0);
   cr_assert(cJSON_IsString(tf), "no trace file listed");
@@ -166,7 +158,7 @@ Test(inject_session, each_matching_launch_ends_a_step) {
 
   char path[300];
   snprintf(path, sizeof path, "%s/m.json", g_dir);
-  cJSON *j = json_read(path);
+  cJSON *j = pd_test_json_read(path);
   const cJSON *cfg = cJSON_GetObjectItem(j, "config");
   cr_assert_str_eq(cJSON_GetObjectItem(cfg, "name")->valuestring, "toy");
   cr_assert_str_eq(cJSON_GetObjectItem(cfg, "steps_by")->valuestring, "step_kernel");
@@ -215,7 +207,7 @@ Test(inject_session, the_whole_run_is_one_step_without_a_step_source) {
   cr_assert_not_null(strstr(log_text(), "the whole run is one step"), "%s", log_text());
   char path[300];
   snprintf(path, sizeof path, "%s/m.json", g_dir);
-  cJSON *j = json_read(path);
+  cJSON *j = pd_test_json_read(path);
   cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "config"), "steps_by")->valuestring, "whole_run");
   cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "step_times_s")), 1);
   cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metrics"), "kernels_per_step")->valuedouble, 4.0);
@@ -371,6 +363,8 @@ Test(inject_session, nvtx_ranges_make_steps_and_host_ranges) {
   nvtxDomainHandle_t dom = dcreate("my_domain");
   cr_assert_not_null(dom);
   nvtxStringHandle_t fwd = reg(dom, "forward");
+  cr_assert_eq(reg(dom, "forward"), fwd, "registered once, the same handle again");
+  cr_assert_eq(dcreate("my_domain"), dom);
   nvtxEventAttributes_t at;
   memset(&at, 0, sizeof at);
   at.version = NVTX_VERSION;
@@ -404,7 +398,7 @@ Test(inject_session, nvtx_ranges_make_steps_and_host_ranges) {
 
   char path[300];
   snprintf(path, sizeof path, "%s/m.json", g_dir);
-  cJSON *j = json_read(path);
+  cJSON *j = pd_test_json_read(path);
   cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "config"), "steps_by")->valuestring, "step_range");
   cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "step_times_s")), 3);
   char *trace = trace_text(j);
