@@ -42,20 +42,32 @@ int pd_run_spawn(char *const argv[], FILE *err, int *signaled) {
     fprintf(err, "%s: pipe: %s\n", PD_RUN_PROG, strerror(errno));
     return 1;
   }
+  /* The forwarded signals are blocked from before the fork until the child's pid is known
+   * (a signal in between is held, then forwarded); the child gets the old dispositions and
+   * mask back before exec. */
   struct sigaction sa, old[K_NFORWARDED];
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = forward_cb;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
+  sigset_t block, old_mask;
+  sigemptyset(&block);
+  for (size_t i = 0; i < K_NFORWARDED; i++) sigaddset(&block, k_forwarded[i]);
+  sigprocmask(SIG_BLOCK, &block, &old_mask);
+  for (size_t i = 0; i < K_NFORWARDED; i++) sigaction(k_forwarded[i], &sa, &old[i]);
   fflush(NULL);
   pid_t pid = fork();
   if (pid < 0) {
     fprintf(err, "%s: fork: %s\n", PD_RUN_PROG, strerror(errno));
+    for (size_t i = 0; i < K_NFORWARDED; i++) sigaction(k_forwarded[i], &old[i], NULL);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
     close(fds[0]);
     close(fds[1]);
     return 1;
   }
   if (pid == 0) {
+    for (size_t i = 0; i < K_NFORWARDED; i++) sigaction(k_forwarded[i], &old[i], NULL);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
     close(fds[0]);
     char root[32];
     snprintf(root, sizeof root, "%d", (int)getpid());
@@ -68,7 +80,7 @@ int pd_run_spawn(char *const argv[], FILE *err, int *signaled) {
   }
   close(fds[1]);
   g_child = pid;
-  for (size_t i = 0; i < K_NFORWARDED; i++) sigaction(k_forwarded[i], &sa, &old[i]);
+  sigprocmask(SIG_SETMASK, &old_mask, NULL);
   int exec_errno = 0;
   ssize_t got;
   do {
