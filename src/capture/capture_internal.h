@@ -37,6 +37,13 @@ void pd_ranges_set_with_stack(bool on);
  * on the calling thread; step_end closes both. */
 uint32_t pd_ranges_step_begin(const char *name, uint64_t *nvtx_id);
 void pd_ranges_step_end(uint64_t nvtx_id);
+/* Ranges that do not nest (NVTX start/end, which may end on another thread; the injection
+ * library's NVTX tool): take the session id when the range starts, and add the finished
+ * range on the ending thread. It is kept when that session is still the recording one
+ * (returns 0 either way); PD_EINVAL for a NULL name or end before start, PD_ENOMEM (lost,
+ * counted). */
+uint32_t pd_ranges_session_id(void);
+int pd_range_add_span(const char *name, uint32_t session, int64_t start_ns, int64_t end_ns);
 /* Ranges that could not be recorded (out of memory) since the process started. */
 uint64_t pd_ranges_lost(void);
 

@@ -655,6 +655,7 @@ static void CUPTIAPI probe_cb(void *user, CUpti_CallbackDomain domain, CUpti_Cal
  * before any kind is enabled. */
 static int cupti_attach(char *err, size_t errlen) {
   if (atomic_load(&g_cupti.attached)) return 0;
+  if (pd_cupti_launch_hook_installed()) goto registered; /* the subscriber is ours */
   /* Probe for another CUPTI client: under Nsight Systems or compute-sanitizer the
    * subscription fails with CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED. Subscribing
    * also (re)initializes CUPTI after a cuptiFinalize. */
@@ -671,6 +672,7 @@ static int cupti_attach(char *err, size_t errlen) {
     return cupti_code(r);
   }
   CUPTI_TRY(cuptiUnsubscribe(sub), err, errlen);
+registered:;
   const unsigned cap = g_cupti.capture;
   if (!(cap & PD_CUPTI_CAPTURE_PTHREAD_IDS))
     CUPTI_TRY(cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM), err, errlen);
@@ -1026,7 +1028,7 @@ const pd_device_props_t *pd_cupti_source_device(const pd_cupti_source_t *src) {
 
 int pd_cupti_source_detach(pd_cupti_source_t *src, char *err, size_t errlen) {
   if (src == NULL) return PD_EINVAL;
-  if (!atomic_load(&g_cupti.attached) || !src->opt.detach) return 0;
+  if (!atomic_load(&g_cupti.attached) || !src->opt.detach || pd_cupti_launch_hook_installed()) return 0;
   int rc = pd_cupti_source_disable(src, err, errlen);
   if (rc != 0) return rc;
   /* Every buffer back first: cuptiFinalize frees what CUPTI still holds. Records are
@@ -1085,6 +1087,67 @@ void pd_cupti_source_destroy(pd_cupti_source_t *src) {
   pd_cupti_convert_reset();
   if (g_cupti.active == src) g_cupti.active = NULL;
   free(src);
+}
+
+/* ---- the injection library's launch hook ------------------------------------------------------- */
+
+static struct {
+  CUpti_SubscriberHandle sub;
+  pd_cupti_launch_cb cb;
+  void *user;
+} g_hook;
+
+static void CUPTIAPI launch_hook_cb(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                    const void *data) {
+  const CUpti_CallbackData *cb = data;
+  if (cb == NULL || (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API)) return;
+  g_hook.cb(g_hook.user, cb->symbolName, domain == CUPTI_CB_DOMAIN_RUNTIME_API, cb->callbackSite == CUPTI_API_EXIT);
+}
+
+/* The runtime's kernel launch calls (the driver's come from pd_cupti_driver_cbid_is_launch). */
+static const CUpti_CallbackId k_runtime_launches[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, /* <<<>>> as nvcc 13 compiles it */
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+};
+
+bool pd_cupti_launch_hook_installed(void) { return g_hook.sub != NULL; }
+
+int pd_cupti_launch_hook_install(pd_cupti_launch_cb cb, void *user, char *err, size_t errlen) {
+  if (cb == NULL) return PD_EINVAL;
+  if (g_hook.sub != NULL) {
+    if (err != NULL) snprintf(err, errlen, "the launch hook is already installed");
+    return PD_ESTATE;
+  }
+  g_hook.cb = cb;
+  g_hook.user = user;
+  CUpti_SubscriberHandle sub = NULL;
+  CUptiResult r = cuptiSubscribe(&sub, launch_hook_cb, NULL);
+  if (r != CUPTI_SUCCESS) {
+    cupti_errtext(err, errlen, "cuptiSubscribe", r);
+    return cupti_code(r);
+  }
+  for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof(k_runtime_launches) / sizeof(k_runtime_launches[0]); i++)
+    r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, k_runtime_launches[i]);
+  for (uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_INVALID + 1; r == CUPTI_SUCCESS && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE;
+       cbid++)
+    if (pd_cupti_driver_cbid_is_launch(cbid) && cbid != CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch &&
+        cbid != CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz)
+      r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+  if (r != CUPTI_SUCCESS) {
+    cupti_errtext(err, errlen, "cuptiEnableCallback(kernel launches)", r);
+    (void)cuptiUnsubscribe(sub);
+    return cupti_code(r);
+  }
+  g_hook.sub = sub;
+  return 0;
 }
 
 /* ---- the record-source interface (pd_source.h) ----------------------------------------------- */

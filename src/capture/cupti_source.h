@@ -104,6 +104,24 @@ uint64_t pd_cupti_source_errors(const pd_cupti_source_t *src);
 /* Properties of the configured device, filled at create. */
 const pd_device_props_t *pd_cupti_source_device(const pd_cupti_source_t *src);
 
+/* ---- the injection library's launch hook (src/inject) --------------------------------- */
+
+/* Called by CUPTI on the thread making the call, at the entry and the exit of every kernel
+ * launch call: runtime (cudaLaunchKernel*, is_runtime) and driver (cuLaunchKernel*, which
+ * the runtime's launches also make inside, and libraries such as cuBLAS make directly).
+ * kernel is the launched function's name as CUPTI gives it (mangled; may be NULL). */
+typedef void (*pd_cupti_launch_cb)(void *user, const char *kernel, bool is_runtime, bool is_exit);
+
+/* Subscribes CUPTI's one subscriber to the kernel launch calls for the process's lifetime
+ * (the injection library, which learns of steps from launches). Callable inside cuInit
+ * (InitializeInjection). While installed, a CUPTI source never probes for another
+ * subscriber and never detaches (detaching would take the subscription away). Returns 0,
+ * PD_ECUPTI_BUSY (another CUPTI client, e.g. Nsight Systems) or PD_ECUPTI, with one line in
+ * err; PD_ESTATE when already installed. */
+int pd_cupti_launch_hook_install(pd_cupti_launch_cb cb, void *user, char *err, size_t errlen);
+/* Whether the launch hook holds CUPTI's subscriber. */
+bool pd_cupti_launch_hook_installed(void);
+
 /* ---- test seam: the record -> event conversion, usable without a GPU ------------------ */
 
 /* Converts one CUPTI activity record (a CUpti_Activity* passed as void*) into *ev. API

@@ -31,6 +31,14 @@
 #include "capture_internal.h"
 #include "stacks.h"
 
+/* The injection library (src/inject) builds this file with PD_RANGES_NO_NVTX: there it is
+ * the program's NVTX tool, and the ranges it records must not come back to it as NVTX. */
+#ifdef PD_RANGES_NO_NVTX
+#define PD_NVTX(call) ((void)0)
+#else
+#define PD_NVTX(call) ((void)(call))
+#endif
+
 #define NO_SHAPE UINT32_MAX
 
 typedef struct {
@@ -292,7 +300,7 @@ int pd_range_push_shape(const char *name, const char *shape) {
     f->start_ns = pd_clock_now_ns();
   }
   t->nframes++;
-  nvtxRangePushA(name);
+  PD_NVTX(nvtxRangePushA(name));
   return 0;
 }
 
@@ -302,7 +310,7 @@ int pd_range_pop(void) {
   thread_state_t *t = t_state;
   if (t == NULL || t->nframes == 0) return PD_ESTATE;
   frame_t *f = &t->frames[--t->nframes];
-  nvtxRangePop();
+  PD_NVTX(nvtxRangePop());
   if (f->session == 0) return 0;
   int64_t end = pd_clock_now_ns();
   t->nnames = f->name_off; /* LIFO: drop this frame's name (and shape) from the stack */
@@ -343,6 +351,35 @@ int pd_range_pop(void) {
   }
   /* out of memory for the stack: the range is kept without one */
   d->stack = f->npcs > 0 ? stack_file(b, t->pcs + f->pcs_off, f->npcs) : 0;
+  pthread_mutex_unlock(&b->lock);
+  return 0;
+}
+
+uint32_t pd_ranges_session_id(void) { return atomic_load_explicit(&g_session, memory_order_acquire); }
+
+int pd_range_add_span(const char *name, uint32_t session, int64_t start_ns, int64_t end_ns) {
+  if (name == NULL || end_ns < start_ns) return PD_EINVAL;
+  if (session == 0 || atomic_load_explicit(&g_session, memory_order_acquire) != session) return 0;
+  thread_state_t *t = state_get();
+  thread_buf_t *b = t != NULL ? buf_get(t) : NULL;
+  size_t nlen = strlen(name) + 1;
+  if (b != NULL) pthread_mutex_lock(&b->lock);
+  if (b == NULL || grow((void **)&b->done, &b->cap_done, b->ndone + 1, sizeof(done_t), 256) != 0 ||
+      grow((void **)&b->chars, &b->cap_chars, b->nchars + nlen, 1, 8192) != 0 || b->nchars + nlen >= NO_SHAPE) {
+    if (b != NULL) pthread_mutex_unlock(&b->lock);
+    atomic_fetch_add(&g_lost, 1);
+    return PD_ENOMEM;
+  }
+  done_t *d = &b->done[b->ndone++];
+  d->session = session;
+  d->depth = (uint32_t)t->nframes;
+  d->start_ns = start_ns;
+  d->end_ns = end_ns;
+  d->name_off = (uint32_t)b->nchars;
+  memcpy(b->chars + b->nchars, name, nlen);
+  b->nchars += nlen;
+  d->shape_off = NO_SHAPE;
+  d->stack = 0;
   pthread_mutex_unlock(&b->lock);
   return 0;
 }
@@ -462,7 +499,8 @@ void pd_ranges_release(void) {
 
 uint32_t pd_ranges_step_begin(const char *name, uint64_t *nvtx_id) {
   thread_state_t *t = state_get();
-  nvtxRangeId_t id = nvtxRangeStartA(name);
+  nvtxRangeId_t id = 0;
+  PD_NVTX(id = nvtxRangeStartA(name));
   if (nvtx_id != NULL) *nvtx_id = (uint64_t)id;
   if (t == NULL) return 0;
   t->step_level = (long)t->nframes;
@@ -470,6 +508,6 @@ uint32_t pd_ranges_step_begin(const char *name, uint64_t *nvtx_id) {
 }
 
 void pd_ranges_step_end(uint64_t nvtx_id) {
-  nvtxRangeEnd((nvtxRangeId_t)nvtx_id);
+  PD_NVTX(nvtxRangeEnd((nvtxRangeId_t)nvtx_id));
   if (t_state != NULL) t_state->step_level = -1;
 }

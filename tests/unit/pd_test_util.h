@@ -212,4 +212,16 @@ static inline double pd_test_rng_normal(unsigned long long *state) {
   return sqrt(-2.0 * log(u[0])) * cos(2.0 * M_PI * u[1]);
 }
 
+/* With cJSON included first: the file at path parsed; ends the test when it is not JSON. The
+ * caller frees the result with cJSON_Delete(). */
+#ifdef cJSON__h
+static inline cJSON *pd_test_json_read(const char *path) {
+  char *text = pd_test_slurp(path);
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  cr_assert_not_null(root, "%s is not JSON", path);
+  return root;
+}
+#endif
+
 #endif /* PD_TEST_UTIL_H */

@@ -1,0 +1,152 @@
+/* inject.h: the injection library's parts (libpd_inject.so, src/inject), internal.
+ *
+ * libpd_inject.so runs the profiler inside any CUDA program. The CUDA driver loads it
+ * through CUDA_INJECTION64_PATH and calls InitializeInjection() inside cuInit
+ * (inject_entry.c, the only GPU-only file here); NVTX loads it through
+ * NVTX_INJECTION64_PATH and calls InitializeInjectionNvtx2() (inject_nvtx.c). Everything
+ * else runs without a GPU and is unit-tested:
+ *   - the config, read from the PD_INJECT_* environment variables and written back into
+ *     them by pd_run (inject_config.c): one struct, one validate, both directions;
+ *   - the session (inject_session.c): when the profiler starts, where steps end (a
+ *     kernel-name match at a launch, or an NVTX range), the cycle's trace, the analysis
+ *     and the metrics JSON at exit. It takes its record source, device query and device
+ *     synchronization from its caller, so the tests drive it with a scripted source.
+ */
+#ifndef PD_INJECT_H
+#define PD_INJECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pd/pd_schedule.h"
+#include "pd/pd_source.h"
+#include "pd/pd_writers.h"
+
+#define PD_INJECT_PATH_MAX 1024
+#define PD_INJECT_NAME_MAX 256
+
+/* Visibility: the library is built with hidden symbols; these are its entry points. */
+#define PD_INJECT_EXPORT __attribute__((visibility("default")))
+
+/* --profile_level / PD_INJECT_PROFILE_LEVEL: what CUPTI records (profiler_demo's meaning). */
+typedef enum { PD_INJECT_LEVEL_LEAN = 0, PD_INJECT_LEVEL_FULL = 1 } pd_inject_level_t;
+
+/* How steps are found. */
+typedef enum {
+  PD_INJECT_STEPS_WHOLE_RUN = 0, /* neither: the whole run is one step */
+  PD_INJECT_STEPS_KERNEL,        /* each launch of a matching kernel ends a step */
+  PD_INJECT_STEPS_RANGE          /* each NVTX range of this name begins a step */
+} pd_inject_steps_t;
+
+/* The one config struct of the library and of pd_run. */
+typedef struct {
+  char trace_dir[PD_INJECT_PATH_MAX];
+  char output_json[PD_INJECT_PATH_MAX];
+  pd_schedule_t schedule;
+  bool schedule_set;                       /* a schedule variable was given */
+  char step_kernel[PD_INJECT_NAME_MAX];    /* POSIX extended regex; "" none */
+  char step_range[PD_INJECT_NAME_MAX];     /* NVTX range name; "" none */
+  char name[PD_INJECT_NAME_MAX];           /* config.name of the metrics JSON */
+  bool with_stack;
+  bool trace_gzip;
+  int profile_level;                       /* pd_inject_level_t */
+  int top_n;                               /* rows of top_ops in the JSON; 0: all */
+  long root_pid;                           /* PD_INJECT_ROOT_PID; 0: not set */
+} pd_inject_config_t;
+
+/* One table for the environment variables: X(NAME, what). docs/inject.md lists them. */
+#define PD_INJECT_ENV_MAP(X)                                                             \
+  X(TRACE_DIR, "directory of the Chrome traces")                                         \
+  X(OUTPUT_JSON, "path of the metrics JSON")                                             \
+  X(SKIP_FIRST, "schedule: steps ignored before the first cycle")                        \
+  X(WAIT, "schedule: steps off at the start of each cycle")                              \
+  X(WARMUP, "schedule: steps traced and discarded")                                      \
+  X(ACTIVE, "schedule: steps recorded per cycle")                                        \
+  X(REPEAT, "schedule: cycles (0: until the program ends)")                              \
+  X(STEP_KERNEL, "regex: each launch of a kernel whose name matches ends a step")        \
+  X(STEP_RANGE, "NVTX range name: each such range begins a step")                        \
+  X(NAME, "the program's name in the metrics JSON (the key of its baselines)")           \
+  X(WITH_STACK, "0 or 1: host ranges record their call stack")                           \
+  X(TRACE_GZIP, "0 or 1: traces written gzipped")                                        \
+  X(PROFILE_LEVEL, "lean or full: full records every CUDA driver call")                  \
+  X(TOP_N, "rows of top_ops in the metrics JSON (0: all)")                               \
+  X(ROOT_PID, "set by pd_run: the process whose outputs keep the given names")
+
+/* Fills cfg with the defaults (docs/inject.md). */
+void pd_inject_config_init(pd_inject_config_t *cfg);
+/* Checks the values and the cross rules (schedule counts, one step source, a regex that
+ * compiles, paths that fit). Returns 0 or PD_EINVAL with one line in err naming the option
+ * by its pd_run flag. */
+int pd_inject_config_validate(const pd_inject_config_t *cfg, char *err, size_t errlen);
+/* Reads the PD_INJECT_* variables over the defaults, then validates. Returns 0 or
+ * PD_EINVAL with one line in err naming the variable. */
+int pd_inject_config_from_env(pd_inject_config_t *cfg, char *err, size_t errlen);
+/* Sets the PD_INJECT_* variables from cfg in this process's environment (pd_run's child,
+ * before exec); root_pid is not set here. Returns 0 or PD_ENOMEM. */
+int pd_inject_config_to_env(const pd_inject_config_t *cfg);
+/* How steps are found under cfg. */
+pd_inject_steps_t pd_inject_config_steps(const pd_inject_config_t *cfg);
+/* The metrics JSON path of process pid (rank: the RANK variable's text, or NULL): the
+ * configured one for the root process (or when no root is known), otherwise
+ * "<stem>.pid<PID>[.rank<R>].json" beside it. Returns 0 or PD_EINVAL (too long). */
+int pd_inject_output_json_for(const pd_inject_config_t *cfg, long pid, const char *rank, char *buf, size_t buflen);
+/* The names of the variables ("PD_INJECT_TRACE_DIR", ...) and their text, in table order;
+ * *count receives the number. Static storage. */
+const char *const *pd_inject_env_names(size_t *count);
+const char *const *pd_inject_env_texts(size_t *count);
+
+/* ---- the session -------------------------------------------------------------------- */
+
+typedef struct pd_inject_session pd_inject_session_t;
+
+/* What the session takes from the process it runs in (inject_entry.c gives the CUDA ones;
+ * the unit tests give scripted ones). Every pointer may be NULL. */
+typedef struct {
+  pd_record_source_t *source;         /* NULL: the CUPTI source (pd_prof_create makes it) */
+  void (*device_sync)(void);          /* before a cycle closes: the GPU's records complete */
+  int (*device_info)(pd_device_info_t *out); /* the metrics JSON's device; 0 or < 0 */
+  FILE *log;                          /* warnings and the one line at exit; NULL: stderr */
+} pd_inject_env_t;
+
+/* Makes a session for a validated config: nothing starts until the first launch (or the
+ * first step range). On success *out owns it (pd_inject_session_destroy). Returns 0 or
+ * PD_ENOMEM / PD_EINVAL (the step regex). */
+int pd_inject_session_create(const pd_inject_config_t *cfg, const pd_inject_env_t *env, pd_inject_session_t **out);
+/* Frees the session (stops a running profiler without writing anything). NULL: no-op. */
+void pd_inject_session_destroy(pd_inject_session_t *s);
+
+/* A kernel launch call, at its entry and its exit (CUPTI's launch hook). Runtime launches
+ * make a driver launch inside: only the outermost launch call of a thread counts. The first
+ * launch starts the profiler (kernel-name steps and whole-run); in kernel-name steps, the
+ * exit of a matching launch ends the step. Thread-safe. */
+void pd_inject_on_launch(pd_inject_session_t *s, const char *kernel, bool is_runtime, bool is_exit);
+/* NVTX ranges (inject_nvtx.c): push/pop nest per thread; start/end may cross threads and
+ * return/take an id. A range named like step_range begins a step (the first one starts the
+ * profiler). name may be NULL (an unnamed range). Thread-safe. */
+void pd_inject_on_range_push(pd_inject_session_t *s, const char *name);
+void pd_inject_on_range_pop(pd_inject_session_t *s);
+uint64_t pd_inject_on_range_start(pd_inject_session_t *s, const char *name);
+void pd_inject_on_range_end(pd_inject_session_t *s, uint64_t id);
+/* While true on the calling thread, launches and ranges are the session's own work
+ * (calibration, device queries) and are not seen. */
+bool pd_inject_thread_busy(void);
+
+/* At exit: stops the profiler, writes the open cycle, the metrics JSON, and says in one
+ * line on the log what was written (or why nothing was). Returns 0 (written, or nothing to
+ * write: the program never launched a kernel), or a negative PD_E* code after a warning
+ * line. Once only; later calls return 0. */
+int pd_inject_session_finish(pd_inject_session_t *s);
+/* Whether the profiler was started (the program launched a kernel or opened a step range). */
+bool pd_inject_session_started(const pd_inject_session_t *s);
+/* Steps seen so far (ProfilerStep#N numbers taken). */
+int64_t pd_inject_session_steps(const pd_inject_session_t *s);
+
+/* ---- the NVTX tool (inject_nvtx.c) ---------------------------------------------------- */
+
+/* The session NVTX's handlers report to; NULL: they do nothing (a process that never
+ * initialized CUDA, or a forked child). */
+void pd_inject_nvtx_set_session(pd_inject_session_t *s);
+
+#endif /* PD_INJECT_H */

@@ -1,0 +1,218 @@
+/* accept_inject.c: pd_run profiles programs it knows nothing about (GPU).
+ *
+ * The C example (examples/inject_steps: per step an input copy, forward, 8 tiny kernels,
+ * backward, ex_optimizer_step = 11 kernels) under --step_kernel, --step_range (its --nvtx
+ * steps) and with neither; then the PyTorch step (tests/torch/train_step.py) with
+ * --step_kernel amp_update_scale and with --step_range train_step, with DataLoader workers
+ * (forked, no CUDA: they write nothing), and stopped by a KeyboardInterrupt (Python's
+ * SIGINT exit: the outputs are still written). Each run checks the exit status, the
+ * program's own stdout, the report on stderr, the metrics JSON and the trace.
+ */
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pd_test_util.h"
+
+static char g_dir[256];
+
+static void setup(void) { pd_test_tmpdir_make(g_dir, sizeof g_dir, "accept_inject"); }
+static void teardown(void) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+  (void)system(cmd);
+}
+
+TestSuite(inject, .init = setup, .fini = teardown, .timeout = 600);
+
+/* Runs pd_run with options and a program; returns the exit status, stdout and stderr. */
+static int pd_run(const char *options, const char *program, char **out, char **err) {
+  char cmd[4096], op[300], ep[300];
+  snprintf(op, sizeof op, "%s/stdout.txt", g_dir);
+  snprintf(ep, sizeof ep, "%s/stderr.txt", g_dir);
+  snprintf(cmd, sizeof cmd, "%s --trace_dir %s/traces --output_json %s/m.json %s -- %s >%s 2>%s", PD_RUN_EXE, g_dir,
+           g_dir, options, program, op, ep);
+  int st = system(cmd);
+  *out = pd_test_slurp(op);
+  *err = pd_test_slurp(ep);
+  fprintf(stderr, "---- %s\n%s%s", cmd, *out, *err); /* the report, in the test log */
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static cJSON *metrics_read(void) { return pd_test_json_read(pd_test_path(g_dir, "m.json")); }
+
+static double metric(const cJSON *j, const char *key) {
+  const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metrics"), key);
+  cr_assert(cJSON_IsNumber(v), "metrics.%s missing", key);
+  return v->valuedouble;
+}
+
+static const char *config_text(const cJSON *j, const char *key) {
+  const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "config"), key);
+  cr_assert(cJSON_IsString(v), "config.%s missing", key);
+  return v->valuestring;
+}
+
+/* The last trace of the run: it parses, and holds the named events. */
+static void trace_check(const cJSON *j, const char *const *names, size_t n) {
+  const cJSON *files = cJSON_GetObjectItem(j, "trace_files");
+  cr_assert_geq(cJSON_GetArraySize(files), 1, "no trace listed");
+  const char *path = cJSON_GetArrayItem(files, cJSON_GetArraySize(files) - 1)->valuestring;
+  char *text = pd_test_slurp(path);
+  cJSON *t = cJSON_Parse(text);
+  cr_assert_not_null(t, "%s does not parse", path);
+  cr_assert(cJSON_IsArray(cJSON_GetObjectItem(t, "traceEvents")));
+  cr_assert(cJSON_IsArray(cJSON_GetObjectItem(t, "deviceProperties")));
+  for (size_t i = 0; i < n; i++) cr_assert_not_null(strstr(text, names[i]), "%s not in %s", names[i], path);
+  cJSON_Delete(t);
+  free(text);
+}
+
+/* What every profiled run of the example shows. */
+static void example_checks(const cJSON *j, int steps, const char *steps_by) {
+  cr_assert_str_eq(config_text(j, "name"), "inject_steps");
+  cr_assert_str_eq(config_text(j, "steps_by"), steps_by);
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "step_times_s")), steps);
+  cr_assert_eq(metric(j, "kernels_per_step"), 11.0, "forward, 8 tiny, backward, optimizer");
+  cr_assert_geq(metric(j, "h2d_bytes_per_step"), 65536.0 * 4);
+  const cJSON *v = cJSON_GetObjectItem(j, "verdict");
+  cr_assert(cJSON_IsString(cJSON_GetObjectItem(v, "bottleneck")), "no verdict");
+  const cJSON *cost = cJSON_GetObjectItem(j, "profiler_cost");
+  cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(cost, "est_added_us_per_step")), "no profiler_cost estimate");
+}
+
+Test(inject, example_with_step_kernel) {
+  char *out, *err;
+  int rc = pd_run("--step_kernel ex_optimizer_step --wait 1 --warmup 1 --active 3", PD_EXAMPLE_EXE " --steps 8",
+                  &out, &err);
+  cr_assert_eq(rc, 0, "%s", err);
+  cr_assert_not_null(strstr(out, "inject_steps: 8 steps"), "the program's stdout is its own: %s", out);
+  cr_assert_not_null(strstr(err, "Verdict: "), "%s", err);
+  cr_assert_not_null(strstr(err, "Top CUDA ops"), "%s", err);
+  cJSON *j = metrics_read();
+  example_checks(j, 3, "step_kernel");
+  const char *names[] = {"\"ProfilerStep#2\"", "\"ProfilerStep#4\"", "ex_optimizer_step", "ex_forward", "ex_tiny",
+                         "cudaLaunchKernel", "\"ac2g\""};
+  trace_check(j, names, sizeof(names) / sizeof(names[0]));
+  cJSON_Delete(j);
+  free(out);
+  free(err);
+}
+
+Test(inject, example_with_step_range) {
+  char *out, *err;
+  int rc = pd_run("--step_range train_step --wait 1 --warmup 1 --active 3", PD_EXAMPLE_EXE " --steps 8 --nvtx", &out,
+                  &err);
+  cr_assert_eq(rc, 0, "%s", err);
+  cJSON *j = metrics_read();
+  example_checks(j, 3, "step_range");
+  const char *names[] = {"\"ProfilerStep#3\"", "\"train_step\"", "ex_backward"};
+  trace_check(j, names, sizeof(names) / sizeof(names[0]));
+  cJSON_Delete(j);
+  free(out);
+  free(err);
+}
+
+Test(inject, example_as_one_whole_run_step_and_a_planted_sync) {
+  char *out, *err;
+  int rc = pd_run("", PD_EXAMPLE_EXE " --steps 4 --sync", &out, &err);
+  cr_assert_eq(rc, 0, "%s", err);
+  cr_assert_not_null(strstr(err, "the whole run is one step"), "%s", err);
+  cJSON *j = metrics_read();
+  cr_assert_str_eq(config_text(j, "steps_by"), "whole_run");
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "step_times_s")), 1);
+  /* 4 steps of 11 kernels; the first launch starts the profiler from inside its own call,
+   * so that one kernel counts only when CUPTI does not record its launching call */
+  const double k = metric(j, "kernels_per_step");
+  cr_assert(k == 43.0 || k == 44.0, "kernels in the whole run: %.0f", k);
+  cr_assert_geq(metric(j, "sync_calls_per_step"), 4.0, "the planted blocking reads");
+  cJSON_Delete(j);
+  free(out);
+  free(err);
+}
+
+Test(inject, a_program_without_cuda_has_nothing_to_profile) {
+  char *out, *err;
+  cr_assert_eq(pd_run("", "/bin/sh -c 'echo hi; exit 3'", &out, &err), 3);
+  cr_assert_str_eq(out, "hi\n");
+  cr_assert_not_null(strstr(err, "nothing to profile"), "%s", err);
+  free(out);
+  free(err);
+}
+
+/* ---- PyTorch --------------------------------------------------------------------------------- */
+
+static void need_torch(void) {
+  if (system("python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1") != 0)
+    cr_skip_test("python3 cannot import torch with CUDA here: the PyTorch runs are skipped");
+}
+
+
+static char g_torch[1024];
+static const char *torch_cmd(const char *extra) {
+  const char *src = getenv("PD_SOURCE_DIR");
+  cr_assert_not_null(src, "PD_SOURCE_DIR is set by CTest");
+  snprintf(g_torch, sizeof g_torch, "python3 %s/tests/torch/train_step.py --warmup 3 --active 5 %s", src, extra);
+  return g_torch;
+}
+
+static void torch_checks(const cJSON *j, const char *steps_by) {
+  cr_assert_str_eq(config_text(j, "name"), "train_step");
+  cr_assert_str_eq(config_text(j, "steps_by"), steps_by);
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "step_times_s")), 5);
+  cr_assert_gt(metric(j, "kernels_per_step"), 20.0, "a SimpleCNN training step");
+  const char *names[] = {"\"ProfilerStep#5\"", "amp_update_scale"};
+  trace_check(j, names, sizeof(names) / sizeof(names[0]));
+}
+
+Test(inject, torch_step_with_step_kernel_and_workers) {
+  need_torch();
+  char *out, *err;
+  int rc = pd_run("--step_kernel amp_update_scale --skip_first 3 --wait 0 --warmup 1 --active 5", torch_cmd("--workers 2"),
+                  &out, &err);
+  cr_assert_eq(rc, 0, "%s", err);
+  cr_assert_not_null(strstr(out, "train_step: plain_b64"), "%s", out);
+  cJSON *j = metrics_read();
+  torch_checks(j, "step_kernel");
+  cJSON_Delete(j);
+  /* the DataLoader's forked workers never used CUDA: no per-process file */
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "ls %s/m.pid*.json >/dev/null 2>&1", g_dir);
+  cr_assert_neq(system(cmd), 0, "a worker wrote metrics");
+  free(out);
+  free(err);
+}
+
+Test(inject, torch_step_with_step_range) {
+  need_torch();
+  char *out, *err;
+  int rc = pd_run("--step_range train_step --skip_first 3 --wait 0 --warmup 1 --active 5", torch_cmd("--nvtx"), &out,
+                  &err);
+  cr_assert_eq(rc, 0, "%s", err);
+  cJSON *j = metrics_read();
+  torch_checks(j, "step_range");
+  cJSON_Delete(j);
+  free(out);
+  free(err);
+}
+
+Test(inject, torch_keyboard_interrupt_still_writes) {
+  need_torch();
+  char *out, *err;
+  char prog[600];
+  snprintf(prog, sizeof prog,
+           "python3 -c \"import os, signal, torch; x = torch.ones(1 << 20, device='cuda'); "
+           "[x.mul_(1.0001) for _ in range(50)]; torch.cuda.synchronize(); os.kill(os.getpid(), signal.SIGINT)\"");
+  int rc = pd_run("", prog, &out, &err);
+  cr_assert_eq(rc, 128 + 2, "Python's KeyboardInterrupt exit: %s", err);
+  cr_assert_not_null(strstr(err, "KeyboardInterrupt"), "Python's own behaviour stays: %s", err);
+  cJSON *j = metrics_read();
+  cr_assert_geq(metric(j, "kernels_per_step"), 50.0);
+  cJSON_Delete(j);
+  free(out);
+  free(err);
+}

@@ -1,0 +1,105 @@
+"""train_step.py: a PyTorch training loop that knows nothing of our profiler, for pd_run.
+
+The step is the one tests/torch/record_torch_traces.py defines (SimpleCNN, AdamW, GradScaler,
+AMP, batches pre-pinned in host memory and copied non_blocking; the variants plant its
+bottlenecks: plain_b64, sync_b64, tiny_ops_b64, memory_churn_b64, dataloader_b64, ...),
+imported, not copied. With AMP each step ends with GradScaler.update(), whose one kernel
+(amp_update_scale_cuda_kernel) marks the step for `pd_run --step_kernel amp_update_scale`;
+with --nvtx each step is also a torch.cuda.nvtx.range("train_step") for
+`pd_run --step_range train_step`. --workers N adds a DataLoader with N worker processes
+(forked; they never touch CUDA) whose batches are copied to the device each step.
+
+Timing (for the overhead comparison, scripts/inject_check.sh): --warmup W unmeasured steps,
+then the profiler's window: 1 warmup step and --active N recorded steps; the recorded steps
+but the last are timed whole (a device synchronization at the end of each), since the last
+one is where a profiler flushes and writes. --torch_profiler default|full profiles the same
+window with torch.profiler (schedule(skip_first=W, wait=0, warmup=1, active=N); full adds
+record_shapes and profile_memory). pd_run must then be given --skip_first W --wait 0
+--warmup 1 --active N. One line on stdout: "train_step: VARIANT steps=... timed=K
+mean_ms=... p50_ms=... loss=...". --timing_json PATH writes the timed steps' times.
+
+usage: pd_run --step_kernel amp_update_scale -- python3 tests/torch/train_step.py [--variant plain_b64]
+       python3 tests/torch/train_step.py --steps 30 --nvtx --workers 2
+"""
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--variant", default="plain_b64")
+    ap.add_argument("--warmup", type=int, default=5, help="unmeasured steps first")
+    ap.add_argument("--active", type=int, default=20, help="steps of the profiled window after its warmup step")
+    ap.add_argument("--steps", type=int, default=0, help="total steps (0: warmup + 1 + active + 1)")
+    ap.add_argument("--nvtx", action="store_true", help="each step in torch.cuda.nvtx.range('train_step')")
+    ap.add_argument("--workers", type=int, default=0, help="a DataLoader with this many worker processes")
+    ap.add_argument("--torch_profiler", choices=["off", "default", "full"], default="off")
+    ap.add_argument("--trace_dir", default="", help="torch.profiler's traces (default: not exported)")
+    ap.add_argument("--timing_json", default="")
+    a = ap.parse_args()
+    if a.warmup < 0 or a.active < 2 or a.workers < 0 or a.steps < 0:
+        ap.error("--warmup >= 0, --active >= 2, --workers >= 0, --steps >= 0")
+
+    import torch
+    sys.path.insert(0, HERE)
+    from record_torch_traces import SlowSamples, make_step  # the one definition of the step
+
+    step, _ = make_step(a.variant)
+    total = a.steps or a.warmup + 1 + a.active + 1
+    first_timed, last_timed = a.warmup + 1, a.warmup + a.active  # [first, last): the last active is not timed
+    extra = None
+    if a.workers > 0:
+        loader = torch.utils.data.DataLoader(SlowSamples(work=2), batch_size=64, num_workers=a.workers,
+                                             pin_memory=True, persistent_workers=True)
+        extra = iter(loader)
+
+    prof = contextlib.nullcontext()
+    if a.torch_profiler != "off":
+        from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+        full = a.torch_profiler == "full"
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                       schedule=schedule(skip_first=a.warmup, wait=0, warmup=1, active=a.active, repeat=1),
+                       on_trace_ready=tensorboard_trace_handler(a.trace_dir) if a.trace_dir else (lambda p: None),
+                       record_shapes=full, profile_memory=full)
+
+    times = []
+    loss = None
+    with prof as p:
+        for i in range(total):
+            timed = first_timed <= i < last_timed
+            if timed:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+            rng = torch.cuda.nvtx.range("train_step") if a.nvtx else contextlib.nullcontext()
+            with rng:
+                if extra is not None:
+                    xb, _ = next(extra)
+                    xb.to("cuda", non_blocking=True)
+                loss = step()
+            if timed:
+                torch.cuda.synchronize()
+                times.append(time.perf_counter() - t0)
+            if p is not None:
+                p.step()
+    torch.cuda.synchronize()
+    lv = float(loss.item())
+    ms = [t * 1e3 for t in times]
+    mean = statistics.fmean(ms) if ms else float("nan")
+    p50 = statistics.median(ms) if ms else float("nan")
+    print(f"train_step: {a.variant} steps={total} timed={len(ms)} mean_ms={mean:.4f} p50_ms={p50:.4f} loss={lv:.4f}",
+          flush=True)
+    if a.timing_json:
+        with open(a.timing_json, "w") as f:
+            json.dump({"variant": a.variant, "torch_profiler": a.torch_profiler, "step_ms": ms,
+                       "mean_ms": mean, "p50_ms": p50}, f)
+
+
+if __name__ == "__main__":
+    main()

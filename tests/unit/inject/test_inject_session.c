@@ -1,0 +1,430 @@
+/* test_inject_session.c: the injection session without a GPU. Launch calls and NVTX ranges
+ * are made by hand (as CUPTI's launch hook and the NVTX tool deliver them); the record
+ * source is scripted: it hands over the kernels the test queued. The whole cycle runs to
+ * the trace and the metrics JSON. */
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <nvtx3/nvToolsExt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "inject.h"
+#include "pd/pd_common.h"
+#include "pd_test_util.h"
+
+/* ---- the scripted record source ------------------------------------------------------ */
+
+typedef struct {
+  pd_record_source_t base;
+  pd_event_t q[256];
+  int n;
+  int enable_rc; /* what enable returns */
+  int enables;
+} mock_t;
+
+static int m_enable(pd_record_source_t *s, char *err, size_t errlen) {
+  mock_t *m = s->impl;
+  m->enables++;
+  if (m->enable_rc != 0) snprintf(err, errlen, "mock enable refused");
+  return m->enable_rc;
+}
+static int m_switch(pd_record_source_t *s, char *err, size_t errlen) { return 0; }
+static int m_flush(pd_record_source_t *s, bool forced, char *err, size_t errlen) { return 0; }
+static int64_t m_collect(pd_record_source_t *s, pd_trace_t *out, int64_t window) {
+  mock_t *m = s->impl;
+  int64_t added = 0;
+  for (int i = 0; out != NULL && i < m->n; i++)
+    if (m->q[i].start_ns >= window && pd_trace_add(out, &m->q[i]) == 0) added++;
+  m->n = 0;
+  return added;
+}
+static const pd_device_props_t *m_device(const pd_record_source_t *s) {
+  static pd_device_props_t d;
+  d = pd_test_h100();
+  return &d;
+}
+static uint64_t m_zero(const pd_record_source_t *s) { return 0; }
+static size_t m_bytes(const pd_record_source_t *s) { return 4096; }
+static void m_destroy(pd_record_source_t *s) {}
+
+static const pd_record_source_ops_t k_mock_ops = {
+    .name = "mock source", .enable = m_enable, .disable = m_switch, .flush = m_flush, .collect = m_collect,
+    .detach = m_switch, .device = m_device, .dropped = m_zero, .errors = m_zero, .buffers = m_zero,
+    .buffer_bytes = m_bytes, .destroy = m_destroy};
+
+static mock_t g_mock;
+static int g_syncs;
+static void sync_cb(void) { g_syncs++; }
+static int info_cb(pd_device_info_t *d) {
+  snprintf(d->name, sizeof d->name, "Mock GPU");
+  d->compute_major = 9;
+  d->sm_count = 132;
+  return 0;
+}
+
+/* A kernel the GPU "ran" just now, handed over at the next collect. */
+static void gpu_kernel(const char *name, int64_t dur_ns) {
+  cr_assert_lt(g_mock.n, 256);
+  pd_event_t *e = &g_mock.q[g_mock.n++];
+  memset(e, 0, sizeof *e);
+  e->kind = PD_EVENT_KERNEL;
+  e->start_ns = pd_clock_now_ns();
+  e->end_ns = e->start_ns + dur_ns;
+  e->name = name;
+  e->stream = 7;
+}
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static char g_dir[256];
+static char *g_log_text;
+static size_t g_log_len;
+static FILE *g_log;
+
+static void setup(void) {
+  memset(&g_mock, 0, sizeof g_mock);
+  g_mock.base.ops = &k_mock_ops;
+  g_mock.base.impl = &g_mock;
+  g_syncs = 0;
+  pd_test_tmpdir_make(g_dir, sizeof g_dir, "pd_inject_test");
+  g_log = open_memstream(&g_log_text, &g_log_len);
+}
+
+static void teardown(void) {
+  char sub[300];
+  snprintf(sub, sizeof sub, "%s/traces", g_dir);
+  pd_test_tmpdir_remove(sub);
+  pd_test_tmpdir_remove(g_dir);
+  if (g_log != NULL) fclose(g_log);
+  free(g_log_text);
+}
+
+TestSuite(inject_session, .init = setup, .fini = teardown);
+
+static const char *log_text(void) {
+  fflush(g_log);
+  return g_log_text != NULL ? g_log_text : "";
+}
+
+static pd_inject_session_t *session_make(pd_inject_config_t *c) {
+  snprintf(c->trace_dir, sizeof c->trace_dir, "%s/traces", g_dir);
+  snprintf(c->output_json, sizeof c->output_json, "%s/m.json", g_dir);
+  char err[512] = "";
+  cr_assert_eq(pd_inject_config_validate(c, err, sizeof err), 0, "%s", err);
+  pd_inject_env_t env = {.source = &g_mock.base, .device_sync = sync_cb, .device_info = info_cb, .log = g_log};
+  pd_inject_session_t *s = NULL;
+  cr_assert_eq(pd_inject_session_create(c, &env, &s), 0);
+  return s;
+}
+
+/* One runtime launch as CUPTI reports it: the runtime call with the driver launch inside. */
+static void launch(pd_inject_session_t *s, const char *kernel) {
+  pd_inject_on_launch(s, kernel, true, false);
+  pd_inject_on_launch(s, kernel, false, false);
+  gpu_kernel(kernel, 20000);
+  pd_inject_on_launch(s, kernel, false, true);
+  pd_inject_on_launch(s, kernel, true, true);
+}
+
+static char *trace_text(const cJSON *metrics) {
+  const cJSON *tf = cJSON_GetArrayItem(cJSON_GetObjectItem(metrics, "trace_files"), 0);
+  cr_assert(cJSON_IsString(tf), "no trace file listed");
+  return pd_test_slurp(tf->valuestring);
+}
+
+/* ---- kernel-name steps ------------------------------------------------------------------------ */
+
+Test(inject_session, each_matching_launch_ends_a_step) {
+  pd_inject_config_t c;
+  pd_inject_config_init(&c);
+  snprintf(c.step_kernel, sizeof c.step_kernel, "^optim_step$"); /* matches the demangled name only */
+  snprintf(c.name, sizeof c.name, "toy");
+  c.schedule = (pd_schedule_t){.skip_first = 0, .wait = 1, .warmup = 1, .active = 2, .repeat = 1};
+  c.schedule_set = true;
+  pd_inject_session_t *s = session_make(&c);
+  cr_assert_not(pd_inject_session_started(s));
+  for (int step = 0; step < 6; step++) {
+    launch(s, "_Z7forwardPf");
+    launch(s, "_Z8backwardPf");
+    launch(s, "_Z10optim_stepPf");
+    cr_assert_eq(pd_inject_session_steps(s), step + 1, "step %d: one step per matching launch", step);
+  }
+  cr_assert(pd_inject_session_started(s));
+  cr_assert_eq(g_syncs, 1, "the device is synchronized once, before the cycle closes");
+  cr_assert_eq(pd_inject_session_finish(s), 0, "%s", log_text());
+  cr_assert_eq(pd_inject_session_finish(s), 0, "a second finish does nothing");
+
+  char path[300];
+  snprintf(path, sizeof path, "%s/m.json", g_dir);
+  cJSON *j = pd_test_json_read(path);
+  const cJSON *cfg = cJSON_GetObjectItem(j, "config");
+  cr_assert_str_eq(cJSON_GetObjectItem(cfg, "name")->valuestring, "toy");
+  cr_assert_str_eq(cJSON_GetObjectItem(cfg, "steps_by")->valuestring, "step_kernel");
+  cr_assert_str_eq(cJSON_GetObjectItem(cfg, "step_kernel")->valuestring, "^optim_step$");
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "step_times_s")), 2, "the two active steps");
+  cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metrics"), "kernels_per_step")->valuedouble, 3.0);
+  cr_assert(cJSON_IsObject(cJSON_GetObjectItem(j, "verdict")));
+  cr_assert(cJSON_IsObject(cJSON_GetObjectItem(j, "profiler_cost")));
+  cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "device"), "name")->valuestring, "Mock GPU");
+  char *trace = trace_text(j);
+  cr_assert_not_null(strstr(trace, "ProfilerStep#2"));
+  cr_assert_not_null(strstr(trace, "ProfilerStep#3"));
+  cr_assert_null(strstr(trace, "ProfilerStep#1\""), "the warmup step is not written");
+  cr_assert_not_null(strstr(trace, "optim_step"));
+  free(trace);
+  cJSON_Delete(j);
+  cr_assert_not_null(strstr(log_text(), "2 profiled steps"), "%s", log_text());
+  pd_inject_session_destroy(s);
+}
+
+Test(inject_session, the_mangled_name_matches_too_and_results_are_cached) {
+  pd_inject_config_t c;
+  pd_inject_config_init(&c);
+  snprintf(c.step_kernel, sizeof c.step_kernel, "_Z4stepv");
+  pd_inject_session_t *s = session_make(&c);
+  const char *name = "_Z4stepv";
+  for (int i = 0; i < 3; i++) launch(s, name);
+  launch(s, "_Z5otherv");
+  cr_assert_eq(pd_inject_session_steps(s), 3);
+  /* a driver launch of its own (cuBLAS's way) counts as well */
+  pd_inject_on_launch(s, name, false, false);
+  pd_inject_on_launch(s, name, false, true);
+  cr_assert_eq(pd_inject_session_steps(s), 4);
+  /* an exit whose entry was never seen is ignored */
+  pd_inject_on_launch(s, name, true, true);
+  cr_assert_eq(pd_inject_session_steps(s), 4);
+  pd_inject_session_destroy(s);
+}
+
+Test(inject_session, the_whole_run_is_one_step_without_a_step_source) {
+  pd_inject_config_t c;
+  pd_inject_config_init(&c);
+  pd_inject_session_t *s = session_make(&c);
+  for (int i = 0; i < 4; i++) launch(s, "_Z1kv");
+  cr_assert_eq(pd_inject_session_finish(s), 0, "%s", log_text());
+  cr_assert_not_null(strstr(log_text(), "the whole run is one step"), "%s", log_text());
+  char path[300];
+  snprintf(path, sizeof path, "%s/m.json", g_dir);
+  cJSON *j = pd_test_json_read(path);
+  cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "config"), "steps_by")->valuestring, "whole_run");
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "step_times_s")), 1);
+  cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metrics"), "kernels_per_step")->valuedouble, 4.0);
+  cJSON_Delete(j);
+  pd_inject_session_destroy(s);
+}
+
+Test(inject_session, a_program_that_never_launches_writes_nothing) {
+  pd_inject_config_t c;
+  pd_inject_config_init(&c);
+  pd_inject_session_t *s = session_make(&c);
+  cr_assert_eq(pd_inject_session_finish(s), 0);
+  cr_assert_not(pd_inject_session_started(s));
+  cr_assert_eq(pd_test_count_files(g_dir, NULL), 0, "nothing written");
+  cr_assert_str_eq(log_text(), "", "nothing said");
+  pd_inject_session_destroy(s);
+}
+
+Test(inject_session, a_schedule_that_records_nothing_writes_nothing) {
+  pd_inject_config_t c;
+  pd_inject_config_init(&c);
+  snprintf(c.step_kernel, sizeof c.step_kernel, "step");
+  c.schedule.skip_first = 100;
+  c.schedule_set = true;
+  pd_inject_session_t *s = session_make(&c);
+  for (int i = 0; i < 3; i++) launch(s, "step");
+  cr_assert_eq(pd_inject_session_finish(s), 0);
+  cr_assert_not_null(strstr(log_text(), "recorded none: nothing written"), "%s", log_text());
+  struct stat st;
+  char path[300];
+  snprintf(path, sizeof path, "%s/m.json", g_dir);
+  cr_assert_neq(stat(path, &st), 0);
+  pd_inject_session_destroy(s);
+}
+
+/* ---- it never breaks the program ---------------------------------------------------------------- */
+
+Test(inject_session, an_unwritable_trace_directory_warns_once_and_stops) {
+  pd_inject_config_t c;
+  pd_inject_config_init(&c);
+  pd_inject_session_t *s = NULL;
+  snprintf(c.trace_dir, sizeof c.trace_dir, "/dev/null/traces");
+  snprintf(c.output_json, sizeof c.output_json, "%s/m.json", g_dir);
+  pd_inject_env_t env = {.source = &g_mock.base, .log = g_log};
+  cr_assert_eq(pd_inject_session_create(&c, &env, &s), 0);
+  for (int i = 0; i < 3; i++) launch(s, "k");
+  cr_assert_eq(pd_inject_session_finish(s), 0);
+  const char *log = log_text();
+  cr_assert_not_null(strstr(log, "cannot create the trace directory '/dev/null/traces'"), "%s", log);
+  cr_assert_not_null(strstr(log, "runs on unprofiled"), "%s", log);
+  cr_assert_null(strchr(strchr(log, '\n') + 1, '\n'), "one line: %s", log);
+  cr_assert_eq(g_mock.enables, 0, "no record was taken");
+  pd_inject_session_destroy(s);
+}
+
+Test(inject_session, a_source_that_cannot_start_warns_and_the_program_runs_on) {
+  pd_inject_config_t c;
+  pd_inject_config_init(&c);
+  snprintf(c.step_kernel, sizeof c.step_kernel, "step");
+  c.schedule = (pd_schedule_t){.active = 1, .repeat = 1};
+  c.schedule_set = true;
+  g_mock.enable_rc = PD_ECUPTI_BUSY;
+  pd_inject_session_t *s = session_make(&c);
+  for (int i = 0; i < 3; i++) launch(s, "step");
+  cr_assert_eq(pd_inject_session_finish(s), 0);
+  const char *log = log_text();
+  cr_assert_not_null(strstr(log, "warning: profiler start"), "%s", log);
+  cr_assert_not_null(strstr(log, "mock enable refused"), "%s", log);
+  cr_assert_eq(g_mock.enables, 1, "no retry after the failure");
+  pd_inject_session_destroy(s);
+}
+
+Test(inject_session, an_unwritable_metrics_json_is_said) {
+  pd_inject_config_t c;
+  pd_inject_config_init(&c);
+  pd_inject_session_t *s = session_make(&c);
+  snprintf(c.output_json, sizeof c.output_json, "%s/m.json", g_dir);
+  launch(s, "k");
+  /* the JSON's directory turns into a file under the program's feet */
+  pd_inject_session_t *t = s;
+  char blocker[300];
+  snprintf(blocker, sizeof blocker, "%s/m.json", g_dir);
+  cr_assert_eq(mkdir(blocker, 0700), 0);
+  cr_assert_neq(pd_inject_session_finish(t), 0);
+  cr_assert_not_null(strstr(log_text(), "cannot write the metrics JSON"), "%s", log_text());
+  rmdir(blocker);
+  pd_inject_session_destroy(s);
+}
+
+/* ---- NVTX ranges through the NVTX tool's entry point ----------------------------------------------- */
+
+/* A hand-made NVTX export table: the tool fills our slot arrays. */
+static NvtxFunctionPointer g_core_fn[NVTX_CBID_CORE_SIZE];
+static NvtxFunctionPointer *g_core[NVTX_CBID_CORE_SIZE + 1];
+static NvtxFunctionPointer g_core2_fn[NVTX_CBID_CORE2_SIZE];
+static NvtxFunctionPointer *g_core2[NVTX_CBID_CORE2_SIZE + 1];
+
+static int NVTX_API fake_module_table(NvtxCallbackModule module, NvtxFunctionTable *out, unsigned int *size) {
+  if (module == NVTX_CB_MODULE_CORE) {
+    for (int i = 1; i < NVTX_CBID_CORE_SIZE; i++) g_core[i] = &g_core_fn[i];
+    *out = g_core;
+    *size = NVTX_CBID_CORE_SIZE;
+    return 1;
+  }
+  if (module == NVTX_CB_MODULE_CORE2) {
+    for (int i = 1; i < NVTX_CBID_CORE2_SIZE; i++) g_core2[i] = &g_core2_fn[i];
+    *out = g_core2;
+    *size = NVTX_CBID_CORE2_SIZE;
+    return 1;
+  }
+  return 0;
+}
+
+static const NvtxExportTableCallbacks k_callbacks = {sizeof(NvtxExportTableCallbacks), fake_module_table};
+
+static const void *NVTX_API fake_export_table(uint32_t id) { return id == NVTX_ETID_CALLBACKS ? &k_callbacks : NULL; }
+
+int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);
+
+Test(inject_session, nvtx_ranges_make_steps_and_host_ranges) {
+  memset(g_core_fn, 0, sizeof g_core_fn);
+  memset(g_core2_fn, 0, sizeof g_core2_fn);
+  cr_assert_eq(InitializeInjectionNvtx2(fake_export_table), 1);
+  cr_assert_null(g_core_fn[NVTX_CBID_CORE_MarkA], "marks stay no-ops");
+  cr_assert_null(g_core_fn[NVTX_CBID_CORE_NameOsThreadA], "thread names stay no-ops");
+  nvtxRangePushA_impl_fntype push_a = (nvtxRangePushA_impl_fntype)g_core_fn[NVTX_CBID_CORE_RangePushA];
+  nvtxRangePushW_impl_fntype push_w = (nvtxRangePushW_impl_fntype)g_core_fn[NVTX_CBID_CORE_RangePushW];
+  nvtxRangePushEx_impl_fntype push_ex = (nvtxRangePushEx_impl_fntype)g_core_fn[NVTX_CBID_CORE_RangePushEx];
+  nvtxRangePop_impl_fntype pop = (nvtxRangePop_impl_fntype)g_core_fn[NVTX_CBID_CORE_RangePop];
+  nvtxRangeStartA_impl_fntype start_a = (nvtxRangeStartA_impl_fntype)g_core_fn[NVTX_CBID_CORE_RangeStartA];
+  nvtxRangeEnd_impl_fntype end = (nvtxRangeEnd_impl_fntype)g_core_fn[NVTX_CBID_CORE_RangeEnd];
+  nvtxDomainCreateA_impl_fntype dcreate = (nvtxDomainCreateA_impl_fntype)g_core2_fn[NVTX_CBID_CORE2_DomainCreateA];
+  nvtxDomainRegisterStringA_impl_fntype reg =
+      (nvtxDomainRegisterStringA_impl_fntype)g_core2_fn[NVTX_CBID_CORE2_DomainRegisterStringA];
+  nvtxDomainRangePushEx_impl_fntype dpush = (nvtxDomainRangePushEx_impl_fntype)g_core2_fn[NVTX_CBID_CORE2_DomainRangePushEx];
+  nvtxDomainRangePop_impl_fntype dpop = (nvtxDomainRangePop_impl_fntype)g_core2_fn[NVTX_CBID_CORE2_DomainRangePop];
+  nvtxDomainDestroy_impl_fntype ddestroy = (nvtxDomainDestroy_impl_fntype)g_core2_fn[NVTX_CBID_CORE2_DomainDestroy];
+  cr_assert(push_a && push_w && push_ex && pop && start_a && end && dcreate && reg && dpush && dpop && ddestroy);
+
+  /* before CUDA is initialized there is no session: ranges do nothing */
+  pd_inject_nvtx_set_session(NULL);
+  cr_assert_eq(push_a("train_step"), 0);
+  cr_assert_eq(pop(), 0);
+  cr_assert_eq(pop(), -1, "a pop without a push");
+
+  pd_inject_config_t c;
+  pd_inject_config_init(&c);
+  snprintf(c.step_range, sizeof c.step_range, "train_step");
+  c.schedule = (pd_schedule_t){.skip_first = 0, .wait = 0, .warmup = 0, .active = 3, .repeat = 1};
+  c.schedule_set = true;
+  pd_inject_session_t *s = session_make(&c);
+  pd_inject_nvtx_set_session(s);
+  nvtxDomainHandle_t dom = dcreate("my_domain");
+  cr_assert_not_null(dom);
+  nvtxStringHandle_t fwd = reg(dom, "forward");
+  cr_assert_eq(reg(dom, "forward"), fwd, "registered once, the same handle again");
+  cr_assert_eq(dcreate("my_domain"), dom);
+  nvtxEventAttributes_t at;
+  memset(&at, 0, sizeof at);
+  at.version = NVTX_VERSION;
+  at.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  at.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+  at.message.registered = fwd;
+  for (int step = 0; step < 3; step++) {
+    cr_assert_eq(push_a("train_step"), 0);
+    cr_assert_eq(pd_inject_session_steps(s), step, "the step range begins step %d", step);
+    cr_assert_eq(dpush(dom, &at), 1);
+    launch(s, "_Z3fwdv");
+    cr_assert_eq(dpop(dom), 1);
+    nvtxRangeId_t id = start_a("data");
+    cr_assert_neq(id, 0, "recorded while tracing");
+    end(id);
+    cr_assert_eq(push_w(L"wide"), 1);
+    cr_assert_eq(pop(), 1);
+    at.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    at.message.ascii = "ex_range";
+    cr_assert_eq(push_ex(&at), 1);
+    cr_assert_eq(pop(), 1);
+    at.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+    at.message.registered = fwd;
+    cr_assert_eq(pop(), 0);
+  }
+  end(0);     /* a range started while not recording: nothing */
+  end(12345); /* unknown id: nothing */
+  cr_assert_eq(pd_inject_session_finish(s), 0, "%s", log_text());
+  pd_inject_nvtx_set_session(NULL);
+  ddestroy(dom);
+
+  char path[300];
+  snprintf(path, sizeof path, "%s/m.json", g_dir);
+  cJSON *j = pd_test_json_read(path);
+  cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "config"), "steps_by")->valuestring, "step_range");
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "step_times_s")), 3);
+  char *trace = trace_text(j);
+  const char *names[] = {"\"ProfilerStep#0\"", "\"ProfilerStep#2\"", "\"train_step\"", "\"forward\"", "\"data\"",
+                         "\"wide\"", "\"ex_range\""};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    cr_assert_not_null(strstr(trace, names[i]), "%s not in the trace", names[i]);
+  free(trace);
+  cJSON_Delete(j);
+  pd_inject_session_destroy(s);
+}
+
+Test(inject_session, a_step_range_never_opened_is_said) {
+  pd_inject_config_t c;
+  pd_inject_config_init(&c);
+  snprintf(c.step_range, sizeof c.step_range, "train_step");
+  pd_inject_session_t *s = session_make(&c);
+  launch(s, "k"); /* launches do not start a range-stepped profiler */
+  pd_inject_on_range_push(s, "other");
+  pd_inject_on_range_pop(s);
+  cr_assert_not(pd_inject_session_started(s));
+  cr_assert_eq(pd_inject_session_finish(s), 0);
+  cr_assert_not_null(strstr(log_text(), "no NVTX range 'train_step' was opened"), "%s", log_text());
+  pd_inject_session_destroy(s);
+}
+
+Test(inject_session, the_nvtx_entry_refuses_a_bad_export_table) {
+  cr_assert_eq(InitializeInjectionNvtx2(NULL), 0);
+}
