@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make_fixtures.sh [--build DIR] OUT_DIR: records one small real run per scenario on this
-# GPU as test fixtures: OUT_DIR/<scenario>.metrics.json and OUT_DIR/<scenario>.pt.trace.json.gz.
+# GPU as test fixtures: OUT_DIR/<scenario>.metrics.json and OUT_DIR/<scenario>.pt.trace.json.gz
+# (sync with --with_stack).
 # Copy them into tests/fixtures/runs/ and commit them after review; the unit tests in
 # tests/unit/fixtures read them (no GPU needed there), and test.sh's browser stage loads
 # every fixture that carries the writer's torch-compatible keys into speedscope. Before
@@ -25,8 +26,12 @@ trap 'rm -rf "$work"' EXIT
 scenarios=()
 pd_scenario_names "$demo" scenarios
 for s in "${scenarios[@]}"; do
+  # One recording carries call stacks (every cpu_op with its stack, the stack table in the
+  # metrics JSON), so the readers and the peer tools are checked on that form too.
+  extra=()
+  [ "$s" = sync ] && extra=(--with_stack)
   "$demo" --scenario "$s" --amp --pin_memory --warmup_steps 5 --profile_steps 4 --seed 1 \
-    --quiet --trace_dir "$work/$s" --output_json "$work/$s.json"
+    "${extra[@]}" --quiet --trace_dir "$work/$s" --output_json "$work/$s.json"
   trace=$(find "$work/$s" -name '*.pt.trace.json' | head -n 1)
   [ -n "$trace" ] || { echo "make_fixtures: $s wrote no trace" >&2; exit 1; }
   gzip -9 -c "$trace" >"$out/$s.pt.trace.json.gz"
