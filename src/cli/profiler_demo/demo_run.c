@@ -834,6 +834,11 @@ static int demo_phase_steps(demo_run_t *r) {
     r->prev_end_ns = pd_clock_now_ns();
     if (demo_stop_requested(r, r->steps_done)) break;
   }
+  if (cfg->inject_slowdown > 0 && !cfg->quiet)
+    printf("%s: inject_slowdown %.3f: last busy time %.1f us, an injected step's surplus over it %.1f us "
+           "(test only)\n",
+           PD_DEMO_PROG, cfg->inject_slowdown, (double)pd_scen_inject_next_ns(&r->inject) / 1e3,
+           (double)pd_scen_inject_extra_ns(&r->inject) / 1e3);
   return PD_DEMO_EXIT_OK;
 }
 
