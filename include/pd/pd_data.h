@@ -45,11 +45,12 @@ typedef struct pd_data pd_data_t;
 /* A batch on the device. The pipeline owns the memory.
  *
  * Device buffers are double-buffered: batch i lives in slot i % 2, so the copy of batch
- * i+1 (enqueued by the next pd_data_next() call) never overwrites batch i, and work on
- * batch i may still run while batch i+1 is copied. Batch i stays valid until the
- * pd_data_next() call that returns batch i+2; that call's copy into the same slot is
- * stream-ordered, so work enqueued on the pipeline's stream before it still reads
- * batch i. Work on another stream must wait on the pipeline's stream first. */
+ * i+1 (enqueued by pd_data_prefetch() or the next pd_data_next() call) never overwrites
+ * batch i, and work on batch i may still run while batch i+1 is copied. Batch i stays
+ * valid until the call that enqueues batch i+2's copy (pd_data_prefetch() after batch
+ * i+1 was returned, or the pd_data_next() that returns batch i+2); that copy into the
+ * same slot is stream-ordered, so work enqueued on the pipeline's stream before it still
+ * reads batch i. Work on another stream must wait on the pipeline's stream first. */
 typedef struct {
   const float *images;   /* batch x 3 x 32 x 32, device */
   const int32_t *labels; /* batch, device */
@@ -71,6 +72,13 @@ int pd_data_create(const pd_data_config_t *cfg, cudaStream_t stream, pd_data_t *
  * enqueues its host-to-device copy on the stream; fills *batch (see pd_batch_t for how
  * long it stays valid). Batches continue across epochs without end. */
 int pd_data_next(pd_data_t *data, pd_batch_t *batch);
+/* Enqueues the next batch's host-to-device copy ahead, only if that costs no wait: the
+ * slot's previous copy is done and a worker has made the batch already (with 0 workers,
+ * or at an epoch's start, it never does). The next pd_data_next() then only hands it
+ * over. Same calls and bytes as a copy from pd_data_next(). Call it between steps, after
+ * the work on the current batch is enqueued (see pd_batch_t for what stays valid).
+ * 0 also when nothing was done; PD_E* as pd_data_next(). */
+int pd_data_prefetch(pd_data_t *data);
 /* What the loader made so far: its threads, the batches, and the wall time the threads
  * spent making them (summed; waiting for room in a full queue is not counted). Its
  * throughput is max(workers, 1) x batches / fill time. */

@@ -137,14 +137,20 @@ int pd_scenario_configure(pd_scenario_t s, const pd_scen_options_t *o, pd_cnn_co
 #define PD_SCEN_INJECT_WINDOW 64
 
 /* Sizes the busy time inserted before a step's launches so that the step gets `fraction`
- * longer: fraction x the median un-injected part of the recent steps (step time minus the
- * busy time inserted in it); before any step was recorded, fraction x base_ns. Plain
- * data, no allocation. */
+ * longer (inject.c says why it is a feedback loop). Two windows of recent steps: the
+ * plain steps' times, and the injected steps' times minus the busy time inserted in them
+ * (their "rest"). The target is fraction x P, P the plain median (the rest's median while
+ * no plain step was recorded; base_ns before any step). When both windows have steps
+ * (--inject_alternate), the rest's median minus P is the extra an injected step costs
+ * beyond its busy time, and it is taken off the busy time: the busy time is
+ * clamp(target - extra, 0, 2 x target). Plain data, no allocation. */
 typedef struct {
   double fraction;
   int64_t base_ns;
-  int64_t plain_ns[PD_SCEN_INJECT_WINDOW];
+  int64_t plain_ns[PD_SCEN_INJECT_WINDOW]; /* plain steps */
   size_t n, next;
+  int64_t rest_ns[PD_SCEN_INJECT_WINDOW]; /* injected steps minus their busy time */
+  size_t n_rest, next_rest;
 } pd_scen_inject_t;
 
 /* fraction <= 0: nothing is ever injected. base_ns: the first steps' estimate (e.g. the
@@ -152,6 +158,9 @@ typedef struct {
 void pd_scen_inject_init(pd_scen_inject_t *inj, double fraction, int64_t base_ns);
 /* Returns the busy time (ns) to insert before the next step's launches; 0 when off. */
 int64_t pd_scen_inject_next_ns(const pd_scen_inject_t *inj);
+/* The extra (ns) an injected step measured beyond its busy time, over the plain steps'
+ * median; 0 until both kinds of step were recorded. May be negative. */
+int64_t pd_scen_inject_extra_ns(const pd_scen_inject_t *inj);
 /* Records a finished step: its time and the busy time inserted in it (0 for a plain step). */
 void pd_scen_inject_record(pd_scen_inject_t *inj, int64_t step_ns, int64_t spun_ns);
 /* Busy-waits ns nanoseconds on the calling thread. */

@@ -334,6 +334,27 @@ static int pd_dq_begin_epoch(pd_dq_t *dq, int64_t epoch) {
   return 0;
 }
 
+/* Hands over the next batch in order from its worker's FIFO; waits for it when `wait`,
+ * else leaves *out NULL when it is not there yet. The epoch must be open. */
+static int pd_dq_take(pd_dq_t *dq, bool wait, pd_dq_batch_t **out) {
+  pd_dq_pool_t *w = &dq->pools[(dq->next_seq % dq->batches_per_epoch) % dq->cfg.num_workers];
+  pthread_mutex_lock(&dq->lock);
+  while (wait && w->fifo_len == 0 && !atomic_load(&dq->stop)) pthread_cond_wait(&dq->can_consume, &dq->lock);
+  if (w->fifo_len == 0) {
+    pthread_mutex_unlock(&dq->lock);
+    return wait ? PD_ESTATE : 0;
+  }
+  pd_dq_batch_t *b = w->fifo[w->fifo_head];
+  w->fifo_head = (w->fifo_head + 1) % dq->cfg.prefetch_factor;
+  w->fifo_len--;
+  dq->held++;
+  pthread_cond_signal(&w->can_produce);
+  pthread_mutex_unlock(&dq->lock);
+  dq->next_seq++;
+  *out = b;
+  return 0;
+}
+
 int pd_dq_next(pd_dq_t *dq, pd_dq_batch_t **out) {
   if (dq == NULL || out == NULL) return PD_EINVAL;
   *out = NULL;
@@ -365,22 +386,18 @@ int pd_dq_next(pd_dq_t *dq, pd_dq_batch_t **out) {
     int rc = pd_dq_begin_epoch(dq, epoch);
     if (rc != 0) return rc;
   }
-  pd_dq_pool_t *w = &dq->pools[(seq % dq->batches_per_epoch) % dq->cfg.num_workers];
-  pthread_mutex_lock(&dq->lock);
-  while (w->fifo_len == 0 && !atomic_load(&dq->stop)) pthread_cond_wait(&dq->can_consume, &dq->lock);
-  if (w->fifo_len == 0) {
-    pthread_mutex_unlock(&dq->lock);
-    return PD_ESTATE;
-  }
-  pd_dq_batch_t *b = w->fifo[w->fifo_head];
-  w->fifo_head = (w->fifo_head + 1) % dq->cfg.prefetch_factor;
-  w->fifo_len--;
-  dq->held++;
-  pthread_cond_signal(&w->can_produce);
-  pthread_mutex_unlock(&dq->lock);
-  dq->next_seq++;
-  *out = b;
-  return 0;
+  return pd_dq_take(dq, true, out);
+}
+
+int pd_dq_try_next(pd_dq_t *dq, pd_dq_batch_t **out) {
+  if (dq == NULL || out == NULL) return PD_EINVAL;
+  *out = NULL;
+  if (dq->failed) return PD_ENOMEM;
+  if (dq->held >= dq->cfg.held_max) return PD_ESTATE;
+  /* Making a batch (no workers) or starting an epoch's workers is work the consumer
+   * waits for: that stays in pd_dq_next(). */
+  if (dq->cfg.num_workers == 0 || dq->next_seq / dq->batches_per_epoch > dq->open_epoch) return 0;
+  return pd_dq_take(dq, false, out);
 }
 
 void pd_dq_release(pd_dq_t *dq, pd_dq_batch_t *batch) {

@@ -81,6 +81,11 @@ int pd_dq_create(const pd_dq_config_t *cfg, pd_dq_t **out);
 /* Blocks until the next batch in order is ready and hands it over. PD_ESTATE when the
  * consumer already holds held_max batches; PD_ENOMEM when a new epoch's thread fails. */
 int pd_dq_next(pd_dq_t *dq, pd_dq_batch_t **out);
+/* Hands over the next batch in order only if a worker has made it already: never
+ * blocks, never makes a batch itself. 0 with *out NULL when it is not ready (not made
+ * yet, a new epoch's workers to start, or num_workers = 0: pd_dq_next() does those);
+ * errors as pd_dq_next(). */
+int pd_dq_try_next(pd_dq_t *dq, pd_dq_batch_t **out);
 /* Gives a batch back to its pool so its buffer can be refilled. */
 void pd_dq_release(pd_dq_t *dq, pd_dq_batch_t *batch);
 /* Stops the workers (also those blocked on a full FIFO or sleeping between samples),

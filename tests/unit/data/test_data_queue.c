@@ -323,3 +323,65 @@ Test(data_queue, rejects_bad_configs) {
   cr_expect_eq(pd_dq_create(&c, &dq), PD_EINVAL);
   cr_expect_null(dq);
 }
+
+/* pd_dq_try_next (the device prefetch's source) never waits and never makes a batch: it
+ * hands over only what a worker has made, in order, and leaves an epoch's start and the
+ * zero-worker loader to pd_dq_next. */
+static void block_worker1(int worker, int64_t seq, void *user) {
+  (void)seq;
+  if (worker == 1) {
+    while (!__atomic_load_n((int *)user, __ATOMIC_ACQUIRE)) sleep_ms(1);
+  }
+}
+
+Test(data_queue, try_next_takes_only_a_made_batch_in_order) {
+  int go = 0;
+  pd_dq_config_t c = small_config(2, 2, 4);
+  c.before_fill = block_worker1;
+  c.fill_user = &go;
+  pd_dq_t *dq = NULL;
+  cr_assert_eq(pd_dq_create(&c, &dq), 0);
+  pd_dq_batch_t *b = NULL;
+  /* the epoch is not open before the first pd_dq_next */
+  cr_expect_eq(pd_dq_try_next(dq, &b), 0);
+  cr_expect_null(b, "an epoch's start is pd_dq_next's");
+  cr_assert_eq(pd_dq_next(dq, &b), 0);
+  cr_expect_eq(b->seq, 0);
+  pd_dq_release(dq, b);
+  /* batch 1 is worker 1's, which is held: not ready, and try_next returns at once */
+  cr_assert(wait_produced(dq, 2, 5.0)); /* worker 0 made batches 0 and 2 */
+  const double t0 = now_s();
+  cr_expect_eq(pd_dq_try_next(dq, &b), 0);
+  cr_expect_null(b, "batch 1 is not made yet");
+  cr_expect_lt(now_s() - t0, 0.5, "try_next waited");
+  __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+  cr_assert(wait_produced(dq, 3, 5.0));
+  cr_expect_eq(pd_dq_try_next(dq, &b), 0);
+  cr_assert_not_null(b, "batch 1 was made");
+  cr_expect_eq(b->seq, 1);
+  expect_batch_content(b, 4, 7);
+  pd_dq_release(dq, b);
+  cr_expect_eq(pd_dq_try_next(dq, &b), 0);
+  cr_assert_not_null(b);
+  cr_expect_eq(b->seq, 2);
+  pd_dq_release(dq, b);
+  cr_expect_eq(pd_dq_try_next(NULL, &b), PD_EINVAL);
+  cr_expect_eq(pd_dq_try_next(dq, NULL), PD_EINVAL);
+  pd_dq_destroy(dq);
+}
+
+Test(data_queue, try_next_leaves_zero_workers_and_held_max_alone) {
+  pd_dq_config_t c = small_config(0, 2, 4);
+  c.held_max = 1;
+  pd_dq_t *dq = NULL;
+  cr_assert_eq(pd_dq_create(&c, &dq), 0);
+  pd_dq_batch_t *b = NULL, *x = NULL;
+  cr_expect_eq(pd_dq_try_next(dq, &b), 0);
+  cr_expect_null(b, "with no workers the consumer makes the batch: that is a wait");
+  cr_expect_eq(produced(dq), 0);
+  cr_assert_eq(pd_dq_next(dq, &b), 0);
+  cr_expect_eq(pd_dq_try_next(dq, &x), PD_ESTATE, "held_max batches are held");
+  cr_expect_null(x);
+  pd_dq_release(dq, b);
+  pd_dq_destroy(dq);
+}

@@ -34,12 +34,66 @@ Test(scen_inject, follows_the_measured_step_not_the_warmup) {
   }
   cr_expect_eq(pd_scen_inject_next_ns(&inj), 39000, "an injected step's plain part is the plain step");
   /* a burst of slow steps moves the median little */
-  for (int i = 0; i < 5; i++) pd_scen_inject_record(&inj, 2000000, 0);
+  for (int i = 0; i < 5; i++) pd_scen_inject_record(&inj, 2000000 + spin, spin);
   cr_expect_eq(pd_scen_inject_next_ns(&inj), 39000);
   /* a bad clock reading is not a step */
   pd_scen_inject_record(&inj, 1000, 5000);
   pd_scen_inject_record(&inj, 0, 0);
   cr_expect_eq(pd_scen_inject_next_ns(&inj), 39000);
+  cr_expect_eq(pd_scen_inject_extra_ns(&inj), 0, "no plain step: no surplus can be measured");
+}
+
+/* A simulated process whose injected steps cost `fixed` ns plus `k` x the busy time
+ * (k = 1: exactly the busy time) on top of a plain step of `plain` ns, alternating plain
+ * and injected steps as --inject_alternate does. Returns the last injected step's time. */
+static int64_t alternate(pd_scen_inject_t *inj, int64_t plain, int64_t fixed, double k, int steps,
+                         int64_t *last_busy) {
+  int64_t injected = 0;
+  for (int i = 0; i < steps; i++) {
+    pd_scen_inject_record(inj, plain, 0);
+    const int64_t busy = pd_scen_inject_next_ns(inj);
+    injected = plain + fixed + (int64_t)(k * (double)busy);
+    pd_scen_inject_record(inj, injected, busy);
+    *last_busy = busy;
+  }
+  return injected;
+}
+
+/* The fault this loop removes (clean on a fresh H100: 41.7 us meant, 57.5 us measured): a
+ * fixed surplus per injected step is measured against the plain steps and taken off. */
+Test(scen_inject, alternate_removes_a_fixed_surplus) {
+  pd_scen_inject_t inj;
+  pd_scen_inject_init(&inj, 0.10, 300000);
+  int64_t busy = 0;
+  const int64_t injected = alternate(&inj, 416800, 15800, 1.0, 40, &busy);
+  cr_expect_eq(pd_scen_inject_extra_ns(&inj), 15800);
+  cr_expect_eq(busy, 41680 - 15800);
+  cr_expect_eq(injected, 416800 + 41680, "the injected step is F longer: %lld ns", (long long)injected);
+}
+
+/* A surplus proportional to the busy time (30% more) converges to busy = target / 1.3. */
+Test(scen_inject, alternate_converges_on_a_proportional_surplus) {
+  pd_scen_inject_t inj;
+  pd_scen_inject_init(&inj, 0.05, 3000000);
+  int64_t busy = 0;
+  const int64_t injected = alternate(&inj, 3327500, 0, 1.3, 200, &busy);
+  const double ratio = (double)injected / 3327500.0;
+  cr_expect(ratio > 1.049 && ratio < 1.051, "ratio %.4f, want 1.05", ratio);
+}
+
+/* A surplus beyond the target leaves nothing to insert; injected steps that read faster
+ * than plain ones (noise) get at most twice the target. */
+Test(scen_inject, alternate_clamps_the_busy_time) {
+  pd_scen_inject_t inj;
+  pd_scen_inject_init(&inj, 0.10, 0);
+  pd_scen_inject_record(&inj, 400000, 0);
+  pd_scen_inject_record(&inj, 500000, 1000);
+  cr_expect_eq(pd_scen_inject_extra_ns(&inj), 99000);
+  cr_expect_eq(pd_scen_inject_next_ns(&inj), 0);
+  pd_scen_inject_init(&inj, 0.10, 0);
+  pd_scen_inject_record(&inj, 400000, 0);
+  pd_scen_inject_record(&inj, 300000, 1000);
+  cr_expect_eq(pd_scen_inject_next_ns(&inj), 80000);
 }
 
 /* The window keeps the last PD_SCEN_INJECT_WINDOW steps: a step that changes for good is
@@ -49,6 +103,7 @@ Test(scen_inject, window_follows_a_lasting_change) {
   pd_scen_inject_init(&inj, 1.0, 1);
   pd_scen_inject_record(&inj, 100, 0);
   pd_scen_inject_record(&inj, 200, 0);
+  cr_expect_eq(pd_scen_inject_extra_ns(&inj), 0, "plain steps only: no surplus");
   cr_expect_eq(pd_scen_inject_next_ns(&inj), 150);
   for (int i = 0; i < PD_SCEN_INJECT_WINDOW; i++) pd_scen_inject_record(&inj, 500, 0);
   cr_expect_eq(pd_scen_inject_next_ns(&inj), 500);
