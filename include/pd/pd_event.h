@@ -181,6 +181,12 @@ pd_event_t *pd_trace_events_mut(pd_trace_t *trace);
 /* Sorts events by start time (stable: equal starts keep their insertion order), in
  * O(n log n); already-sorted input costs one pass. */
 void pd_trace_sort(pd_trace_t *trace);
+/* Removes, from the events at index `from` on, the GPU work (KERNEL, MEMCPY, MEMSET)
+ * whose correlation id is one of ids[0..nids): work launched by calls that were left out
+ * of the trace (a launch made before the recording window whose kernel ran inside it
+ * belongs to the step that launched it, not to the first recorded one). Keeps the order
+ * of the rest. Returns the number removed, or PD_ENOMEM / PD_EINVAL. */
+int64_t pd_trace_drop_launched_by(pd_trace_t *trace, size_t from, const uint64_t *ids, size_t nids);
 /* Returns the name to show for ev. MEMCPY records with a known copy kind and MEMSET
  * records with a known memory kind get Kineto's name ("Memcpy HtoD (Pinned -> Device)",
  * "Memset (Device)") written into buf; otherwise ev->name, or for a nameless copy/set

@@ -9,6 +9,8 @@
  */
 #include "pd/pd_event.h"
 
+#include "corr_map.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +218,30 @@ const pd_event_t *pd_trace_events(const pd_trace_t *trace) {
 
 pd_event_t *pd_trace_events_mut(pd_trace_t *trace) {
   return trace ? trace->events : NULL;
+}
+
+int64_t pd_trace_drop_launched_by(pd_trace_t *trace, size_t from, const uint64_t *ids, size_t nids) {
+  if (trace == NULL || (ids == NULL && nids > 0)) return PD_EINVAL;
+  if (nids == 0 || from >= trace->count) return 0;
+  pd_corr_map_t set;
+  if (pd_corr_map_init(&set, nids) != 0) {
+    pd_corr_map_free(&set);
+    return PD_ENOMEM;
+  }
+  for (size_t i = 0; i < nids; i++)
+    if (ids[i] != 0) pd_corr_map_put(&set, ids[i], 0);
+  size_t keep = from;
+  for (size_t i = from; i < trace->count; i++) {
+    const pd_event_t *ev = &trace->events[i];
+    const bool gpu = ev->kind == PD_EVENT_KERNEL || ev->kind == PD_EVENT_MEMCPY || ev->kind == PD_EVENT_MEMSET;
+    if (gpu && ev->correlation_id != 0 && pd_corr_map_get(&set, ev->correlation_id) >= 0) continue;
+    if (keep != i) trace->events[keep] = trace->events[i];
+    keep++;
+  }
+  pd_corr_map_free(&set);
+  const int64_t removed = (int64_t)(trace->count - keep);
+  trace->count = keep;
+  return removed;
 }
 
 /* Bottom-up merge sort: stable, O(n log n), one scratch array. Taking from the left run

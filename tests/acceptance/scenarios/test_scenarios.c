@@ -36,6 +36,7 @@
 #include "pd/pd_gate.h"
 #include "pd/pd_prof.h"
 #include "pd/pd_stats.h"
+#include "pd/pd_writers.h"
 
 #define RUN_TIMEOUT_S 240
 #define MAX_ARGS 64
@@ -400,7 +401,8 @@ static const char *const k_expected_verdict[] = {"compute", "dataloader", "sync"
 static void check_outputs(const char *scenario) {
   run_t *r = run_named(scenario);
   const cJSON *sv = cJSON_GetObjectItemCaseSensitive(r->metrics, "schema_version");
-  cr_assert(cJSON_IsNumber(sv) && sv->valuedouble == 2.0, "%s: schema_version is not 2", scenario);
+  cr_assert(cJSON_IsNumber(sv) && sv->valuedouble == (double)PD_METRICS_SCHEMA_VERSION, "%s: schema_version is not %d",
+            scenario, PD_METRICS_SCHEMA_VERSION);
   const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(r->metrics, "config");
   const cJSON *sc = cJSON_GetObjectItemCaseSensitive(cfg, "scenario");
   cr_assert(cJSON_IsString(sc) && strcmp(sc->valuestring, scenario) == 0,
