@@ -29,12 +29,14 @@ extern "C" {
 #define PD_SCEN_DEFAULT_CPU_WORK 200
 #define PD_SCEN_DEFAULT_IO_SLEEP_MS 0
 /* Loader threads when --num_workers is not given. The control group gets more: its step
- * (about 0.3 ms) asks for a batch faster than two workers make one at cpu_work 200 with
- * twice the margin (a batch takes one worker 0.25-0.45 ms), and a loader that falls
- * behind makes its verdict read `dataloader` (issue 23: a fresh H100 did). The data
- * pipeline writes the margin it had into the metrics JSON ("data_loader"). */
+ * (0.3-0.5 ms, by the host's state) must be fed with twice the margin, and a loader that
+ * falls behind makes its verdict read `dataloader` (issue 23: a fresh H100 did). One
+ * worker makes a batch at cpu_work 200 in about 0.9 ms on the H100 hosts (4 workers:
+ * 4424-4604 batches/s, headroom 2.1-2.3 at 0.45 ms steps, 1.4 at the 0.3 ms steps of a
+ * fast process), so 8. The data pipeline writes the margin it had into the metrics JSON
+ * ("data_loader"). */
 #define PD_SCEN_DEFAULT_WORKERS 2
-#define PD_SCEN_CLEAN_WORKERS 4
+#define PD_SCEN_CLEAN_WORKERS 8
 /* Dataset length; large enough that a default run (10 + 2 + 8 steps of 64) stays in
  * one epoch. */
 #define PD_SCEN_SAMPLES_PER_EPOCH 4096
@@ -44,7 +46,7 @@ extern "C" {
 #define PD_SCENARIO_MAP(X)                                                                   \
   X(CLEAN, "clean", "the control group: the same training step with nothing planted",        \
     "nothing (pooled allocator, no host reads in the step, no tiny ops, cpu_work 200, "      \
-    "no I/O sleep, 4 loader workers)",                                                                         \
+    "no I/O sleep, 8 loader workers)",                                                                         \
     "no planted cause named; the verdict says where the host/GPU balance lies (compute, "  \
     "or host_bound on a host that launches slowly)", "",                                     \
     "nothing to fix", PD_BOTTLENECK_COMPUTE)                                                 \

@@ -113,7 +113,7 @@ static const opt_t opts[] = {
     {ROW("device", OPT_INT), OFF(device), 0, 1023, 0, 0, NULL, NULL, 0, "N", G_RUN, "0", "CUDA device ordinal"},
 
     {ROW("num_workers", OPT_INT), OFF(num_workers), 0, 256, 0, 0, NULL, NULL, 0, "N", G_DATA,
-     "the scenario's (4 for clean, 2 otherwise)",
+     "the scenario's (8 for clean, 2 otherwise)",
      "loader threads; 0 loads on the main thread"},
     {ROW("prefetch_factor", OPT_INT), OFF(prefetch_factor), 1, 64, 0, 0, NULL, NULL, 0, "N", G_DATA, "2",
      "batches queued per worker (no effect with --num_workers 0)"},

@@ -276,7 +276,7 @@ Test(cli_options, help_lists_every_flag_with_its_default) {
   char *help = capture(pd_demo_print_help);
   /* flag, default as --help must show it (NULL: an action without a default) */
   const char *flags[][2] = {
-      {"--scenario NAME", "dataloader"}, {"--batch_size N", "64"}, {"--num_workers N", "the scenario's (4 for clean, 2 otherwise)"},
+      {"--scenario NAME", "dataloader"}, {"--batch_size N", "64"}, {"--num_workers N", "the scenario's (8 for clean, 2 otherwise)"},
       {"--pin_memory", "off"}, {"--amp", "off"}, {"--warmup_steps N", "10"}, {"--profile_steps N", "8"},
       {"--trace_dir DIR", "results/traces/profiler_demo"}, {"--output_json FILE", "results/metrics_demo.json"},
       {"--seed N", "0"}, {"--with_stack", "off"}, {"--export_stacks FILE", NULL},

@@ -142,7 +142,7 @@ Test(scenarios, defaults_keep_the_model_defaults) {
    * made clean read `dataloader`); a given --num_workers wins */
   configure(PD_SCEN_CLEAN, &o, &cnn, &data);
   cr_expect_eq(data.num_workers, PD_SCEN_CLEAN_WORKERS);
-  cr_expect_eq(data.num_workers, 4);
+  cr_expect_eq(data.num_workers, 8);
   configure(PD_SCEN_DATALOADER, &o, &cnn, &data);
   cr_expect_eq(data.num_workers, 2, "the dataloader scenario's fix is more workers: it starts at 2");
   o.num_workers = 2;
