@@ -96,7 +96,9 @@ typedef struct {
 typedef struct {
   int32_t range;
   uint32_t device, stream;
-  int64_t start_ns, end_ns;
+  int64_t start_ns, end_ns; /* end_ns: padded */
+  int64_t work_end_ns;      /* the end of the last activity it holds: the least end */
+  int64_t limit_ns;         /* start of the activity of another range after its own: the most end */
 } span_t;
 
 typedef struct {
@@ -112,6 +114,7 @@ struct pd_links {
   size_t nranges, rcap;
   map_t rows; /* (pid << 32 | tid) -> index of the thread's innermost range, -1 none */
   map_t corr; /* correlation id -> range index of the launching call */
+  map_t last; /* (device << 32 | stream) -> range index of the row's latest activity */
   span_t *spans;
   size_t nspans, scap;
   int32_t *slots; /* span table: index into spans, -1 empty */
@@ -141,6 +144,7 @@ void pd_links_destroy(pd_links_t *l) {
   free(l->ranges);
   map_free(&l->rows);
   map_free(&l->corr);
+  map_free(&l->last);
   map_free(&l->fwd);
   free(l->fwds);
   free(l->spans);
@@ -280,35 +284,70 @@ static int span_table_grow(pd_links_t *l) {
   return 0;
 }
 
-/* Widens range r's span on (device, stream) to cover [start, end + pad). */
-static void widen(pd_links_t *l, int32_t r, const pd_event_t *ev, int64_t pad) {
-  int64_t end = (ev->end_ns > ev->start_ns ? ev->end_ns : ev->start_ns) + pad;
-  if ((l->nspans + 1) * 2 > l->nslots && span_table_grow(l) != 0) {
+/* Range r's span on (device, stream), a new one when create and there is none; NULL when
+ * there is none or out of memory. */
+static span_t *find_span(pd_links_t *l, int32_t r, uint32_t device, uint32_t stream, bool create) {
+  if (create && (l->nspans + 1) * 2 > l->nslots && span_table_grow(l) != 0) {
     fail(l, PD_ENOMEM);
-    return;
+    return NULL;
   }
-  size_t j = span_hash(r, ev->device, ev->stream) & (l->nslots - 1);
+  if (l->nslots == 0) return NULL;
+  size_t j = span_hash(r, device, stream) & (l->nslots - 1);
   for (; l->slots[j] >= 0; j = (j + 1) & (l->nslots - 1)) {
     span_t *s = &l->spans[l->slots[j]];
-    if (s->range == r && s->device == ev->device && s->stream == ev->stream) {
-      if (ev->start_ns < s->start_ns) s->start_ns = ev->start_ns;
-      if (end > s->end_ns) s->end_ns = end;
-      return;
-    }
+    if (s->range == r && s->device == device && s->stream == stream) return s;
   }
+  if (!create) return NULL;
   if (l->nspans == l->scap) {
     size_t cap = l->scap ? l->scap * 2 : 256;
     span_t *sp = realloc(l->spans, cap * sizeof(*sp));
     if (sp == NULL) {
       fail(l, PD_ENOMEM);
-      return;
+      return NULL;
     }
     l->spans = sp;
     l->scap = cap;
   }
-  l->spans[l->nspans] = (span_t){.range = r, .device = ev->device, .stream = ev->stream,
-                                 .start_ns = ev->start_ns, .end_ns = end};
+  span_t *s = &l->spans[l->nspans];
+  *s = (span_t){.range = r, .device = device, .stream = stream, .start_ns = INT64_MAX, .end_ns = INT64_MIN,
+                .work_end_ns = INT64_MIN, .limit_ns = INT64_MAX};
   l->slots[j] = (int32_t)l->nspans++;
+  return s;
+}
+
+/* Widens range r's span on ev's (device, stream) to cover [start, end + pad). */
+static void widen(pd_links_t *l, int32_t r, const pd_event_t *ev, int64_t pad) {
+  span_t *s = find_span(l, r, ev->device, ev->stream, true);
+  if (s == NULL) return;
+  int64_t end = ev->end_ns > ev->start_ns ? ev->end_ns : ev->start_ns;
+  if (ev->start_ns < s->start_ns) s->start_ns = ev->start_ns;
+  if (end + pad > s->end_ns) s->end_ns = end + pad;
+  if (end > s->work_end_ns) s->work_end_ns = end;
+  /* Its own work again after another range's: the span holds that work, whatever its end. */
+  if (ev->start_ns >= s->limit_ns) s->limit_ns = INT64_MAX;
+}
+
+/* Whether range r is chain or one of the ranges enclosing it. */
+static bool in_chain(const pd_links_t *l, int32_t r, int32_t chain) {
+  for (; chain >= 0; chain = l->ranges[chain].parent)
+    if (chain == r) return true;
+  return false;
+}
+
+/* The range whose call launched GPU activity ev, or -1. */
+static int32_t launcher(const pd_links_t *l, const pd_event_t *ev) {
+  int64_t idx = -1;
+  if (ev == NULL || ev->kind == PD_EVENT_SYNC || ev->correlation_id == 0 || !map_get(&l->corr, ev->correlation_id, &idx))
+    return -1;
+  return (int32_t)idx;
+}
+
+int pd_links_span_depth(const pd_links_t *l, const pd_event_t *ev, const pd_event_t *next) {
+  if (l == NULL) return 0;
+  int32_t own = launcher(l, ev), other = launcher(l, next);
+  int depth = 0;
+  for (int32_t r = own; r >= 0; r = l->ranges[r].parent) depth += l->ranges[r].spans && !in_chain(l, r, other);
+  return depth;
 }
 
 uint64_t pd_links_activity(pd_links_t *l, const pd_event_t *ev) {
@@ -316,9 +355,24 @@ uint64_t pd_links_activity(pd_links_t *l, const pd_event_t *ev) {
   int64_t idx = -1;
   if (!map_get(&l->corr, ev->correlation_id, &idx) || idx < 0) return 0;
   if (ev->kind != PD_EVENT_SYNC) {
+    /* The spans that held the row's previous activity and do not hold this one end by
+     * its start: a span never reaches into another range's work (where that work
+     * overlaps theirs, pd_links_gpu_spans() moves the later span's start instead). */
+    uint64_t row = ((uint64_t)ev->device << 32) | ev->stream;
+    int64_t prev = -1;
+    if (map_get(&l->last, row, &prev) && prev != idx) {
+      for (int32_t r = (int32_t)prev; r >= 0; r = l->ranges[r].parent) {
+        if (!l->ranges[r].spans || in_chain(l, r, (int32_t)idx)) continue;
+        span_t *s = find_span(l, r, ev->device, ev->stream, false);
+        if (s != NULL && ev->start_ns >= s->work_end_ns && ev->start_ns < s->limit_ns) s->limit_ns = ev->start_ns;
+      }
+    }
+    if (map_put(&l->last, row, idx) != 0) fail(l, PD_ENOMEM);
     /* Each span ends 1 ns after the activity, its parent's 1 ns after its own, and so
      * on: a span never ends on the nanosecond of the work or the span it holds, whose
-     * ends readers compute from ts + dur with different roundings (docs/formats.md). */
+     * ends readers compute from ts + dur with different roundings (docs/formats.md).
+     * Where another range's work starts sooner, the span ends there (pads less); the
+     * trace writer ends the work earlier so that the pads fit (pd_links_span_depth()). */
     int64_t pad = 0;
     for (int32_t r = (int32_t)idx; r >= 0; r = l->ranges[r].parent)
       if (l->ranges[r].spans) widen(l, r, ev, ++pad);
@@ -353,9 +407,12 @@ int64_t pd_links_gpu_spans(pd_links_t *l, const pd_gpu_span_t **out) {
   for (size_t i = 0; i < l->nspans; i++) {
     const span_t *s = &l->spans[i];
     pd_gpu_span_t *o = &l->out[i];
+    /* Padded, but ending before the next range's work starts (an end on its nanosecond
+     * reads back past it as often as not); never short of its own work. */
+    int64_t end = s->limit_ns == INT64_MAX || s->end_ns < s->limit_ns ? s->end_ns : s->limit_ns - 1;
     *o = (pd_gpu_span_t){.name = l->ranges[s->range].name, .ext_id = l->ranges[s->range].ext_id,
                          .device = s->device, .stream = s->stream, .start_ns = s->start_ns,
-                         .end_ns = s->end_ns};
+                         .end_ns = end > s->work_end_ns ? end : s->work_end_ns};
     if (i > 0 && (s->device != l->spans[i - 1].device || s->stream != l->spans[i - 1].stream)) depth = 0;
     while (depth > 0 && l->out[stack[depth - 1]].end_ns <= o->start_ns) depth--;
     /* A partial overlap with a span that does not enclose this one: start where it ends. */

@@ -51,6 +51,12 @@ uint64_t pd_links_call(pd_links_t *l, const pd_event_t *ev);
  * (0: unknown). GPU activity (not SYNC) widens the GPU spans of that range and its
  * enclosing ranges on the activity's device and stream. */
 uint64_t pd_links_activity(pd_links_t *l, const pd_event_t *ev);
+/* How many GPU spans hold GPU activity ev (KERNEL, MEMCPY, MEMSET) and not next, the
+ * activity after it on its stream (NULL or not yet linked: all that hold ev): the spans
+ * of its launching call's range and the enclosing ranges that get spans, which end 1, 2,
+ * ... ns past it, before next. The trace writer ends ev that much before next where the
+ * gap is smaller, so that the pads fit (docs/formats.md). 0 for a SYNC or unknown ev. */
+int pd_links_span_depth(const pd_links_t *l, const pd_event_t *ev, const pd_event_t *next);
 /* Where a forward range began: the start of a fwdbwd flow. */
 typedef struct {
   uint64_t ext_id; /* the forward range's External id: the flow's id */
@@ -67,7 +73,10 @@ bool pd_links_fwdbwd(pd_links_t *l, const pd_event_t *ev, uint64_t ext_id, pd_fw
 /* First error (PD_ENOMEM) met so far, else 0. */
 int pd_links_error(const pd_links_t *l);
 
-/* The GPU spans, nested per (device, stream) row: where two spans of ranges that do not
+/* The GPU spans, nested per (device, stream) row. A span ends at the earliest of its
+ * padded end and the start of the first activity of another range that follows its own
+ * work on the row (so sibling ranges' spans never overlap), but never before the end of
+ * its own work. Where two spans of ranges that do not
  * enclose each other overlap in part (GPU work of two ops running at once), the later
  * one starts where the earlier ends, so viewers that stack a row never see a partial
  * overlap. Sorted by row, then start. *out points into the links (valid until the next

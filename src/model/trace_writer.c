@@ -342,6 +342,9 @@ struct pd_trace_writer {
   const u64set_t *flows;
   pd_links_t *links; /* External ids and GPU spans; NULL unless meta->links */
   pd_nest_t *nest;   /* per-row nesting guard: the dur written for a child (trace_links.h) */
+  /* The next GPU activity on the stream of the event being written, set by
+   * pd_trace_write_file() (NULL: none or unknown, as when streaming). */
+  const pd_event_t *next_gpu;
   uint64_t ev_idx;   /* "Ev Idx" of the next host range or memory record (links) */
   uint64_t nops;     /* host ranges written: the trace span's "Op count" */
   int64_t first_ns, last_ns; /* extent of the events (trace ns), for the trace span */
@@ -655,6 +658,10 @@ int pd_trace_writer_open(const char *path, const pd_trace_meta_t *meta,
   return writer_open(path, meta, devices, ndevices, NULL, out);
 }
 
+static bool is_activity(pd_event_kind_t k) {
+  return k == PD_EVENT_KERNEL || k == PD_EVENT_MEMCPY || k == PD_EVENT_MEMSET;
+}
+
 static bool is_gpu_row(pd_event_kind_t k) {
   return k == PD_EVENT_KERNEL || k == PD_EVENT_MEMCPY || k == PD_EVENT_MEMSET ||
          k == PD_EVENT_GPU_RANGE || k == PD_EVENT_SYNC;
@@ -963,6 +970,22 @@ int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev) {
   if ((int)ev->kind < 0 || ev->kind >= PD_EVENT_KIND_COUNT) return PD_EINVAL;
   if (ev->kind == PD_EVENT_MEMORY && !w->profile_memory) return 0;
 
+  /* GPU work ends before the next work on its stream starts, with room for the spans that
+   * end 1 ns past it per level (trace_links.c) and 1 ns more: readers compute an end from
+   * ts + dur, and an end on the next start's nanosecond comes out past it about a third
+   * of the time (docs/formats.md). Where the gap is smaller, the work ends earlier, as a
+   * host child ending on its parent's nanosecond ends 1 ns before it. */
+  pd_event_t trimmed;
+  const pd_event_t *next = w->next_gpu;
+  if (next != NULL && is_activity(ev->kind) && ev->end_ns <= next->start_ns) {
+    int64_t room = pd_links_span_depth(w->links, ev, next) + 1;
+    if (next->start_ns - ev->end_ns < room) {
+      trimmed = *ev;
+      trimmed.end_ns = next->start_ns - room > ev->start_ns ? next->start_ns - room : ev->start_ns;
+      ev = &trimmed;
+    }
+  }
+
   bool gpu = is_gpu_row(ev->kind);
   uint32_t pid = gpu ? ev->device : ev->pid;
   uint32_t tid = gpu ? ev->stream : ev->tid;
@@ -1166,6 +1189,43 @@ int pd_trace_writer_close(pd_trace_writer_t *w) {
   return rc;
 }
 
+/* next[i]: the index of the first GPU activity after ev[i] (in start order) on ev[i]'s
+ * stream, for a GPU activity; n for the rest and the last on each stream. Returns 0 or
+ * PD_ENOMEM. */
+static int next_on_stream(const pd_event_t *ev, size_t n, size_t *next) {
+  uint64_t *keys = NULL; /* the streams seen (few), each with its latest activity seen */
+  size_t *latest = NULL;
+  size_t nkeys = 0, cap = 0;
+  for (size_t i = n; i-- > 0;) {
+    next[i] = n;
+    if (!is_activity(ev[i].kind)) continue;
+    uint64_t key = ((uint64_t)ev[i].device << 32) | ev[i].stream;
+    size_t k = 0;
+    while (k < nkeys && keys[k] != key) k++;
+    if (k == nkeys) {
+      if (nkeys == cap) {
+        cap = cap ? cap * 2 : 16;
+        uint64_t *nk = realloc(keys, cap * sizeof(*nk));
+        if (nk != NULL) keys = nk;
+        size_t *nl = nk != NULL ? realloc(latest, cap * sizeof(*nl)) : NULL;
+        if (nl == NULL) {
+          free(keys);
+          free(latest);
+          return PD_ENOMEM;
+        }
+        latest = nl;
+      }
+      keys[nkeys] = key;
+      latest[nkeys++] = n;
+    }
+    next[i] = latest[k];
+    latest[k] = i;
+  }
+  free(keys);
+  free(latest);
+  return 0;
+}
+
 int pd_trace_write_file(const char *path, const pd_trace_t *trace, const pd_trace_meta_t *meta) {
   if (path == NULL || trace == NULL) return PD_EINVAL;
   const pd_event_t *ev = pd_trace_events(trace);
@@ -1184,7 +1244,12 @@ int pd_trace_write_file(const char *path, const pd_trace_t *trace, const pd_trac
     if (activities.keys[i] != 0 && u64set_has(&launches, activities.keys[i])) rc = u64set_add(&both, activities.keys[i]);
   u64set_free(&launches);
   u64set_free(&activities);
+  /* Per event, the next GPU activity on its stream (the events are in start
+   * order): how much room its spans' padding has (pd_trace_writer_event()). */
+  size_t *next = n > 0 ? malloc(n * sizeof(*next)) : NULL;
+  if (rc >= 0 && n > 0 && (next == NULL || next_on_stream(ev, n, next) != 0)) rc = PD_ENOMEM;
   if (rc < 0) {
+    free(next);
     u64set_free(&both);
     return rc;
   }
@@ -1195,11 +1260,16 @@ int pd_trace_write_file(const char *path, const pd_trace_t *trace, const pd_trac
     if (ev[i].start_ns < first) first = ev[i].start_ns;
   rc = writer_open(path, meta, pd_trace_devices(trace), pd_trace_device_count(trace), n > 0 ? &first : NULL, &w);
   if (rc != 0) {
+    free(next);
     u64set_free(&both);
     return rc;
   }
   w->flows = &both;
-  for (size_t i = 0; i < n && rc == 0; i++) rc = pd_trace_writer_event(w, &ev[i]);
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    w->next_gpu = next[i] < n ? &ev[next[i]] : NULL;
+    rc = pd_trace_writer_event(w, &ev[i]);
+  }
+  free(next);
   if (rc != 0) {
     pd_trace_writer_abort(w);
   } else {

@@ -400,7 +400,12 @@ Test(mock_source, cycles_through_the_pipeline_to_json_match_the_traces_read_back
   cr_assert_eq(pd_pipeline_add_cycle(&again, back, NULL, NULL, &ix), 0);
   cr_expect_eq(again.metrics.kernels_per_step, m->kernels_per_step);
   cr_expect_eq(again.metrics.sync_calls_per_step, m->sync_calls_per_step);
-  cr_expect_eq(again.metrics.gpu_kernel_time_per_step_us, m->gpu_kernel_time_per_step_us);
+  /* where the mock's kernels run back to back (its clock decides), the writer ends each one
+   * up to 1 ns per span it sits in (its layer's and train_step's), and 1 ns more, before
+   * the next */
+  double short_us = m->gpu_kernel_time_per_step_us - again.metrics.gpu_kernel_time_per_step_us;
+  cr_expect(short_us >= 0 && short_us <= KERNELS_PER_STEP * (2 + 1) * 1e-3 + 1e-9,
+            "kernel time read back %.3f us short", short_us);
   cr_expect_eq(pd_op_table_count(again.ops), pd_op_table_count(pl.ops));
   double *st = NULL, *wt = NULL;
   cr_assert_eq(pd_pipeline_trace_samples(back, &ix, &st, &wt), 0);
