@@ -759,19 +759,19 @@ static int dbl_cmp(const void *a, const void *b) {
 /* --inject_slowdown F with --inject_alternate injects into the odd profiled steps only, so
  * injected and plain steps share one process and its machine state: the ratio of their
  * p50s must be 1 + F within 2 points. Prints both p50s. */
-static void check_injection_ratio(const char *key, const char *scenario, const char *fraction) {
-  const char *extra[] = {"--inject_slowdown", fraction, "--inject_alternate", "--profile_steps", "64", NULL};
+static void check_injection_ratio(const char *key, const char *scenario, const char *fraction, const char *steps) {
+  const char *extra[] = {"--inject_slowdown", fraction, "--inject_alternate", "--profile_steps", steps, NULL};
   run_t *r = scen_run(key, scenario, extra);
   const cJSON *st = cJSON_GetObjectItemCaseSensitive(r->metrics, "step_times_s");
   const int n = cJSON_GetArraySize(st);
-  cr_assert_geq(n, 32, "%s: %d profiled steps, expected 64", key, n);
-  double odd[64], even[64];
+  cr_assert_geq(n, atoi(steps) / 2, "%s: %d profiled steps, expected %s", key, n, steps);
+  double odd[128], even[128];
   int no = 0, ne = 0;
-  for (int i = 0; i < n && i < 128; i++) {
+  for (int i = 0; i < n && i < 256; i++) {
     const cJSON *v = cJSON_GetArrayItem(st, i);
     cr_assert(cJSON_IsNumber(v));
-    if (i % 2 == 1 && no < 64) odd[no++] = v->valuedouble;
-    if (i % 2 == 0 && ne < 64) even[ne++] = v->valuedouble;
+    if (i % 2 == 1 && no < 128) odd[no++] = v->valuedouble;
+    if (i % 2 == 0 && ne < 128) even[ne++] = v->valuedouble;
   }
   qsort(odd, (size_t)no, sizeof(double), dbl_cmp);
   qsort(even, (size_t)ne, sizeof(double), dbl_cmp);
@@ -785,8 +785,10 @@ static void check_injection_ratio(const char *key, const char *scenario, const c
 }
 
 Test(gate, injected_slowdown_lengthens_the_p50_step_by_its_fraction) {
-  check_injection_ratio("clean_inject_alt_10", "clean", "0.10");
-  check_injection_ratio("tiny_ops_inject_alt_5", "tiny_ops", "0.05");
+  /* clean's p50s over 32 steps each moved 1.103..1.125 between two passes on one H100
+   * (a4383c4c): 100 steps each for its 0.3 ms step; tiny_ops' 4 ms steps hold steadier */
+  check_injection_ratio("clean_inject_alt_10", "clean", "0.10", "200");
+  check_injection_ratio("tiny_ops_inject_alt_5", "tiny_ops", "0.05", "64");
 }
 
 /* ---- the control stays a control (issue 23 item 1) ------------------------------------------- */
