@@ -124,21 +124,21 @@ static const char *fixture_path(const char *rel) { return pd_test_fixtures(rel);
 
 /* Digests of each fixture as read. The torch fixtures' are the former whole-tree (cJSON)
  * reader's, taken while both readers lived and a test compared them event by event
- * (commit 428b47b). The runs/ fixtures were re-recorded afterwards (fresh H100,
- * 2026-11-23, commit 1813cba) and re-written in trace format 2 (tests/fixtures/runs/
- * README.md): theirs are this reader's on those files, so a change in what the reader
- * keeps shows here (re-recorded fixtures need their digests taken again). formats/
+ * (commit 428b47b). The runs/ fixtures were re-recorded afterwards (H100 a4383c4c,
+ * 2026-11-25, build of 65c2450, trace format 2; tests/fixtures/runs/README.md): theirs are
+ * this reader's on those files, so a change in what the reader keeps shows here
+ * (re-recorded fixtures need their digests taken again). formats/
  * clean.v1 is the format-1 recording of clean as it was committed: its digest is the one
  * pinned before format 2, so old traces still read the same. */
 static const struct {
   const char *file;
   uint64_t digest;
 } k_fixtures[] = {
-    {"runs/clean.pt.trace.json.gz", 0x9b59a14fe5a34060ULL},
-    {"runs/dataloader.pt.trace.json.gz", 0x87bbfbef1584dc40ULL},
-    {"runs/sync.pt.trace.json.gz", 0x164c2d21b2c4e249ULL},
-    {"runs/tiny_ops.pt.trace.json.gz", 0x163f735b8ce50fa5ULL},
-    {"runs/memory_churn.pt.trace.json.gz", 0x22a0db504913e0a6ULL},
+    {"runs/clean.pt.trace.json.gz", 0xacc740bfe2b46f3cULL},
+    {"runs/dataloader.pt.trace.json.gz", 0x005b59254254d654ULL},
+    {"runs/sync.pt.trace.json.gz", 0x0a50b4f82987f4f5ULL},
+    {"runs/tiny_ops.pt.trace.json.gz", 0xc78ddb442749e11dULL},
+    {"runs/memory_churn.pt.trace.json.gz", 0x0adde15bae1460f1ULL},
     {"formats/clean.v1.pt.trace.json.gz", 0xac377e1760c63969ULL},
     {"torch/torch_sync.pt.trace.json.gz", 0xb47da1fbf7f399a6ULL},
     {"torch/torch_memory_churn.pt.trace.json.gz", 0x47ef7a5c2e775c71ULL},

@@ -19,6 +19,7 @@
 #include "pd/pd_analyze.h"
 #include "pd/pd_replay.h"
 #include "pd/pd_stats.h"
+#include "pd_test_util.h"
 
 /* ---- hand-made traces ---------------------------------------------------------------------- */
 
@@ -442,8 +443,12 @@ static void check_dir(const char *sub, size_t *checked) {
     cr_assert_eq(res.steps, ix.nsteps, "%s", de->d_name);
     cr_log_info("%s: step error median %.2f%%, max %.2f%% (%s)", de->d_name, res.err_median * 100,
                 res.err_max * 100, pd_replay_quality_name(pd_replay_info(r)->quality));
-    cr_expect(res.err_median <= 0.03, "%s: median step error %.2f%% > 3%%", de->d_name, res.err_median * 100);
-    cr_expect(res.err_max <= 0.08, "%s: worst step error %.2f%% > 8%%", de->d_name, res.err_max * 100);
+    double lim_median, lim_worst;
+    pd_test_replay_limits(strcmp(sub, "runs") == 0 ? de->d_name : path, &lim_median, &lim_worst);
+    cr_expect(res.err_median <= lim_median, "%s: median step error %.2f%% > %.1f%%", de->d_name, res.err_median * 100,
+              lim_median * 100);
+    cr_expect(res.err_max <= lim_worst, "%s: worst step error %.2f%% > %.1f%%", de->d_name, res.err_max * 100,
+              lim_worst * 100);
     /* every fix replays to a finite step no longer than the profiled one plus the error */
     for (int f = 0; f < PD_FIX_COUNT; f++) {
       pd_replay_result_t fr;
