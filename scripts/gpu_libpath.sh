@@ -9,6 +9,12 @@
 # library the host has could clash with the host's ctest or driver. The links go into
 # $build/.host_missing_libs, or $libdir_override when set (gpu_ab.sh, which may run while
 # the acceptance tests load from the former).
+# With $libpath_probe set (a program of the build), nothing is done when that program
+# already finds all its libraries: the scripts that may run on a GPU host or beside the
+# toolchain (make_fixtures.sh, scenario_truth.sh, ab_record.sh) source it that way.
+if [ -n "${libpath_probe:-}" ] && ! ldd "$libpath_probe" 2>/dev/null | grep -q 'not found'; then
+  return 0
+fi
 libpath=()
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/extras/CUPTI/lib64; do
   [ -d "$d" ] && libpath+=("$d")

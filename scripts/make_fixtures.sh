@@ -19,12 +19,10 @@ out=${1:?usage: make_fixtures.sh [--build DIR] OUT_DIR}
 demo=$build/src/cli/profiler_demo/profiler_demo
 [ -x "$demo" ] || { echo "make_fixtures: no profiler_demo at $demo (build first)" >&2; exit 2; }
 # A build carried here (scripts/gpu_prepare.sh with .gpu_bundle/): its library path.
-if ldd "$demo" 2>/dev/null | grep -q 'not found'; then
-  # shellcheck disable=SC2034  # read by gpu_libpath.sh
-  root=$PWD
-  # shellcheck source=scripts/gpu_libpath.sh
-  . scripts/gpu_libpath.sh
-fi
+# shellcheck disable=SC2034  # read by gpu_libpath.sh
+root=$PWD libpath_probe=$demo
+# shellcheck source=scripts/gpu_libpath.sh
+. scripts/gpu_libpath.sh
 mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -26,12 +26,10 @@ demo=$build/src/cli/profiler_demo/profiler_demo
 [ -x "$demo" ] || { echo "scenario_truth: no $demo" >&2; exit 2; }
 command -v python3 > /dev/null || { echo "scenario_truth: needs python3" >&2; exit 2; }
 # A build carried here (scripts/gpu_prepare.sh with .gpu_bundle/): its library path.
-if ldd "$demo" 2> /dev/null | grep -q 'not found'; then
-  # shellcheck disable=SC2034  # read by gpu_libpath.sh
-  root=$PWD
-  # shellcheck source=scripts/gpu_libpath.sh
-  . scripts/gpu_libpath.sh
-fi
+# shellcheck disable=SC2034  # read by gpu_libpath.sh
+root=$PWD libpath_probe=$demo
+# shellcheck source=scripts/gpu_libpath.sh
+. scripts/gpu_libpath.sh
 mkdir -p "$out"
 # shellcheck source=scripts/lib_args.sh
 . scripts/lib_args.sh

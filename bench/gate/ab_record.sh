@@ -30,12 +30,10 @@ demo=$build/src/cli/profiler_demo/profiler_demo
 [ -x "$demo" ] || { echo "ab_record: no program at $demo (build first)" >&2; exit 2; }
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || { echo "ab_record: no GPU visible (nvidia-smi -L)" >&2; exit 3; }
 # A build carried here (scripts/gpu_prepare.sh with .gpu_bundle/): its library path.
-if ldd "$demo" 2>/dev/null | grep -q 'not found'; then
-  # shellcheck disable=SC2034  # read by gpu_libpath.sh
-  root=$PWD
-  # shellcheck source=scripts/gpu_libpath.sh
-  . scripts/gpu_libpath.sh
-fi
+# shellcheck disable=SC2034  # read by gpu_libpath.sh
+root=$PWD libpath_probe=$demo
+# shellcheck source=scripts/gpu_libpath.sh
+. scripts/gpu_libpath.sh
 read -r -a args <<<"$(grep -v '^[[:space:]]*#' baselines/acceptance.args | tr '\n' ' ')"
 scenarios=(clean tiny_ops)
 kinds=(a h5 b h10)
