@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# inject_accuracy.sh [BUILD_DIR]: measures on a GPU host how closely --inject_slowdown F
+# lengthens the profiled p50 step by F: runs the acceptance test
+# gate::injected_slowdown_lengthens_the_p50_step_by_its_fraction (clean at 0.10 over 100
+# injected and 100 plain steps in one process, tiny_ops at 0.05 over 32 each), which the
+# acceptance suite skips because its result varies between fresh machines (docs/gate.md).
+# Prints the measured ratios. Exit: the test's status (0 within 3 points); 2 no build.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+build=${1:-build-gpu}
+case "$build" in /*) ;; *) build=$PWD/$build ;; esac
+test_bin=$build/tests/acceptance/scenarios/test_scenarios
+[ -x "$test_bin" ] || { echo "inject_accuracy: no $test_bin (build first)" >&2; exit 2; }
+# A build carried here (scripts/gpu_prepare.sh with .gpu_bundle/): its library path.
+# shellcheck disable=SC2034  # read by gpu_libpath.sh
+root=$PWD libpath_probe=$test_bin
+# shellcheck source=scripts/gpu_libpath.sh
+. scripts/gpu_libpath.sh
+PD_MEASURE_INJECTION=1 "$test_bin" --filter 'gate/injected_slowdown_lengthens_the_p50_step_by_its_fraction' 2>&1 |
+  grep -E 'inject_slowdown|Synthesis|FAIL|SKIP'
+exit "${PIPESTATUS[0]}"
