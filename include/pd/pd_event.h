@@ -181,12 +181,14 @@ pd_event_t *pd_trace_events_mut(pd_trace_t *trace);
 /* Sorts events by start time (stable: equal starts keep their insertion order), in
  * O(n log n); already-sorted input costs one pass. */
 void pd_trace_sort(pd_trace_t *trace);
-/* Removes, from the events at index `from` on, the GPU work (KERNEL, MEMCPY, MEMSET)
- * whose correlation id is one of ids[0..nids): work launched by calls that were left out
- * of the trace (a launch made before the recording window whose kernel ran inside it
- * belongs to the step that launched it, not to the first recorded one). Keeps the order
- * of the rest. Returns the number removed, or PD_ENOMEM / PD_EINVAL. */
-int64_t pd_trace_drop_launched_by(pd_trace_t *trace, size_t from, const uint64_t *ids, size_t nids);
+/* The recording window's rule, for the events a record source added at index `from` on:
+ * events that start before window_start_ns are warmup and go, and so does the GPU work
+ * (KERNEL, MEMCPY, MEMSET) launched by a call that goes, even where it ran inside the
+ * window: it belongs to the step that launched it (a step that ends at a kernel's launch,
+ * as pd_run's --step_kernel does, would otherwise hand that kernel to the first recorded
+ * step). Keeps the order of the rest. Returns the number removed, or PD_ENOMEM /
+ * PD_EINVAL. */
+int64_t pd_trace_clip_window(pd_trace_t *trace, size_t from, int64_t window_start_ns);
 /* Returns the name to show for ev. MEMCPY records with a known copy kind and MEMSET
  * records with a known memory kind get Kineto's name ("Memcpy HtoD (Pinned -> Device)",
  * "Memset (Device)") written into buf; otherwise ev->name, or for a nameless copy/set

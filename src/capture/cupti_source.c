@@ -954,12 +954,9 @@ int64_t pd_cupti_source_collect(pd_cupti_source_t *src, pd_trace_t *out, int64_t
   int64_t added = 0;
   int rc = 0;
   char namebuf[512];
-  /* Calls left out for starting before the window: the GPU work they launched belongs to
-   * the step that launched it, even where it ran after the window began (a step that ends
-   * at a kernel's launch, as pd_run's --step_kernel does, hands that kernel over). */
+  /* Everything is added, then the window's rule applied once (pd_trace_clip_window):
+   * warmup records go, with the GPU work their calls launched. */
   const size_t first = out != NULL ? pd_trace_count(out) : 0;
-  uint64_t *early = NULL;
-  size_t nearly = 0, early_cap = 0;
   while (b != NULL) {
     pd_cupti_buf_t *next = b->next;
     uint8_t *data = (uint8_t *)b + PD_CUPTI_HDR_BYTES;
@@ -981,22 +978,6 @@ int64_t pd_cupti_source_collect(pd_cupti_source_t *src, pd_trace_t *out, int64_t
       if (ev.kind == PD_EVENT_DRIVER && !src->opt.driver_api &&
           !pd_cupti_driver_cbid_is_launch(ev.u.api.cbid))
         continue; /* launch-only driver tracing: other driver calls are noise */
-      if (ev.start_ns < window_start_ns) { /* warmup: traced, then discarded */
-        if ((ev.kind == PD_EVENT_RUNTIME || ev.kind == PD_EVENT_DRIVER) && ev.correlation_id != 0) {
-          if (nearly == early_cap) {
-            const size_t cap = early_cap ? early_cap * 2 : 64;
-            uint64_t *grown = realloc(early, cap * sizeof(*early));
-            if (grown == NULL) {
-              rc = PD_ENOMEM;
-              continue;
-            }
-            early = grown;
-            early_cap = cap;
-          }
-          early[nearly++] = ev.correlation_id;
-        }
-        continue;
-      }
       int arc = pd_trace_add(out, &ev);
       if (arc < 0)
         rc = arc;
@@ -1006,12 +987,11 @@ int64_t pd_cupti_source_collect(pd_cupti_source_t *src, pd_trace_t *out, int64_t
     buf_recycle(b);
     b = next;
   }
-  if (rc == 0 && out != NULL && nearly > 0) {
-    const int64_t dropped = pd_trace_drop_launched_by(out, first, early, nearly);
+  if (rc == 0 && out != NULL) {
+    const int64_t dropped = pd_trace_clip_window(out, first, window_start_ns);
     if (dropped < 0) rc = (int)dropped;
     else added -= dropped;
   }
-  free(early);
   if (rc < 0) return rc;
   if (out != NULL) {
     rc = pd_cupti_link_sync(out);

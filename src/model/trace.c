@@ -220,25 +220,36 @@ pd_event_t *pd_trace_events_mut(pd_trace_t *trace) {
   return trace ? trace->events : NULL;
 }
 
-int64_t pd_trace_drop_launched_by(pd_trace_t *trace, size_t from, const uint64_t *ids, size_t nids) {
-  if (trace == NULL || (ids == NULL && nids > 0)) return PD_EINVAL;
-  if (nids == 0 || from >= trace->count) return 0;
-  pd_corr_map_t set;
-  if (pd_corr_map_init(&set, nids) != 0) {
-    pd_corr_map_free(&set);
+static bool is_gpu_work(const pd_event_t *ev) {
+  return ev->kind == PD_EVENT_KERNEL || ev->kind == PD_EVENT_MEMCPY || ev->kind == PD_EVENT_MEMSET;
+}
+
+static bool is_early_call(const pd_event_t *ev, int64_t window_start_ns) {
+  return ev->start_ns < window_start_ns && (ev->kind == PD_EVENT_RUNTIME || ev->kind == PD_EVENT_DRIVER) &&
+         ev->correlation_id != 0;
+}
+
+int64_t pd_trace_clip_window(pd_trace_t *trace, size_t from, int64_t window_start_ns) {
+  if (trace == NULL) return PD_EINVAL;
+  if (from >= trace->count) return 0;
+  size_t nearly = 0;
+  for (size_t i = from; i < trace->count; i++) nearly += is_early_call(&trace->events[i], window_start_ns);
+  pd_corr_map_t early = {0};
+  if (nearly > 0 && pd_corr_map_init(&early, nearly) != 0) {
+    pd_corr_map_free(&early);
     return PD_ENOMEM;
   }
-  for (size_t i = 0; i < nids; i++)
-    if (ids[i] != 0) pd_corr_map_put(&set, ids[i], 0);
+  for (size_t i = from; i < trace->count; i++)
+    if (is_early_call(&trace->events[i], window_start_ns)) pd_corr_map_put(&early, trace->events[i].correlation_id, 0);
   size_t keep = from;
   for (size_t i = from; i < trace->count; i++) {
     const pd_event_t *ev = &trace->events[i];
-    const bool gpu = ev->kind == PD_EVENT_KERNEL || ev->kind == PD_EVENT_MEMCPY || ev->kind == PD_EVENT_MEMSET;
-    if (gpu && ev->correlation_id != 0 && pd_corr_map_get(&set, ev->correlation_id) >= 0) continue;
+    if (ev->start_ns < window_start_ns) continue;
+    if (nearly > 0 && is_gpu_work(ev) && pd_corr_map_get(&early, ev->correlation_id) >= 0) continue;
     if (keep != i) trace->events[keep] = trace->events[i];
     keep++;
   }
-  pd_corr_map_free(&set);
+  pd_corr_map_free(&early);
   const int64_t removed = (int64_t)(trace->count - keep);
   trace->count = keep;
   return removed;

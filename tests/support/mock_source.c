@@ -93,14 +93,19 @@ static int64_t mock_collect(pd_record_source_t *s, pd_trace_t *out, int64_t wind
   const pd_event_t *ev = pd_trace_events(m->ready);
   size_t n = pd_trace_count(m->ready);
   int64_t added = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (out == NULL || ev[i].start_ns < window_start_ns) {
-      m->discarded_n++;
-      continue;
+  if (out == NULL) {
+    m->discarded_n += n;
+  } else {
+    /* As the CUPTI source: everything added, then the window's rule (pd_trace_clip_window). */
+    const size_t first = pd_trace_count(out);
+    for (size_t i = 0; i < n; i++) {
+      rc = pd_trace_add(out, &ev[i]);
+      if (rc != 0) return rc;
     }
-    rc = pd_trace_add(out, &ev[i]);
-    if (rc != 0) return rc;
-    added++;
+    const int64_t dropped = pd_trace_clip_window(out, first, window_start_ns);
+    if (dropped < 0) return dropped;
+    added = (int64_t)n - dropped;
+    m->discarded_n += (uint64_t)dropped;
   }
   m->collected_n += (uint64_t)added;
   pd_trace_reset(m->ready);

@@ -218,35 +218,34 @@ Test(trace, display_names_follow_kineto) {
   cr_expect_str_eq(pd_mem_kind_name(PD_MEM_MANAGED), "Managed");
 }
 
-/* GPU work whose launching call was left out (it started before the recording window)
- * goes with it; the call's other events, GPU work of kept calls, work without a
- * correlation id and everything before `from` stay, in order. */
-Test(trace, drop_launched_by_removes_only_that_gpu_work) {
+/* The window's rule: events that start before the window go, and so does the GPU work
+ * their calls launched, also where it ran inside the window; GPU work of kept calls, work
+ * without a correlation id, and everything before `from` stay, in order. */
+Test(trace, clip_window_drops_warmup_and_the_work_its_calls_launched) {
   pd_trace_t *t = pd_trace_create();
   cr_assert_not_null(t);
   const pd_event_t evs[] = {
-      pd_test_event(PD_EVENT_KERNEL, 0, 5, "before_from", 7),  /* index 0: before `from` */
-      pd_test_event(PD_EVENT_KERNEL, 10, 20, "early_kernel", 7),
+      pd_test_event(PD_EVENT_KERNEL, 0, 5, "before_from", 7),         /* index 0: before `from` */
+      pd_test_event(PD_EVENT_RUNTIME, 6, 8, "cudaLaunchKernel", 7),   /* before the window (10) */
+      pd_test_event(PD_EVENT_KERNEL, 10, 20, "early_kernel", 7),      /* its kernel, inside */
       pd_test_event(PD_EVENT_RUNTIME, 11, 12, "cudaLaunchKernel", 8),
-      pd_test_event(PD_EVENT_MEMCPY, 21, 25, NULL, 9),
+      pd_test_event(PD_EVENT_DRIVER, 9, 10, "cuMemcpyHtoDAsync", 9),  /* before the window */
+      pd_test_event(PD_EVENT_MEMCPY, 21, 25, NULL, 9),                /* its copy, inside */
       pd_test_event(PD_EVENT_KERNEL, 22, 30, "kept_kernel", 8),
-      pd_test_event(PD_EVENT_RUNTIME, 23, 24, "cudaLaunchKernel", 9), /* a call: never dropped */
+      pd_test_event(PD_EVENT_RANGE, 8, 40, "warmup_range", 0),         /* starts before: goes */
       pd_test_event(PD_EVENT_MEMSET, 31, 32, NULL, 0),
   };
   for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++) cr_assert_eq(pd_trace_add(t, &evs[i]), 0);
-  const uint64_t early[] = {7, 9};
-  cr_assert_eq(pd_trace_drop_launched_by(t, 1, early, 2), 2);
-  cr_assert_eq(pd_trace_count(t), 5);
+  cr_assert_eq(pd_trace_clip_window(t, 1, 10), 5);
+  cr_assert_eq(pd_trace_count(t), 4);
   const pd_event_t *e = pd_trace_events(t);
   cr_expect_str_eq(e[0].name, "before_from");
   cr_expect_eq(e[1].kind, PD_EVENT_RUNTIME);
+  cr_expect_eq(e[1].correlation_id, 8);
   cr_expect_str_eq(e[2].name, "kept_kernel");
-  cr_expect_eq(e[3].kind, PD_EVENT_RUNTIME);
-  cr_expect_eq(e[3].correlation_id, 9);
-  cr_expect_eq(e[4].kind, PD_EVENT_MEMSET);
-  cr_expect_eq(pd_trace_drop_launched_by(t, 0, NULL, 0), 0);
-  cr_expect_eq(pd_trace_drop_launched_by(t, 99, early, 2), 0);
-  cr_expect_eq(pd_trace_drop_launched_by(NULL, 0, early, 2), PD_EINVAL);
-  cr_expect_eq(pd_trace_drop_launched_by(t, 0, NULL, 2), PD_EINVAL);
+  cr_expect_eq(e[3].kind, PD_EVENT_MEMSET);
+  cr_expect_eq(pd_trace_clip_window(t, 0, 0), 0);
+  cr_expect_eq(pd_trace_clip_window(t, 99, 1000), 0);
+  cr_expect_eq(pd_trace_clip_window(NULL, 0, 0), PD_EINVAL);
   pd_trace_destroy(t);
 }
