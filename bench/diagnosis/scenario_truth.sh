@@ -38,7 +38,7 @@ pd_args_read baselines/acceptance.args args
 pd_scenario_names "$demo" scenarios
 fix_of() {
   case "$1" in
-    dataloader) echo "--num_workers 8" ;;
+    dataloader) echo "--num_workers 4" ;; # twice the scenario's 2 workers: loader_2x
     sync) echo "--no_sync" ;;
     tiny_ops) echo "--tiny_ops_mode graph" ;;
     memory_churn) echo "--allocator pool" ;;

@@ -39,6 +39,11 @@ extern "C" {
  *  - PROFILER: the profiler's own cost per traced call and per range taken out of the host
  *    tasks (the predicted unprofiled program; every saving is stated against it);
  *  - DATA_WAIT: host time inside data-loading ranges removed;
+ *  - LOADER_2X: the loader twice as fast (twice the workers): a loader that keeps the step
+ *    waiting produces one batch per measured step, so at twice its throughput the step
+ *    is at most half as long and never shorter than without the wait; each data wait
+ *    shrinks by one factor so that the steps' total wait becomes
+ *    max(0, S/2 - (S - W)), S the measured steps' total time, W their total wait;
  *  - READS: blocking reads of device values (.item() and the like) removed with the host
  *    work that only feeds them (the reduction ops issued for them since the previous read
  *    in the same parent, and the host time between those ops), and their GPU work;
@@ -54,6 +59,7 @@ extern "C" {
 #define PD_FIX_MAP(X)                  \
   X(PROFILER, "profiler")              \
   X(DATA_WAIT, "data_wait")            \
+  X(LOADER_2X, "loader_2x")            \
   X(READS, "blocking_reads")           \
   X(READS_ASYNC, "blocking_reads_async") \
   X(PAGEABLE, "pageable_copy")         \
@@ -116,6 +122,8 @@ typedef struct {
   double pageable_copies_per_step;
   double tiny_ops_per_step;     /* ops PD_FIX_TINY_OPS removes */
   double launches_per_step;
+  double data_wait_share;       /* the steps' data wait over their time (W / S of LOADER_2X) */
+  double loader_2x_keep;        /* the share of each data wait LOADER_2X keeps, in [0, 1] */
 } pd_replay_info_t;
 
 typedef struct pd_replay pd_replay_t;

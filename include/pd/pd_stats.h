@@ -243,7 +243,9 @@ const char *pd_metric_class_name(pd_metric_class_t c);
   X(replay_wake_latency_us, TIME, INFO)                \
   X(replay_reads_per_step, INFO, INFO)                 \
   X(replay_tiny_ops_per_step, INFO, INFO)              \
+  X(replay_data_wait_share, RATIO, INFO)               \
   X(saving_data_wait_us_per_step, TIME, INFO)          \
+  X(saving_loader_2x_us_per_step, TIME, INFO)          \
   X(saving_blocking_reads_us_per_step, TIME, INFO)     \
   X(saving_blocking_reads_async_us_per_step, TIME, INFO) \
   X(saving_pageable_copy_us_per_step, TIME, INFO)      \
@@ -395,7 +397,7 @@ typedef struct {
 
 /* One fix's predicted saving (the replay with it applied, against the predicted unprofiled
  * step). */
-#define PD_MAX_SAVINGS 10
+#define PD_MAX_SAVINGS 12
 typedef struct {
   char cause[32];                /* the fix's name (pd_fix_name) or "combined" */
   double est_saving_us_per_step;

@@ -220,6 +220,9 @@ typedef struct {
   const pd_metrics_t *metrics;
   const double *step_times_s; /* per profiled step */
   const double *dataloader_wait_s;
+  /* per profiled step: from the start of its data wait to the start of the next step's
+   * (the whole iteration, as the ProfilerStep markers cut it); NULL: not measured */
+  const double *step_periods_s;
   size_t nsteps;
   const pd_verdict_t *verdict;
   const pd_op_table_t *top_ops; /* sorted as it should appear; may be NULL */

@@ -418,6 +418,8 @@ static const fix_rule_t fix_rules[] = {
      "raise --num_workers (and --prefetch_factor), add --pin_memory; make per-sample work cheaper",
      "raise DataLoader num_workers, set pin_memory=True and persistent_workers=True; move per-sample "
      "CPU work out of __getitem__"},
+    {PD_FIX_LOADER_2X, PD_BOTTLENECK_DATALOADER, false, "double --num_workers (the loader twice as fast)",
+     "double DataLoader num_workers (or halve the per-sample CPU work)"},
     {PD_FIX_READS, PD_BOTTLENECK_SYNC, true, "--no_sync: keep the step free of host reads of device values",
      "drop .item(), .cpu() and print() of GPU tensors inside the step (and the ops that only feed them); "
      "accumulate on the GPU and read once every N steps"},
@@ -448,6 +450,12 @@ static void fix_evidence(char *buf, size_t len, const pd_metrics_t *m, pd_fix_t 
     case PD_FIX_DATA_WAIT:
       fmt_us(t, sizeof t, isfinite(m->avg_dataloader_wait_s) ? m->avg_dataloader_wait_s * 1e6 : 0.0);
       addf(buf, len, "data wait %s per step; without it the step is %s shorter", t, sv);
+      break;
+    case PD_FIX_LOADER_2X:
+      addf(buf, len,
+           "data wait %.0f%% of the step: a loader that keeps the step waiting sets its pace, so at twice its "
+           "throughput the step is at most half as long: %s",
+           100.0 * m->replay_data_wait_share, sv);
       break;
     case PD_FIX_READS:
       addf(buf, len,

@@ -99,6 +99,8 @@ static uint16_t removed_bits(unsigned mask) {
 /* The replayed duration of the host task ending at node x. */
 static int64_t task_dur(const pd_replay_t *r, const rp_node_t *x, int64_t seg, unsigned mask, uint16_t rm) {
   if (x->bits & rm) return 0;
+  if ((mask & PD_FIX_BIT(PD_FIX_LOADER_2X)) && (x->bits & RP_B_DATA))
+    seg = (int64_t)((double)seg * r->info.loader_2x_keep + 0.5);
   if ((mask & PD_FIX_BIT(PD_FIX_LAUNCH)) && (x->bits & RP_B_LAUNCH) && seg > r->graph_node_ns) seg = r->graph_node_ns;
   if ((mask & PD_FIX_BIT(PD_FIX_PAGEABLE)) && (x->bits & RP_B_PAGEABLE) && seg > r->async_copy_ns)
     seg = r->async_copy_ns;

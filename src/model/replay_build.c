@@ -568,6 +568,34 @@ static int build_blocks(bctx_t *c) {
   return 0;
 }
 
+/* LOADER_2X's factor (pd_replay.h): W, the host time of data-wait tasks that end inside a
+ * step, against S, the steps' measured time. At twice the loader's throughput the steps'
+ * total wait becomes max(0, S/2 - (S - W)); every data wait keeps that share of W. */
+static void loader_share(pd_replay_t *r, const pd_trace_index_t *ix, const pd_event_t *ev) {
+  int64_t S = 0, W = 0;
+  for (size_t s = 0; s < ix->nsteps; s++) {
+    const pd_event_t *e = &ev[ix->steps[s].ev];
+    S += e->end_ns - e->start_ns;
+  }
+  for (size_t i = 0; i < r->nnodes; i++) {
+    const rp_node_t *x = &r->nodes[i];
+    if (x->type == RP_GPU || !(x->bits & RP_B_DATA) || x->seg <= 0) continue;
+    for (size_t s = 0; s < ix->nsteps; s++) {
+      const pd_event_t *e = &ev[ix->steps[s].ev];
+      if (x->t0 > e->start_ns && x->t0 <= e->end_ns) {
+        W += x->seg;
+        break;
+      }
+    }
+  }
+  r->info.data_wait_share = S > 0 ? (double)W / (double)S : 0.0;
+  r->info.loader_2x_keep = 1.0;
+  if (W > 0) {
+    double left = (double)S / 2.0 - (double)(S - W);
+    r->info.loader_2x_keep = left > 0 ? left / (double)W : 0.0;
+  }
+}
+
 /* The profiler's cost lands where the tracing happens, around each op and call; where a
  * host task is shorter than the cost assigned to it, the rest moves on to the thread's
  * next tasks (never into a blocking call's wait, whose length the GPU sets). */
@@ -845,6 +873,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
   r->info.pageable_copies_per_step /= steps;
   r->info.launches_per_step /= steps;
   r->info.tiny_ops_per_step /= steps;
+  loader_share(r, ix, ev);
   for (size_t s = 0; s < ix->nsteps; s++) {
     r->step_node[2 * s] = c.hs[ix->steps[s].ev];
     r->step_node[2 * s + 1] = c.he[ix->steps[s].ev];

@@ -18,6 +18,7 @@
 static double *saving_field(pd_metrics_t *m, pd_fix_t f) {
   switch (f) {
     case PD_FIX_DATA_WAIT: return &m->saving_data_wait_us_per_step;
+    case PD_FIX_LOADER_2X: return &m->saving_loader_2x_us_per_step;
     case PD_FIX_READS: return &m->saving_blocking_reads_us_per_step;
     case PD_FIX_READS_ASYNC: return &m->saving_blocking_reads_async_us_per_step;
     case PD_FIX_PAGEABLE: return &m->saving_pageable_copy_us_per_step;
@@ -81,6 +82,7 @@ int pd_replay_fill_metrics(const pd_trace_t *trace, const pd_trace_index_t *ix, 
   m->replay_wake_latency_us = (double)in->wake_latency_ns / 1e3;
   m->replay_reads_per_step = in->reads_per_step;
   m->replay_tiny_ops_per_step = in->tiny_ops_per_step;
+  m->replay_data_wait_share = in->data_wait_share;
   unsigned combined = PD_FIX_BIT(PD_FIX_PROFILER);
   for (int f = 0; f < PD_FIX_COUNT; f++) {
     double *field = saving_field(m, (pd_fix_t)f);
@@ -89,8 +91,9 @@ int pd_replay_fill_metrics(const pd_trace_t *trace, const pd_trace_index_t *ix, 
     if ((rc = pd_replay_run(r, PD_FIX_BIT(PD_FIX_PROFILER) | PD_FIX_BIT(f), &res, NULL)) != 0) break;
     double saved = prof.step_us_mean - res.step_us_mean;
     *field = saved > 0 ? saved : 0.0;
-    /* the asynchronous reads are the other way to fix the same reads, not an extra fix */
-    if (f != PD_FIX_READS_ASYNC && *field >= PD_SAVING_FINDING_SHARE * prof.step_us_mean) combined |= PD_FIX_BIT(f);
+    /* the asynchronous reads are the other way to fix the same reads, and a faster loader
+     * a partial fix of the same wait: neither is an extra fix */
+    if (f != PD_FIX_READS_ASYNC && f != PD_FIX_LOADER_2X && *field >= PD_SAVING_FINDING_SHARE * prof.step_us_mean) combined |= PD_FIX_BIT(f);
   }
   if (rc == 0) {
     pd_replay_result_t res;

@@ -79,7 +79,7 @@ typedef struct {
   double warm_sum;  /* warmup step times, the base of --inject_slowdown */
   int warm_n;
   pd_scen_inject_t inject; /* --inject_slowdown, sized from the steps after the warmup */
-  double *step_s, *wait_s; /* per timed (active) step */
+  double *step_s, *wait_s, *period_s; /* per timed (active) step */
   int nsamples;
   /* the results */
   pd_verdict_t verdict;
@@ -519,6 +519,7 @@ int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *
       .metrics = res->metrics,
       .step_times_s = res->step_s,
       .dataloader_wait_s = res->wait_s,
+      .step_periods_s = res->period_s,
       .nsteps = res->nsamples,
       .verdict = res->verdict,
       .top_ops = res->ops,
@@ -647,7 +648,8 @@ static int demo_phase_configure(demo_run_t *r) {
   const bool tables_ok = pd_pipeline_init(&r->pl, &po) == 0;
   r->step_s = calloc((size_t)r->active_steps, sizeof(double));
   r->wait_s = calloc((size_t)r->active_steps, sizeof(double));
-  if (!tables_ok || r->step_s == NULL || r->wait_s == NULL) {
+  r->period_s = calloc((size_t)r->active_steps, sizeof(double));
+  if (!tables_ok || r->step_s == NULL || r->wait_s == NULL || r->period_s == NULL) {
     demo_err("out of host memory");
     return PD_DEMO_EXIT_RUNTIME;
   }
@@ -817,6 +819,8 @@ static int demo_phase_steps(demo_run_t *r) {
   r->prev_end_ns = pd_clock_now_ns();
   for (int s = 0; s < total; s++) {
     demo_progress(r, phase, s + 1, total);
+    const int64_t iter_start_ns = r->prev_end_ns;
+    const int timed = r->nsamples;
     /* --inject_alternate: only every other recorded step (the odd samples) is injected */
     const pd_sched_action_t act_now = pd_schedule_action(&r->sched, s);
     const bool odd_sample = (act_now == PD_SCHED_RECORD || act_now == PD_SCHED_RECORD_AND_SAVE) &&
@@ -850,6 +854,7 @@ static int demo_phase_steps(demo_run_t *r) {
     if (code != 0) return code;
     /* Profiler bookkeeping (and the trace write on the last step) is not data wait. */
     r->prev_end_ns = pd_clock_now_ns();
+    if (r->nsamples > timed) r->period_s[timed] = (double)(r->prev_end_ns - iter_start_ns) * 1e-9;
     if (demo_stop_requested(r, r->steps_done)) break;
   }
   if (cfg->inject_slowdown > 0 && !cfg->quiet)
@@ -951,6 +956,7 @@ static int demo_phase_json(demo_run_t *r) {
       .metrics = &r->pl.metrics,
       .step_s = r->step_s,
       .wait_s = r->wait_s,
+      .period_s = r->period_s,
       .nsamples = (size_t)r->nsamples,
       .verdict = cfg->no_profile ? NULL : &r->verdict,
       .ops = cfg->no_profile ? NULL : r->pl.ops,
@@ -1000,6 +1006,7 @@ static int demo_run_free(demo_run_t *r, int exit_code) {
   free(r->traces);
   pd_pipeline_free(&r->pl);
   free(r->step_s);
+  free(r->period_s);
   free(r->wait_s);
   free(r);
   return exit_code;

@@ -261,6 +261,38 @@ Test(replay, data_wait_removed) {
   expect_steps(NULL, 100.0, PD_FIX_BIT(PD_FIX_DATA_WAIT), 50.0);
 }
 
+/* A loader twice as fast: two steps of 100 us wait 80 us each (S = 200, W = 160); at twice
+ * the throughput the total wait is max(0, 100 - 40) = 60, so each wait keeps 60/160 and
+ * every step is 50 us: half as long. A step that waits less than half its time loses
+ * all its wait. */
+Test(replay, loader_twice_as_fast_halves_a_loader_bound_step) {
+  step(1, 0, 100);
+  add(PD_EVENT_RANGE, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 0, 80, 0);
+  add(PD_EVENT_CPU_OP, "aten::add", 80, 100, 0);
+  step(2, 100, 200);
+  add(PD_EVENT_RANGE, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 100, 180, 0);
+  add(PD_EVENT_CPU_OP, "aten::add", 180, 200, 0);
+  built_t b;
+  build(&b, NULL);
+  const pd_replay_info_t *in = pd_replay_info(b.r);
+  NEAR(in->data_wait_share, 0.8);
+  NEAR(in->loader_2x_keep, 60.0 / 160.0);
+  pd_replay_result_t res;
+  cr_assert_eq(pd_replay_run(b.r, PD_FIX_BIT(PD_FIX_LOADER_2X), &res, NULL), 0);
+  cr_assert_eq(res.steps, 2);
+  NEAR(res.step_us_mean, 50.0);
+  cr_assert_eq(pd_replay_run(b.r, PD_FIX_BIT(PD_FIX_DATA_WAIT), &res, NULL), 0);
+  NEAR(res.step_us_mean, 20.0);
+  unbuild(&b);
+}
+
+Test(replay, loader_twice_as_fast_removes_a_short_wait) {
+  step(1, 0, 100);
+  add(PD_EVENT_RANGE, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 0, 30, 0);
+  add(PD_EVENT_CPU_OP, "aten::add", 30, 100, 0);
+  expect_steps(NULL, 100.0, PD_FIX_BIT(PD_FIX_LOADER_2X), 70.0);
+}
+
 /* The profiler's own cost per call and per range comes out of the host tasks. */
 Test(replay, profiler_cost_removed) {
   step(1, 0, 100);
