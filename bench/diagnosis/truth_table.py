@@ -36,7 +36,7 @@ SCENARIOS = {
 }
 # torch variant's planted cause -> transformation
 TORCH = {"dataloader": "data_wait", "sync": "blocking_reads", "launch_overhead": "tiny_ops",
-         "allocator_churn": "allocation"}
+         "allocator_churn": "allocation", "host_code": "host_code", "pageable_copy": "pageable_copy"}
 
 
 def wall_s(path):
@@ -126,8 +126,9 @@ def torch_rows(analyzer, root):
             subprocess.run([analyzer, os.path.join(root, "tests/fixtures/torch", v["trace"]), "--json", out],
                            check=True, stdout=subprocess.DEVNULL)
             doc = json.load(open(out))
-            r = row("torch " + name, fix, v["saved_share"], None, None, predicted(doc, fix), dev,
-                    doc["verdict"]["bottleneck"])
+            vdev = "%s (boot %s)" % (v["device"], v.get("boot_id", "?")) if "device" in v else dev
+            r = row("torch " + name, fix, v["saved_share"], v.get("saved_lo"), v.get("saved_hi"),
+                    predicted(doc, fix), vdev, doc["verdict"]["bottleneck"])
             r["predicted_unprofiled_ms"] = (doc["verdict"].get("replay", {}).get("predicted_unprofiled_step_us") or 0) / 1e3
             r["measured_unprofiled_ms"] = v["step_ms"]
             rows.append(r)

@@ -13,6 +13,26 @@ AMP unless said otherwise, a DataLoader feeding pinned batches) in these variant
   tiny_ops_b64      an EMA of a 1024-element tensor updated in 300 separate small ops
   memory_churn_b64  torch.cuda.empty_cache() every step plus a transient 64 MiB buffer
 
+and the classes whose own time is small but whose knock-on cost is large (docs/diagnosis.md):
+
+  logging_reads_b64    every parameter's gradient norm and weight norm read with .item()
+                       after backward, for logging (16 blocking reads per step); fix: none read
+  python_ops_b64       a tokenizer in pure Python on the main thread between forward and
+                       backward; fix: none (it belongs in the loader)
+  pageable_input_b64   a 128 MiB side tensor copied to the GPU every step from pageable
+                       memory; fix: the same tensor pinned, copied with non_blocking=True
+  bursty_loader_b64    8 DataLoader workers each far slower than the step, so the batches
+                       arrive in bursts (most steps wait nothing, every eighth waits long);
+                       fix: the pre-made batches of plain_b64
+  nonforeach_adamw_b64 AdamW(foreach=False): one small kernel per parameter and operation;
+                       fix: the default multi-tensor (foreach) AdamW
+
+For these the truth is measured in ROUNDS interleaved rounds (ABBA: planted, fixed, fixed,
+planted, ...), each a fresh step (model, loader) with its warmup, timed as the mean wall time
+per step (a bursty loader's cost is in its few long steps, which a median leaves out); the
+saving is 1 - mean(fixed) / mean(planted) over the rounds, with a 95% bootstrap interval over
+rounds (saved_lo, saved_hi). Their traces record 8 active steps (bursty_loader_b64: 16).
+
 Each variant is profiled (schedule wait=1 warmup=1 active=4, CPU+CUDA activities,
 profile_memory, record_shapes) into OUT/torch_<variant>.pt.trace.json.gz. The truth is
 measured without the profiler: the median wall time per step over TIMED steps of the
@@ -100,6 +120,9 @@ class SlowSamples(torch.utils.data.Dataset):
 
 
 def make_loader(variant, batch):
+    if variant.startswith("bursty_loader") and not variant.endswith(":fixed"):
+        return torch.utils.data.DataLoader(SlowSamples(work=40), batch_size=batch, num_workers=8,
+                                           pin_memory=True, prefetch_factor=2, persistent_workers=True)
     if variant.startswith("dataloader") and not variant.endswith(":fixed"):
         return torch.utils.data.DataLoader(SlowSamples(), batch_size=batch, num_workers=0,
                                            pin_memory=True)
@@ -110,7 +133,17 @@ def make_loader(variant, batch):
 def config(variant):
     base = variant.split(":")[0]
     fixed = variant.endswith(":fixed")
-    c = dict(batch=64, amp=True, sync=False, tiny=0, churn=False)
+    c = dict(batch=64, amp=True, sync=False, tiny=0, churn=False, logging_reads=False, python_ops=False,
+             pageable_mib=0, pinned_side=False, foreach=True)
+    if base.startswith("logging_reads") and not fixed:
+        c["logging_reads"] = True
+    if base.startswith("python_ops") and not fixed:
+        c["python_ops"] = True
+    if base.startswith("pageable_input"):
+        c["pageable_mib"] = 128
+        c["pinned_side"] = fixed
+    if base.startswith("nonforeach_adamw") and not fixed:
+        c["foreach"] = False
     if base.startswith("heavy_b1024"):
         c["batch"] = 1024
     if base == "heavy_b1024_fp32":
@@ -131,19 +164,45 @@ def make_step(variant):
     dev = torch.device("cuda")
     torch.manual_seed(0)
     model = SimpleCNN(stats_sync=c["sync"]).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2, foreach=c["foreach"])
     scaler = torch.amp.GradScaler("cuda", enabled=c["amp"])
     ema = torch.zeros(1024, device=dev)
     it = iter(make_loader(variant, c["batch"]))
+    side = None
+    if c["pageable_mib"]:
+        side = torch.randn(c["pageable_mib"] << 18)  # 4-byte floats: MiB << 18 of them
+        if c["pinned_side"]:
+            side = side.pin_memory()
+    words = ("the quick brown fox jumps over the lazy dog " * 120).split()
+    norms = []
+
+    def tokenize():
+        # The planted Python work: a toy tokenizer, a few hundred us of interpreter time.
+        vocab = {}
+        ids = []
+        for w in words:
+            for k in range(1, len(w) + 1):
+                ids.append(vocab.setdefault(w[:k], len(vocab)))
+        return ids
 
     def step():
         x, y = next(it)
         x = x.to(dev, non_blocking=True)
         y = y.to(dev, non_blocking=True)
         opt.zero_grad(set_to_none=True)
+        if side is not None:
+            side_dev = side.to(dev, non_blocking=c["pinned_side"])
+            del side_dev
         with torch.autocast("cuda", dtype=torch.float16, enabled=c["amp"]):
             loss = F.cross_entropy(model(x), y)
+        if c["python_ops"]:
+            tokenize()
         scaler.scale(loss).backward()
+        if c["logging_reads"]:
+            norms.clear()
+            for p in model.parameters():  # the planted reads: one sync each
+                norms.append(p.grad.norm().item())
+                norms.append(p.detach().norm().item())
         scaler.step(opt)
         scaler.update()
         model.stats.clear()
@@ -175,27 +234,60 @@ def timed_ms(variant, steps, warmup=10):
     return statistics.median(times)
 
 
-def profiled_step_ms(path):
-    """Median ProfilerStep#N duration of an exported trace, in ms."""
+def profiled_step_ms(path, mean=False):
+    """Median (or mean) ProfilerStep#N duration of an exported trace, in ms."""
     with gzip.open(path, "rt") as f:
         events = json.load(f)["traceEvents"]
     durs = [e["dur"] / 1e3 for e in events
             if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
-    return statistics.median(durs) if durs else float("nan")
+    if not durs:
+        return float("nan")
+    return statistics.mean(durs) if mean else statistics.median(durs)
+
+
+def wall_ms(variant, steps, warmup):
+    """Mean wall time per step over `steps` steps after `warmup`, in ms (a fresh step)."""
+    step, _ = make_step(variant)
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3 / steps
+
+
+def interleaved(variant, rounds, steps, warmup, seed=1):
+    """ABBA rounds of the planted and the fixed step; returns (planted ms list, fixed ms list,
+    saving, lo, hi), the interval a 95% bootstrap over rounds."""
+    import random
+    off, on = [], []
+    for r in range(rounds):
+        order = [variant, variant + ":fixed"] if r % 2 == 0 else [variant + ":fixed", variant]
+        for v in order:
+            (on if v.endswith(":fixed") else off).append(wall_ms(v, steps, warmup))
+    mean = statistics.mean
+    sv = 1.0 - mean(on) / mean(off)
+    rng = random.Random(seed)
+    xs = sorted(1.0 - mean([rng.choice(on) for _ in on]) / mean([rng.choice(off) for _ in off])
+                for _ in range(2000))
+    return off, on, sv, xs[50], xs[1949]
 
 
 def record(variant, out):
     step, c = make_step(variant)
-    for _ in range(5):
+    active = ACTIVE.get(variant.split(":")[0], 4)
+    for _ in range(WARMUP.get(variant.split(":")[0], 5)):
         step()
     torch.cuda.synchronize()
     name = variant.replace(":", "_")
     path = os.path.join(out, f"torch_{name}.pt.trace.json.gz")
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                 schedule=schedule(wait=1, warmup=1, active=4, repeat=1),
+                 schedule=schedule(wait=1, warmup=1, active=active, repeat=1),
                  on_trace_ready=lambda p: p.export_chrome_trace(path),
                  profile_memory=True, record_shapes=True) as prof:
-        for _ in range(6):
+        for _ in range(2 + active):
             step()
             prof.step()
     torch.cuda.synchronize()
@@ -206,6 +298,17 @@ VARIANTS = ["plain_b64", "heavy_b1024", "heavy_b1024_fp32", "dataloader_b64", "s
             "sync_b512", "tiny_ops_b64", "memory_churn_b64"]
 PLANTED = {"dataloader_b64": "dataloader", "sync_b64": "sync", "sync_b512": "sync",
            "tiny_ops_b64": "launch_overhead", "memory_churn_b64": "allocator_churn"}
+# The classes with a small own time and a large knock-on cost, measured interleaved.
+INTERLEAVED = {"logging_reads_b64": "sync", "python_ops_b64": "host_code",
+               "pageable_input_b64": "pageable_copy", "bursty_loader_b64": "dataloader",
+               "nonforeach_adamw_b64": "launch_overhead"}
+VARIANTS += list(INTERLEAVED)
+PLANTED.update(INTERLEAVED)
+ACTIVE = {v: 8 for v in INTERLEAVED}
+ACTIVE["bursty_loader_b64"] = 16
+# Steps before the trace or the timing: a bursty loader's workers first fill their queues
+# (8 workers x prefetch 2 batches), which the first steps drain without waiting.
+WARMUP = {"bursty_loader_b64": 40}
 
 
 def main():
@@ -213,6 +316,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--timed", type=int, default=40)
     ap.add_argument("--only", default="")
+    ap.add_argument("--rounds", type=int, default=4, help="interleaved rounds per side (ABBA)")
     ap.add_argument("--scratch", default="", help="folder for the fixed variants' traces (removed)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -230,11 +334,28 @@ def main():
     }
     for v in variants:
         path, c = record(v, a.out)
-        ms = timed_ms(v, a.timed)
+        ms = timed_ms(v, a.timed) if v not in INTERLEAVED else float("nan")
         entry = {"trace": os.path.basename(path), "config": c, "step_ms": round(ms, 3),
                  "planted": PLANTED.get(v, "none")}
-        entry["profiled_step_ms"] = round(profiled_step_ms(path), 3)
-        if v in PLANTED:
+        entry["profiled_step_ms"] = round(profiled_step_ms(path, mean=v in INTERLEAVED), 3)
+        if v in INTERLEAVED:
+            off, on, sv, lo, hi = interleaved(v, a.rounds, a.timed, WARMUP.get(v, 10))
+            entry["step_ms"] = round(statistics.mean(off), 3)
+            entry["fixed_step_ms"] = round(statistics.mean(on), 3)
+            entry["rounds_ms"] = {"planted": [round(x, 3) for x in off], "fixed": [round(x, 3) for x in on]}
+            entry["saved_ms"] = round(entry["step_ms"] - entry["fixed_step_ms"], 3)
+            entry["saved_share"] = round(sv, 4)
+            entry["saved_lo"] = round(lo, 4)
+            entry["saved_hi"] = round(hi, 4)
+            entry["measure"] = "interleaved rounds, mean wall per step"
+            fpath, _ = record(v + ":fixed", a.scratch or a.out)
+            pf = profiled_step_ms(fpath, mean=True)
+            if a.scratch:
+                os.remove(fpath)
+            p = entry["profiled_step_ms"]
+            entry["profiled_fixed_step_ms"] = round(pf, 3)
+            entry["profiled_saved_share"] = round((p - pf) / p, 4)
+        elif v in PLANTED:
             fixed = timed_ms(v + ":fixed", a.timed)
             entry["fixed_step_ms"] = round(fixed, 3)
             entry["saved_ms"] = round(ms - fixed, 3)
