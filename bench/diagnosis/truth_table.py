@@ -3,7 +3,7 @@
 scenario_truth.sh keeps (and, with --torch, the torch.profiler fixtures).
 
 For each scenario of OUT_DIR: the measured saving of its fix knob is 1 - wall(fix on) /
-wall(fix off), where wall is a run's median iteration (step_periods_s: from one step's data
+wall(fix off), where wall is a run's mean iteration (step_periods_s: from one step's data
 wait to the next's, as the replay's step markers cut it; runs that predate it give the mean
 step time + data wait), and each side is the median over its runs; the 95% interval comes from a bootstrap over runs (2000
 resamples of the runs of each side, seeded, so the table is reproducible). The predicted
@@ -46,7 +46,7 @@ def wall_s(path):
     # steps (the batch's prefetch, the profiler's step).
     periods = [p for p in (d.get("step_periods_s") or []) if p is not None]
     if periods:
-        return statistics.median(periods)
+        return statistics.mean(periods)
     steps = d.get("step_times_s") or []
     waits = d.get("dataloader_wait_s") or []
     if steps:
