@@ -532,7 +532,8 @@ static int build_blocks(bctx_t *c) {
     rp_node_t *x = &r->nodes[c->he[e]];
     x->aux = (int32_t)b;
     bk->bits = c->acc[e] & (RP_B_READ | RP_B_ALLOC);
-    if (pageable && !(c->acc[e] & RP_B_READ)) bk->bits |= RP_B_PAGEABLE;
+    /* the call of a pageable copy, or a sync inside the op that issued one */
+    if ((pageable || (c->acc[e] & RP_B_PGOP)) && !(c->acc[e] & RP_B_READ)) bk->bits |= RP_B_PAGEABLE;
     bk->base_left = end - s; /* set from the medians below when it waited */
     if (g > s) {
       /* An allocator call that synchronizes does its own work after the wait: it gives no
@@ -792,8 +793,11 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
   }
   for (size_t i = 0; i < n; i++) {
     int32_t call = ix->call[i];
-    if (ev[i].kind == PD_EVENT_MEMCPY && call >= 0 && is_pageable_copy(&ev[i]) && !(c.own[call] & RP_B_READ))
+    if (ev[i].kind == PD_EVENT_MEMCPY && call >= 0 && is_pageable_copy(&ev[i]) && !(c.own[call] & RP_B_READ)) {
       c.own[call] |= RP_B_PAGEABLE;
+      int32_t op = ix->parent[call];
+      if (op >= 0 && ev[op].kind == PD_EVENT_CPU_OP) c.own[op] |= RP_B_PGOP;
+    }
   }
   /* Earlier siblings: per parent (or per thread at the top), the op before. */
   {

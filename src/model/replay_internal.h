@@ -37,7 +37,10 @@ enum {
   RP_B_HOSTCODE = 1u << 3, /* outside every op (or only inside the step range) */
   RP_B_TINY = 1u << 4,     /* a chain of tiny ops */
   RP_B_LAUNCH = 1u << 5,   /* inside a kernel launch call */
-  RP_B_PAGEABLE = 1u << 6  /* inside the call of a pageable copy */
+  RP_B_PAGEABLE = 1u << 6, /* inside the call of a pageable copy */
+  RP_B_PGOP = 1u << 7      /* (build only) inside an op that issues a pageable copy: torch's
+                              copy_ of a blocking .to() syncs its stream after the copy, a
+                              wait the pinned, non-blocking copy does not have */
 };
 
 enum { RP_HSTART = 0, RP_GPU = 1, RP_HEND = 2 };

@@ -182,6 +182,30 @@ Test(replay, event_record_to_stream_wait) {
   unbuild(&b);
 }
 
+/* torch's blocking .to() of a pageable tensor: aten::copy_ issues the copy and then syncs
+ * its stream. The fix (pinned, non_blocking=True) has neither the blocking copy nor that
+ * sync, so PAGEABLE drops the waits of a sync inside the op that issued the copy too. */
+Test(replay, pageable_copy_takes_the_ops_own_sync_with_it) {
+  step(1, 0, 100);
+  add(PD_EVENT_CPU_OP, "aten::copy_", 10, 70, 0);
+  add(PD_EVENT_RUNTIME, "cudaMemcpyAsync", 12, 14, 1);
+  pd_event_t *cp = add(PD_EVENT_MEMCPY, NULL, 20, 60, 1);
+  cp->u.memcpy.bytes = 1000000; /* at the documented 50 GB/s: 20 us */
+  cp->u.memcpy.copy_kind = PD_MEMCPY_HTOD;
+  cp->u.memcpy.src_kind = PD_MEM_PAGEABLE;
+  cp->u.memcpy.dst_kind = PD_MEM_DEVICE;
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 15, 65, 2);
+  add(PD_EVENT_CPU_OP, "aten::add", 75, 95, 0);
+  built_t b;
+  build(&b, NULL);
+  NEAR(replay_us(&b, 0), 100.0);
+  /* Pinned: the copy (20 us) no longer holds the sync, which keeps only its own short time:
+   * the step loses the 40 us the sync waited past the copy call, and the copy call's 1.7 us. */
+  double fixed = replay_us(&b, PD_FIX_BIT(PD_FIX_PAGEABLE));
+  cr_expect(fixed < 60.0, "the pinned step is %.3f us, expected under 60 (the sync waits for no copy)", fixed);
+  unbuild(&b);
+}
+
 /* A stream sync with no synchronization record waits for the streams its thread launches
  * onto: inferred, and the replay says so. */
 Test(replay, inferred_stream_sync_is_approximate) {
