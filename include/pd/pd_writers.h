@@ -224,6 +224,10 @@ typedef struct {
    * (the whole iteration, as the ProfilerStep markers cut it); NULL: not measured */
   const double *step_periods_s;
   size_t nsteps;
+  /* the same for the unprofiled warmup steps before the profiler starts (the first, which
+   * pays one-time costs, left out): the same process's unprofiled iteration; NULL: none */
+  const double *warmup_periods_s;
+  size_t nwarmup;
   const pd_verdict_t *verdict;
   const pd_op_table_t *top_ops; /* sorted as it should appear; may be NULL */
   int top_ops_limit;            /* rows to write; <= 0: all */

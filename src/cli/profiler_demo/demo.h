@@ -152,6 +152,8 @@ typedef struct {
   const double *step_s;             /* per timed step, seconds */
   const double *wait_s;             /* data wait per timed step, seconds */
   const double *period_s;           /* per timed step, its data wait's start to the next's */
+  const double *warm_period_s;      /* the same per warmup step after the first */
+  size_t nwarm;
   size_t nsamples;
   const pd_verdict_t *verdict;      /* NULL: not available (--no_profile), written as null */
   const pd_op_table_t *ops;         /* sorted; NULL: no top ops (empty array) */
