@@ -39,7 +39,11 @@ extern "C" {
  *  - PROFILER: the profiler's own cost per traced call and per range taken out of the host
  *    tasks (the predicted unprofiled program; every saving is stated against it);
  *  - DATA_WAIT: host time inside data-loading ranges removed;
- *  - LOADER_2X: the loader twice as fast (twice the workers): a loader that keeps the step
+ *  - (every replay) a data wait that waited for the loader (over twice the trace's median
+ *    wait and 20 us more) ends at its batch's ready time, which the loader sets: a host
+ *    that gets there sooner waits longer, as the unprofiled program does;
+ *  - LOADER_2X: the loader twice as fast (twice the workers): those ready times come twice
+ *    as fast after the first step's start; where no wait is anchored, a loader that keeps the step
  *    waiting produces one batch per measured step, so at twice its throughput the step
  *    is at most half as long and never shorter than without the wait; each data wait
  *    shrinks by one factor so that the steps' total wait becomes
@@ -124,6 +128,8 @@ typedef struct {
   double launches_per_step;
   double data_wait_share;       /* the steps' data wait over their time (W / S of LOADER_2X) */
   double loader_2x_keep;        /* the share of each data wait LOADER_2X keeps, in [0, 1] */
+  size_t anchored_waits;        /* data waits that waited for the loader: they end at the
+                                   batch's ready time, not after a fixed duration */
 } pd_replay_info_t;
 
 typedef struct pd_replay pd_replay_t;

@@ -184,6 +184,16 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
       rt[id] = t;
       continue;
     }
+    if (x->anchor != RP_NOT_DONE && !(rm & RP_B_DATA)) {
+      /* a wait for the loader: its own cost, then the batch's ready time (LOADER_2X: the
+       * loader, started with the first step, makes each batch in half the time) */
+      const int64_t own = x->seg < r->wait_d0_ns ? x->seg : r->wait_d0_ns;
+      int64_t ready = x->anchor;
+      if (mask & PD_FIX_BIT(PD_FIX_LOADER_2X)) ready = r->anchor0_ns + (ready - r->anchor0_ns) / 2;
+      t = base + task_dur(r, x, own, mask & ~PD_FIX_BIT(PD_FIX_LOADER_2X), rm);
+      rt[id] = t > ready ? t : ready;
+      continue;
+    }
     rt[id] = base + task_dur(r, x, x->seg, mask, rm);
   }
 

@@ -288,6 +288,7 @@ static int32_t emit(bctx_t *c, uint8_t type, int32_t e, int64_t t0, int32_t *pre
   x->fork = -1;
   x->bits = bits;
   x->cut = cut;
+  x->anchor = RP_NOT_DONE;
   *prev = id;
   *tlast = x->t;
   return id;
@@ -569,6 +570,34 @@ static int build_blocks(bctx_t *c) {
   return 0;
 }
 
+/* The data waits that waited for the loader (pd_replay.h): over twice the trace's median
+ * data wait and RP_WAIT_BLOCKED_MIN_NS more. Each ends at its batch's ready time, which the
+ * loader sets: a replay whose host reaches it sooner (the profiler's cost gone, a fix
+ * applied) waits longer there, as the unprofiled program does. Where every step waits
+ * alike (the median wait is itself a blocked one) none is anchored, and the waits keep
+ * their measured length. */
+static int anchor_waits(bctx_t *c) {
+  const pd_event_t *ev = c->ev;
+  pd_replay_t *r = c->r;
+  const pd_trace_index_t *ix = c->ix;
+  i64vec_t d = {0};
+  for (size_t i = 0; i < c->n; i++)
+    if ((c->own[i] & RP_B_DATA) && ix->step[i] >= 0 && c->he[i] >= 0 && i64_push(&d, pd_event_dur_ns(&ev[i])) != 0) {
+      free(d.v);
+      return PD_ENOMEM;
+    }
+  r->wait_d0_ns = median_or(&d, 0);
+  free(d.v);
+  for (size_t i = 0; i < c->n; i++) {
+    if (!(c->own[i] & RP_B_DATA) || ix->step[i] < 0 || c->he[i] < 0) continue;
+    int64_t dur = pd_event_dur_ns(&ev[i]);
+    if (dur <= 2 * r->wait_d0_ns + RP_WAIT_BLOCKED_MIN_NS) continue;
+    r->nodes[c->he[i]].anchor = ev[i].end_ns;
+    r->info.anchored_waits++;
+  }
+  return 0;
+}
+
 /* LOADER_2X's factor (pd_replay.h): W, the host time of data-wait tasks that end inside a
  * step, against S, the steps' measured time. At twice the loader's throughput the steps'
  * total wait becomes max(0, S/2 - (S - W)); every data wait keeps that share of W. */
@@ -590,8 +619,9 @@ static void loader_share(pd_replay_t *r, const pd_trace_index_t *ix, const pd_ev
     }
   }
   r->info.data_wait_share = S > 0 ? (double)W / (double)S : 0.0;
+  r->anchor0_ns = ix->nsteps > 0 ? ev[ix->steps[0].ev].start_ns : 0;
   r->info.loader_2x_keep = 1.0;
-  if (W > 0) {
+  if (W > 0 && r->info.anchored_waits == 0) { /* with anchors, the anchors carry it */
     double left = (double)S / 2.0 - (double)(S - W);
     r->info.loader_2x_keep = left > 0 ? left / (double)W : 0.0;
   }
@@ -877,6 +907,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
   r->info.pageable_copies_per_step /= steps;
   r->info.launches_per_step /= steps;
   r->info.tiny_ops_per_step /= steps;
+  if (anchor_waits(&c) != 0) goto out;
   loader_share(r, ix, ev);
   for (size_t s = 0; s < ix->nsteps; s++) {
     r->step_node[2 * s] = c.hs[ix->steps[s].ev];

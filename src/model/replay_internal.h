@@ -28,6 +28,10 @@
 #define RP_TINY_KERNEL_NS 5000
 
 #define RP_NOT_DONE INT64_MIN
+/* A data wait waited for its batch when it took over twice the trace's median wait and
+ * this much more (a ready batch's next() costs tens of microseconds in torch's iterator,
+ * under a microsecond in profiler_demo's). */
+#define RP_WAIT_BLOCKED_MIN_NS 20000
 
 /* Host-task bits: why a fix removes or shortens it. */
 enum {
@@ -50,6 +54,8 @@ typedef struct {
   int64_t t0;  /* measured time as recorded */
   int64_t seg; /* host: measured duration of the task ending here */
   int64_t cut; /* host: the profiler's cost inside that task */
+  int64_t anchor; /* host, the end of a data wait that waited for the loader: the batch's
+                     ready time, set by the loader, not by the host (RP_NOT_DONE: none) */
   int32_t ev;
   int32_t prev; /* host: previous node of the thread; GPU: previous task of the stream */
   int32_t aux;  /* HEND: blocking call (blk) or -1; GPU: its task (gt) */
@@ -91,6 +97,8 @@ struct pd_replay {
   size_t ndeps;
   int32_t *step_node; /* per step: start node, end node (-1 unknown) */
   int64_t graph_node_ns, async_copy_ns;
+  int64_t wait_d0_ns;  /* a data wait's own cost when its batch is ready (the median wait) */
+  int64_t anchor0_ns;  /* the first step's start: LOADER_2X's loader starts there */
   int64_t *rt, *rend; /* replayed start (every node) and end (GPU nodes) */
 };
 

@@ -317,6 +317,36 @@ Test(replay, loader_twice_as_fast_removes_a_short_wait) {
   expect_steps(NULL, 100.0, PD_FIX_BIT(PD_FIX_LOADER_2X), 70.0);
 }
 
+/* A wait for the loader ends when its batch is ready, whatever the host does before it:
+ * the third step's 101 us wait (over twice the median wait of 1 us and 20 us more) is
+ * anchored at 301. With the host code between ops gone, the first, second and fourth steps
+ * shrink to 51 us, while the third waits until 301 (249 us), as a loader-bound program
+ * does when the profiler's cost is gone: mean 100.5, not 76. A loader twice as fast makes
+ * that batch ready at 150.5, before the host asks: every step 100 us. */
+Test(replay, a_wait_for_the_loader_ends_when_the_batch_is_ready) {
+  const char *wait = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__";
+  const double start[4] = {0, 100, 200, 400}, len[4] = {1, 1, 101, 1};
+  for (int k = 0; k < 4; k++) {
+    double s = start[k], w = s + len[k];
+    step(k + 1, s, k == 2 ? 400 : s + 100);
+    add(PD_EVENT_RANGE, wait, s, w, 0);
+    add(PD_EVENT_CPU_OP, "aten::add", w + 49, w + 99, 0);
+  }
+  built_t b;
+  build(&b, NULL);
+  cr_assert_eq(pd_replay_info(b.r)->anchored_waits, 1);
+  pd_replay_result_t res;
+  cr_assert_eq(pd_replay_run(b.r, 0, &res, NULL), 0);
+  NEAR(res.step_us_mean, 125.0);
+  cr_assert_eq(pd_replay_run(b.r, PD_FIX_BIT(PD_FIX_HOST_CODE), &res, NULL), 0);
+  NEAR(res.step_us_mean, 100.5);
+  cr_assert_eq(pd_replay_run(b.r, PD_FIX_BIT(PD_FIX_LOADER_2X), &res, NULL), 0);
+  NEAR(res.step_us_mean, 100.0);
+  cr_assert_eq(pd_replay_run(b.r, PD_FIX_BIT(PD_FIX_DATA_WAIT), &res, NULL), 0);
+  NEAR(res.step_us_mean, 99.0);
+  unbuild(&b);
+}
+
 /* The profiler's own cost per call and per range comes out of the host tasks. */
 Test(replay, profiler_cost_removed) {
   step(1, 0, 100);
