@@ -128,6 +128,10 @@ typedef struct {
   double launches_per_step;
   double data_wait_share;       /* the steps' data wait over their time (W / S of LOADER_2X) */
   double loader_2x_keep;        /* the share of each data wait LOADER_2X keeps, in [0, 1] */
+  bool host_code_known;         /* some CUDA call runs inside an op or a range below the
+                                   step: without that layer (pd_run on a program without
+                                   NVTX ranges) all host work is "outside every op", and
+                                   HOST_CODE is no fix: its saving is left out (NaN) */
   size_t anchored_waits;        /* data waits that waited for the loader: they end at the
                                    batch's ready time, not after a fixed duration */
 } pd_replay_info_t;

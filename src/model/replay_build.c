@@ -908,6 +908,14 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
   r->info.launches_per_step /= steps;
   r->info.tiny_ops_per_step /= steps;
   if (anchor_waits(&c) != 0) goto out;
+  for (size_t i = 0; i < n && !r->info.host_code_known; i++) {
+    if (ev[i].kind != PD_EVENT_RUNTIME && ev[i].kind != PD_EVENT_DRIVER) continue;
+    for (int32_t p = ix->parent[i]; p >= 0; p = ix->parent[p])
+      if (!is_step_range(&ev[p]) && ev[p].kind != PD_EVENT_RUNTIME && ev[p].kind != PD_EVENT_DRIVER) {
+        r->info.host_code_known = true;
+        break;
+      }
+  }
   loader_share(r, ix, ev);
   for (size_t s = 0; s < ix->nsteps; s++) {
     r->step_node[2 * s] = c.hs[ix->steps[s].ev];

@@ -87,6 +87,10 @@ int pd_replay_fill_metrics(const pd_trace_t *trace, const pd_trace_index_t *ix, 
   for (int f = 0; f < PD_FIX_COUNT; f++) {
     double *field = saving_field(m, (pd_fix_t)f);
     if (field == NULL) continue;
+    if (f == PD_FIX_HOST_CODE && !in->host_code_known) {
+      *field = NAN; /* no op layer to be outside of (pd_replay_info_t.host_code_known) */
+      continue;
+    }
     pd_replay_result_t res;
     if ((rc = pd_replay_run(r, PD_FIX_BIT(PD_FIX_PROFILER) | PD_FIX_BIT(f), &res, NULL)) != 0) break;
     double saved = prof.step_us_mean - res.step_us_mean;

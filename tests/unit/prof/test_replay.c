@@ -467,6 +467,34 @@ Test(replay, verdict_without_correlation_or_sync_records) {
 }
 
 /* No step markers: the metrics have no step, and the replay says why. */
+/* Host code is time outside every op: a trace whose CUDA calls sit in no op or range below
+ * the step (pd_run on a program without NVTX ranges) has no such layer, so removing "the
+ * host time outside ops" would remove the whole framework: no saving is offered. With one
+ * op around the launch, it is. */
+static double host_code_saving(bool with_op) {
+  pd_trace_destroy(T);
+  T = pd_trace_create();
+  step(1, 0, 100);
+  if (with_op) add(PD_EVENT_CPU_OP, "aten::relu", 4, 8, 0);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 5, 7, 1);
+  kernel(10, 30, 1, 7);
+  add(PD_EVENT_RUNTIME, "cudaDeviceSynchronize", 60, 95, 2);
+  pd_trace_sort(T);
+  pd_trace_index_t ix;
+  cr_assert_eq(pd_trace_index_build(T, &ix), 0);
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  cr_assert_eq(pd_replay_fill_metrics(T, &ix, NULL, &m), 0);
+  pd_trace_index_free(&ix);
+  return m.saving_host_code_us_per_step;
+}
+
+Test(replay, host_code_needs_an_op_layer) {
+  cr_expect(isnan(host_code_saving(false)), "no op layer: no host_code saving");
+  double with = host_code_saving(true);
+  cr_expect(isfinite(with) && with > 0, "with an op around the launch: %f", with);
+}
+
 Test(replay, metrics_without_steps_say_why) {
   add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 5, 7, 1);
   kernel(10, 30, 1, 7);
