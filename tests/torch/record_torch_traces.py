@@ -32,7 +32,8 @@ planted, ...), each a fresh step (model, loader) with its warmup, timed as the m
 per step (a bursty loader's cost is in its few long steps, which a median leaves out); the
 saving is 1 - mean(fixed) / mean(planted) over the rounds, with a 95% bootstrap interval over
 rounds (saved_lo, saved_hi). Their traces record 8 active steps (bursty_loader_b64: 48,
-longer than its workers' queue of 16 batches, which the profiler's start-up pause refills).
+longer than its workers' queue of 16 batches, after 24 profiler warmup steps: starting the
+profiler pauses the step while the workers refill that queue, which the warmup drains).
 
 Each variant is profiled (schedule wait=1 warmup=1 active=4, CPU+CUDA activities,
 profile_memory, record_shapes) into OUT/torch_<variant>.pt.trace.json.gz. The truth is
@@ -285,10 +286,10 @@ def record(variant, out):
     name = variant.replace(":", "_")
     path = os.path.join(out, f"torch_{name}.pt.trace.json.gz")
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                 schedule=schedule(wait=1, warmup=1, active=active, repeat=1),
+                 schedule=schedule(wait=1, warmup=PROF_WARMUP.get(variant.split(":")[0], 1), active=active, repeat=1),
                  on_trace_ready=lambda p: p.export_chrome_trace(path),
                  profile_memory=True, record_shapes=True) as prof:
-        for _ in range(2 + active):
+        for _ in range(1 + PROF_WARMUP.get(variant.split(":")[0], 1) + active):
             step()
             prof.step()
     torch.cuda.synchronize()
@@ -310,6 +311,10 @@ ACTIVE["bursty_loader_b64"] = 48
 # Steps before the trace or the timing: a bursty loader's workers first fill their queues
 # (8 workers x prefetch 2 batches), which the first steps drain without waiting.
 WARMUP = {"bursty_loader_b64": 40}
+# The profiler's own warmup steps: starting CUPTI pauses the step long enough for the
+# workers to refill their queue, and a trace that begins there shows 16 steps that never
+# wait; 24 warmup steps drain it before the recording starts.
+PROF_WARMUP = {"bursty_loader_b64": 24}
 
 
 def main():
