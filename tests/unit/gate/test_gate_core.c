@@ -306,6 +306,35 @@ Test(gate_core, ab_no_change_passes) {
   pd_cmp_report_free(&rep);
 }
 
+/* The A/B judges a verdict change as the stored-baseline comparison does: a move between
+ * balance verdicts (clean flips between compute, host_bound and launch_overhead from one
+ * process to the next) is no regression; a planted cause appearing is. */
+static pd_cmp_verdict_t ab_verdict(const char *base_bn, const char *head_bn) {
+  cJSON *b[3], *h[3];
+  for (int r = 0; r < 3; r++) {
+    b[r] = mk_run((run_spec_t){.host = 1.0, .gpu = 1.0, .bottleneck = base_bn});
+    h[r] = mk_run((run_spec_t){.host = 1.0, .gpu = 1.0, .bottleneck = head_bn});
+  }
+  pd_cmp_report_t rep;
+  char why[256];
+  cr_assert_eq(pd_cmp_ab((const cJSON *const *)b, 3, (const cJSON *const *)h, 3, NULL, NULL, &rep, why, sizeof why), 0,
+               "%s", why);
+  pd_cmp_verdict_t v = row_of(&rep, "verdict.bottleneck")->verdict;
+  pd_cmp_report_free(&rep);
+  for (int r = 0; r < 3; r++) {
+    cJSON_Delete(b[r]);
+    cJSON_Delete(h[r]);
+  }
+  return v;
+}
+
+Test(gate_core, ab_balance_moves_pass_planted_causes_fail) {
+  cr_expect_eq(ab_verdict("compute", "launch_overhead"), PD_CMP_OK);
+  cr_expect_eq(ab_verdict("launch_overhead", "host_bound"), PD_CMP_OK);
+  cr_expect_eq(ab_verdict("compute", "sync"), PD_CMP_REGRESSED);
+  cr_expect_eq(ab_verdict("compute", "dataloader"), PD_CMP_REGRESSED);
+}
+
 Test(gate_core, ab_host_slowdown_fails_and_is_explained) {
   pd_cmp_report_t rep;
   /* every step 5% longer, 15 us per step in a new op */
