@@ -598,8 +598,9 @@ static int anchor_waits(bctx_t *c) {
   return 0;
 }
 
-/* LOADER_2X's factor (pd_replay.h): W, the host time of data-wait tasks that end inside a
- * step, against S, the steps' measured time. At twice the loader's throughput the steps'
+/* LOADER_2X's factor (pd_replay.h): W, the host time of data-wait tasks whose event lies
+ * in a step (the index's step of the event at the task's end), against S, the steps'
+ * measured time. At twice the loader's throughput the steps'
  * total wait becomes max(0, S/2 - (S - W)); every data wait keeps that share of W. */
 static void loader_share(pd_replay_t *r, const pd_trace_index_t *ix, const pd_event_t *ev) {
   int64_t S = 0, W = 0;
@@ -609,14 +610,7 @@ static void loader_share(pd_replay_t *r, const pd_trace_index_t *ix, const pd_ev
   }
   for (size_t i = 0; i < r->nnodes; i++) {
     const rp_node_t *x = &r->nodes[i];
-    if (x->type == RP_GPU || !(x->bits & RP_B_DATA) || x->seg <= 0) continue;
-    for (size_t s = 0; s < ix->nsteps; s++) {
-      const pd_event_t *e = &ev[ix->steps[s].ev];
-      if (x->t0 > e->start_ns && x->t0 <= e->end_ns) {
-        W += x->seg;
-        break;
-      }
-    }
+    if (x->type != RP_GPU && (x->bits & RP_B_DATA) && x->seg > 0 && ix->step[x->ev] >= 0) W += x->seg;
   }
   r->info.data_wait_share = S > 0 ? (double)W / (double)S : 0.0;
   r->anchor0_ns = ix->nsteps > 0 ? ev[ix->steps[0].ev].start_ns : 0;

@@ -67,13 +67,16 @@ static void unbuild(built_t *b) {
   pd_trace_index_free(&b->ix);
 }
 
-/* The replayed step (one step) with the fixes in mask, in us. */
-static double replay_us(built_t *b, unsigned mask) {
+/* The mean replayed step over the trace's `steps` steps with the fixes in mask, in us. */
+static double replay_mean_us(built_t *b, unsigned mask, size_t steps) {
   pd_replay_result_t res;
   cr_assert_eq(pd_replay_run(b->r, mask, &res, NULL), 0);
-  cr_assert_eq(res.steps, 1);
+  cr_assert_eq(res.steps, steps);
   return res.step_us_mean;
 }
+
+/* The replayed step (one step) with the fixes in mask, in us. */
+static double replay_us(built_t *b, unsigned mask) { return replay_mean_us(b, mask, 1); }
 
 static void setup(void) { T = pd_trace_create(); }
 static void teardown(void) { pd_trace_destroy(T); }
@@ -301,12 +304,8 @@ Test(replay, loader_twice_as_fast_halves_a_loader_bound_step) {
   const pd_replay_info_t *in = pd_replay_info(b.r);
   NEAR(in->data_wait_share, 0.8);
   NEAR(in->loader_2x_keep, 60.0 / 160.0);
-  pd_replay_result_t res;
-  cr_assert_eq(pd_replay_run(b.r, PD_FIX_BIT(PD_FIX_LOADER_2X), &res, NULL), 0);
-  cr_assert_eq(res.steps, 2);
-  NEAR(res.step_us_mean, 50.0);
-  cr_assert_eq(pd_replay_run(b.r, PD_FIX_BIT(PD_FIX_DATA_WAIT), &res, NULL), 0);
-  NEAR(res.step_us_mean, 20.0);
+  NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_LOADER_2X), 2), 50.0);
+  NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_DATA_WAIT), 2), 20.0);
   unbuild(&b);
 }
 
@@ -335,15 +334,10 @@ Test(replay, a_wait_for_the_loader_ends_when_the_batch_is_ready) {
   built_t b;
   build(&b, NULL);
   cr_assert_eq(pd_replay_info(b.r)->anchored_waits, 1);
-  pd_replay_result_t res;
-  cr_assert_eq(pd_replay_run(b.r, 0, &res, NULL), 0);
-  NEAR(res.step_us_mean, 125.0);
-  cr_assert_eq(pd_replay_run(b.r, PD_FIX_BIT(PD_FIX_HOST_CODE), &res, NULL), 0);
-  NEAR(res.step_us_mean, 100.5);
-  cr_assert_eq(pd_replay_run(b.r, PD_FIX_BIT(PD_FIX_LOADER_2X), &res, NULL), 0);
-  NEAR(res.step_us_mean, 100.0);
-  cr_assert_eq(pd_replay_run(b.r, PD_FIX_BIT(PD_FIX_DATA_WAIT), &res, NULL), 0);
-  NEAR(res.step_us_mean, 99.0);
+  NEAR(replay_mean_us(&b, 0, 4), 125.0);
+  NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_HOST_CODE), 4), 100.5);
+  NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_LOADER_2X), 4), 100.0);
+  NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_DATA_WAIT), 4), 99.0);
   unbuild(&b);
 }
 
