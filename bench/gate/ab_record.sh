@@ -35,6 +35,9 @@ root=$PWD libpath_probe=$demo
 # shellcheck source=scripts/gpu_libpath.sh
 . scripts/gpu_libpath.sh
 read -r -a args <<<"$(grep -v '^[[:space:]]*#' baselines/acceptance.args | tr '\n' ' ')"
+# PD_AB_ARGS: more profiler_demo flags for every run (e.g. --pin_cpu), kept in host.txt's args.
+read -r -a extra <<<"${PD_AB_ARGS:-}"
+args+=("${extra[@]}")
 scenarios=(clean tiny_ops)
 kinds=(a h5 b h10)
 mkdir -p "$out" || exit 2

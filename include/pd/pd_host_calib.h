@@ -28,9 +28,48 @@ typedef struct {
   int cpu;
 } pd_host_calib_sample_t;
 
+/* ---- the fastest CPU for the launching thread ----
+ *
+ * On the cloud GPU hosts the same fixed loop runs 14 ms on one CPU and 22 ms on another,
+ * and a CPU is fast at one moment and slow a second later (bench/gate/host_probe.sh); the
+ * kernel keeps a busy thread where it started, so a launching thread that starts on a slow
+ * CPU stays slow for the whole run: the "slow state" of docs/gate.md. pd_host_pin_fastest
+ * times a short piece of the workload on every CPU the thread may use and pins the thread
+ * to the fastest. Threads created afterwards inherit the pin: threads the program starts
+ * call pd_host_pin_release_thread() first, and code that makes a library start threads
+ * (CUPTI's attach) runs between pd_host_pin_suspend() and pd_host_pin_resume(). */
+
+/* Iterations of one timing on one CPU (about 0.05 ms), and timings per CPU (the fastest
+ * kept: the first after a migration pays for cold caches). */
+#define PD_HOST_PIN_ITERS 25000
+#define PD_HOST_PIN_REPS 3
+/* CPUs timed at most (the rest of a larger mask is not considered). */
+#define PD_HOST_PIN_MAX_CPUS 256
+
+/* What pd_host_pin_fastest found. cpu < 0: not pinned (only one CPU allowed, or the
+ * affinity calls failed; the thread is left as it was). Times are ns for PD_HOST_PIN_ITERS. */
+typedef struct {
+  int cpu;
+  int ncpus;
+  int64_t fastest_ns, median_ns, slowest_ns;
+} pd_host_pin_t;
+
+/* Pins the calling thread to the fastest of its allowed CPUs. Returns 0 (also when it
+ * could not pin: out->cpu is then -1), or PD_EINVAL for a NULL out. One pin per process:
+ * a second call from any thread re-times and moves that thread. */
+int pd_host_pin_fastest(pd_host_pin_t *out);
+/* Gives the calling thread the CPUs the pinned thread had before its pin (nothing when no
+ * pin was made). For threads created by the pinned thread. */
+void pd_host_pin_release_thread(void);
+/* On the pinned thread: widen it back to its original CPUs (suspend) and pin it again
+ * (resume); nothing on other threads or without a pin. Not nested. */
+void pd_host_pin_suspend(void);
+void pd_host_pin_resume(void);
+
 /* A run's calibration: measured at its start and at its end. */
 typedef struct pd_host_calib_s {
   pd_host_calib_sample_t start, end;
+  pd_host_pin_t pin; /* the launching thread's pin (pin.cpu < 0: none) */
   int64_t iters; /* PD_HOST_CALIB_ITERS */
   int reps;      /* PD_HOST_CALIB_REPS */
 } pd_host_calib_t;

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "pd/pd_common.h"
+#include "pd/pd_host_calib.h"
 #include "pd/pd_prof.h"
 
 #define PD_CUPTI_DEFAULT_BUFFER_BYTES ((size_t)8 << 20)
@@ -653,7 +654,17 @@ static void CUPTIAPI probe_cb(void *user, CUpti_CallbackDomain domain, CUpti_Cal
 /* Registers our callbacks with CUPTI, once per attachment (again after a detach, since
  * cuptiFinalize forgets them). Order matters: the timestamp callback must be in place
  * before any kind is enabled. */
+static int cupti_attach_now(char *err, size_t errlen);
+/* CUPTI may start its threads while it attaches and enables: they would inherit a pinned
+ * launching thread's single CPU (pd_host_pin_fastest), so the pin is lifted meanwhile. */
 static int cupti_attach(char *err, size_t errlen) {
+  pd_host_pin_suspend();
+  const int rc = cupti_attach_now(err, errlen);
+  pd_host_pin_resume();
+  return rc;
+}
+
+static int cupti_attach_now(char *err, size_t errlen) {
   if (atomic_load(&g_cupti.attached)) return 0;
   if (pd_cupti_launch_hook_installed()) goto registered; /* the subscriber is ours */
   /* Probe for another CUPTI client: under Nsight Systems or compute-sanitizer the
@@ -887,9 +898,17 @@ static void clock_offset_sample(void) {
   g_cupti.clock_offset_ns = best;
 }
 
+static int source_enable(pd_cupti_source_t *src, char *err, size_t errlen);
 int pd_cupti_source_enable(pd_cupti_source_t *src, char *err, size_t errlen) {
   if (src == NULL) return PD_EINVAL;
   if (src->enabled) return 0;
+  pd_host_pin_suspend(); /* as in cupti_attach */
+  const int rc = source_enable(src, err, errlen);
+  pd_host_pin_resume();
+  return rc;
+}
+
+static int source_enable(pd_cupti_source_t *src, char *err, size_t errlen) {
   int rc = cupti_attach(err, errlen);
   if (rc != 0) return rc;
   for (size_t i = 0; i < K_NKINDS; i++) {

@@ -9,9 +9,15 @@
  * only the wall time.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pd/pd_common.h"
 #include "pd/pd_host_calib.h"
@@ -57,4 +63,102 @@ int pd_host_calib_measure(pd_host_calib_sample_t *out) {
   out->cpu_ns = cpu[m];
   out->cpu = sched_getcpu();
   return 0;
+}
+
+/* ---- pinning the launching thread to the fastest CPU ------------------------------------------ */
+
+static struct {
+  pthread_mutex_t lock;
+  cpu_set_t orig; /* the pinned thread's CPUs before its pin */
+  int cpu;        /* where it is pinned; -1: no pin */
+  pid_t tid;      /* the pinned thread */
+} g_pin = {PTHREAD_MUTEX_INITIALIZER, {{0}}, -1, 0};
+
+static int cmp_i64(const void *a, const void *b) {
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+static bool pin_to(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  return sched_setaffinity(0, sizeof one, &one) == 0;
+}
+
+int pd_host_pin_fastest(pd_host_pin_t *out) {
+  if (out == NULL) return PD_EINVAL;
+  *out = (pd_host_pin_t){.cpu = -1};
+  cpu_set_t orig;
+  pthread_mutex_lock(&g_pin.lock);
+  const bool again = g_pin.cpu >= 0 && g_pin.tid == (pid_t)syscall(SYS_gettid);
+  if (again) {
+    orig = g_pin.orig;
+    (void)sched_setaffinity(0, sizeof orig, &orig);
+  } else if (sched_getaffinity(0, sizeof orig, &orig) != 0) {
+    pthread_mutex_unlock(&g_pin.lock);
+    return 0;
+  }
+  int cpus[PD_HOST_PIN_MAX_CPUS];
+  int64_t best[PD_HOST_PIN_MAX_CPUS], sorted[PD_HOST_PIN_MAX_CPUS];
+  int n = 0;
+  for (int c = 0; c < CPU_SETSIZE && n < PD_HOST_PIN_MAX_CPUS; c++)
+    if (CPU_ISSET(c, &orig)) cpus[n++] = c;
+  int timed = 0;
+  volatile uint64_t sink = 0;
+  for (int i = 0; i < n && n > 1; i++) {
+    if (!pin_to(cpus[i])) continue;
+    int64_t b = INT64_MAX;
+    for (int r = 0; r < PD_HOST_PIN_REPS; r++) {
+      const int64_t t0 = pd_clock_now_ns();
+      sink = sink + pd_host_calib_work(PD_HOST_PIN_ITERS);
+      const int64_t t = pd_clock_now_ns() - t0;
+      if (t < b) b = t;
+    }
+    (void)sink;
+    cpus[timed] = cpus[i];
+    best[timed] = b;
+    timed++;
+  }
+  int pick = -1;
+  for (int i = 0; i < timed; i++)
+    if (pick < 0 || best[i] < best[pick]) pick = i;
+  if (pick < 0 || !pin_to(cpus[pick])) {
+    (void)sched_setaffinity(0, sizeof orig, &orig);
+    g_pin.cpu = -1;
+    pthread_mutex_unlock(&g_pin.lock);
+    return 0;
+  }
+  memcpy(sorted, best, (size_t)timed * sizeof best[0]);
+  qsort(sorted, (size_t)timed, sizeof sorted[0], cmp_i64);
+  out->cpu = cpus[pick];
+  out->ncpus = timed;
+  out->fastest_ns = sorted[0];
+  out->median_ns = sorted[timed / 2];
+  out->slowest_ns = sorted[timed - 1];
+  g_pin.orig = orig;
+  g_pin.cpu = cpus[pick];
+  g_pin.tid = (pid_t)syscall(SYS_gettid);
+  pthread_mutex_unlock(&g_pin.lock);
+  return 0;
+}
+
+void pd_host_pin_release_thread(void) {
+  pthread_mutex_lock(&g_pin.lock);
+  if (g_pin.cpu >= 0 && g_pin.tid != (pid_t)syscall(SYS_gettid))
+    (void)sched_setaffinity(0, sizeof g_pin.orig, &g_pin.orig);
+  pthread_mutex_unlock(&g_pin.lock);
+}
+
+void pd_host_pin_suspend(void) {
+  pthread_mutex_lock(&g_pin.lock);
+  if (g_pin.cpu >= 0 && g_pin.tid == (pid_t)syscall(SYS_gettid))
+    (void)sched_setaffinity(0, sizeof g_pin.orig, &g_pin.orig);
+  pthread_mutex_unlock(&g_pin.lock);
+}
+
+void pd_host_pin_resume(void) {
+  pthread_mutex_lock(&g_pin.lock);
+  if (g_pin.cpu >= 0 && g_pin.tid == (pid_t)syscall(SYS_gettid)) (void)pin_to(g_pin.cpu);
+  pthread_mutex_unlock(&g_pin.lock);
 }

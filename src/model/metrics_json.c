@@ -176,6 +176,16 @@ static void add_host_calibration(build_t *b, cJSON *root, const pd_host_calib_t 
   add_number(b, o, "end_cpu_time_ns", (double)c->end.cpu_ns);
   add_number(b, o, "start_cpu", (double)c->start.cpu);
   add_number(b, o, "end_cpu", (double)c->end.cpu);
+  /* The launching thread's pin to the fastest CPU (pd_host_pin_fastest), or null. */
+  if (c->pin.ncpus <= 0 || c->pin.cpu < 0) {
+    check(b, cJSON_AddNullToObject(o, "pinned_cpu"));
+    return;
+  }
+  add_number(b, o, "pinned_cpu", (double)c->pin.cpu);
+  add_number(b, o, "pin_cpus_timed", (double)c->pin.ncpus);
+  add_number(b, o, "pin_fastest_ns", (double)c->pin.fastest_ns);
+  add_number(b, o, "pin_median_ns", (double)c->pin.median_ns);
+  add_number(b, o, "pin_slowest_ns", (double)c->pin.slowest_ns);
 }
 
 /* top_ops (host ranges) and top_kernels (GPU activities by name): the same row fields,

@@ -21,6 +21,7 @@
 
 #include "pd/pd_cnn.h"
 #include "pd/pd_common.h"
+#include "pd/pd_host_calib.h"
 #include "pd/pd_data.h"
 
 #define PD_DQ_SAMPLE_FLOATS ((size_t)PD_CNN_IMAGE_C * PD_CNN_IMAGE_H * PD_CNN_IMAGE_W)
@@ -112,6 +113,7 @@ static void *pd_dq_worker_main(void *arg) {
   pd_dq_pool_t *w = arg;
   pd_dq_t *dq = w->dq;
   const int nw = dq->cfg.num_workers;
+  pd_host_pin_release_thread(); /* never the launching thread's pinned CPU */
   /* A name of its own, so ps, top and bench/gate/host_probe.sh tell the loader threads
    * from the launching thread and the driver's (best effort: a name never fails a worker). */
   char name[16];

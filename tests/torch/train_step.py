@@ -12,9 +12,9 @@ with --nvtx each step is also a torch.cuda.nvtx.range("train_step") for
 Timing (for the overhead comparison, scripts/inject_check.sh): --warmup W unmeasured steps,
 then the profiler's window: 1 warmup step and --active N recorded steps; the recorded steps
 but the last are timed whole (a device synchronization at the end of each), since the last
-one is where a profiler flushes and writes. --torch_profiler default|full profiles the same
+one is where a profiler flushes and writes. --torch_profiler default|full|cuda profiles the same
 window with torch.profiler (schedule(skip_first=W, wait=0, warmup=1, active=N); full adds
-record_shapes and profile_memory). pd_run must then be given --skip_first W --wait 0
+record_shapes and profile_memory; cuda records GPU activity only). pd_run must then be given --skip_first W --wait 0
 --warmup 1 --active N. One line on stdout: "train_step: VARIANT steps=... timed=K
 mean_ms=... p50_ms=... loss=...". --timing_json PATH writes the timed steps' times.
 
@@ -40,7 +40,7 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="total steps (0: warmup + 1 + active + 1)")
     ap.add_argument("--nvtx", action="store_true", help="each step in torch.cuda.nvtx.range('train_step')")
     ap.add_argument("--workers", type=int, default=0, help="a DataLoader with this many worker processes")
-    ap.add_argument("--torch_profiler", choices=["off", "default", "full"], default="off")
+    ap.add_argument("--torch_profiler", choices=["off", "default", "full", "cuda"], default="off")
     ap.add_argument("--trace_dir", default="", help="torch.profiler's traces (default: not exported)")
     ap.add_argument("--timing_json", default="")
     a = ap.parse_args()
@@ -64,17 +64,22 @@ def main():
     if a.torch_profiler != "off":
         from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
         full = a.torch_profiler == "full"
-        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        # cuda: GPU activity only (kineto's CUPTI capture without the op recording)
+        acts = [ProfilerActivity.CUDA] if a.torch_profiler == "cuda" else [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+        prof = profile(activities=acts,
                        schedule=schedule(skip_first=a.warmup, wait=0, warmup=1, active=a.active, repeat=1),
                        on_trace_ready=tensorboard_trace_handler(a.trace_dir) if a.trace_dir else (lambda p: None),
                        record_shapes=full, profile_memory=full)
 
-    times = []
+    times, pre = [], []
     loss = None
     with prof as p:
         for i in range(total):
             timed = first_timed <= i < last_timed
-            if timed:
+            # Steps 2..warmup-1 run before any profiler records (the same process's
+            # unprofiled steps): timed the same way, for an in-process comparison.
+            pre_timed = 2 <= i < a.warmup
+            if timed or pre_timed:
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
             rng = torch.cuda.nvtx.range("train_step") if a.nvtx else contextlib.nullcontext()
@@ -83,9 +88,9 @@ def main():
                     xb, _ = next(extra)
                     xb.to("cuda", non_blocking=True)
                 loss = step()
-            if timed:
+            if timed or pre_timed:
                 torch.cuda.synchronize()
-                times.append(time.perf_counter() - t0)
+                (times if timed else pre).append(time.perf_counter() - t0)
             if p is not None:
                 p.step()
     torch.cuda.synchronize()
@@ -98,7 +103,8 @@ def main():
     if a.timing_json:
         with open(a.timing_json, "w") as f:
             json.dump({"variant": a.variant, "torch_profiler": a.torch_profiler, "step_ms": ms,
-                       "mean_ms": mean, "p50_ms": p50}, f)
+                       "mean_ms": mean, "p50_ms": p50,
+                       "pre_step_ms": [t * 1e3 for t in pre]}, f)
 
 
 if __name__ == "__main__":

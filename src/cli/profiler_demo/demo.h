@@ -82,6 +82,7 @@ typedef struct {
   int profile_level;  /* PD_DEMO_LEVEL_*: what CUPTI records */
   bool quiet;
   bool no_profile;    /* same steps without the profiler: host-timed metrics only */
+  bool pin_cpu;       /* the launching thread on the fastest CPU (pd_host_pin_fastest) */
   bool list_names;    /* --names: --list_scenarios prints the names only */
   /* fix knobs: PD_KNOB_SCENARIO (-1) keeps the scenario's setting */
   bool no_sync;

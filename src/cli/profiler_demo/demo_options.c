@@ -157,6 +157,9 @@ static const opt_t opts[] = {
     {ROW("no_profile", OPT_SWITCH), OFF(no_profile), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_OUT, "off",
      "run the same steps without the profiler (to measure its overhead); the metrics JSON then has "
      "step times but no trace metrics, and no trace is written"},
+    {ROW("pin_cpu", OPT_SWITCH), OFF(pin_cpu), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_RUN, "off",
+     "pin the launching thread to the CPU that runs a fixed loop fastest at start (docs/gate.md: a "
+     "thread that starts on a slow CPU stays there); the loader threads keep the other CPUs"},
 
     {ROW("no_sync", OPT_SWITCH), OFF(no_sync), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_KNOB, "off",
      "drop the host reads of the loss inside the step (fixes sync)"},
@@ -243,6 +246,7 @@ void pd_demo_config_init(pd_demo_config_t *cfg) {
   cfg->sort_by = PD_SORT_SELF_CUDA_TIME_TOTAL;
   cfg->quiet = false;
   cfg->no_profile = false;
+  cfg->pin_cpu = false;
   cfg->no_sync = false;
   cfg->tiny_ops_mode = PD_KNOB_SCENARIO;
   cfg->tiny_ops_depth = PD_KNOB_SCENARIO;

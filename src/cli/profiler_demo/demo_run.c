@@ -490,6 +490,7 @@ int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *
       {.key = "warmup_steps", .type = PD_CFG_INT, .i = c->warmup_steps},
       {.key = "profile_steps", .type = PD_CFG_INT, .i = c->profile_steps},
       {.key = "seed", .type = PD_CFG_INT, .i = c->seed},
+      {.key = "pin_cpu", .type = PD_CFG_BOOL, .b = c->pin_cpu},
       {.key = "device", .type = PD_CFG_INT, .i = c->device},
       {.key = "with_stack", .type = PD_CFG_BOOL, .b = c->with_stack},
       {.key = "cpu_work", .type = PD_CFG_INT, .i = res->data_cfg->cpu_work},
@@ -693,9 +694,12 @@ static int demo_phase_setup(demo_run_t *r) {
   DEMO_CUDA(cudaStreamCreate(&r->stream));
   if (r->config_note != NULL && !cfg->quiet) printf("%s: note: %s\n", PD_DEMO_PROG, r->config_note);
 
-  /* Before the loader threads start: the launching thread's speed, alone. */
+  /* Before the loader threads start: the pin (the loader threads release it) and the
+   * launching thread's speed, alone. */
   r->calib.iters = PD_HOST_CALIB_ITERS;
   r->calib.reps = PD_HOST_CALIB_REPS;
+  r->calib.pin.cpu = -1;
+  if (cfg->pin_cpu) (void)pd_host_pin_fastest(&r->calib.pin);
   (void)pd_host_calib_measure(&r->calib.start);
   int rc = pd_data_create(&r->data_cfg, r->stream, &r->data);
   if (rc != 0) return demo_create_failed(r, rc, "data pipeline", pd_data_last_error());

@@ -1,10 +1,13 @@
 /* test_metrics_json.c: the metrics JSON (schema PD_METRICS_SCHEMA_VERSION) read back with cJSON: every key of
  * DESIGN.md section 5, NaN as null, dropped records carried from the trace, top ops,
  * atomic writing and failure without leftovers. */
+#define _GNU_SOURCE 1 /* sched_getaffinity, CPU_* */
 #include <criterion/criterion.h>
 #include <cJSON.h>
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -424,4 +427,73 @@ Test(metrics_json, host_calibration_measures_the_workload) {
   cr_expect_leq(s.cpu_ns, s.wall_ns + 1000000, "cpu %lld wall %lld", (long long)s.cpu_ns, (long long)s.wall_ns);
   cr_expect_geq(s.cpu, -1);
   cr_expect_eq(pd_host_calib_measure(NULL), PD_EINVAL);
+}
+
+/* host_calibration.pinned_cpu: null without a pin, the pin's figures with one. */
+Test(metrics_json, host_calibration_pin) {
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  pd_host_calib_t cal = {.start = {.wall_ns = 200000, .cpu = 3}, .end = {.wall_ns = 210000, .cpu = 3},
+                         .iters = PD_HOST_CALIB_ITERS, .reps = PD_HOST_CALIB_REPS};
+  pd_run_report_t r = {.metrics = &m, .host_calibration = &cal};
+  char path[512];
+  snprintf(path, sizeof path, "%s/pin.json", tmpdir);
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+  cJSON *j = pd_test_read_json(path);
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "host_calibration"), "pinned_cpu")),
+            "no CPUs timed: not pinned (a zeroed pin is not CPU 0)");
+  cJSON_Delete(j);
+  cal.pin = (pd_host_pin_t){.cpu = 7, .ncpus = 16, .fastest_ns = 40000, .median_ns = 52000, .slowest_ns = 63000};
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+  j = pd_test_read_json(path);
+  cJSON *o = cJSON_GetObjectItem(j, "host_calibration");
+  cr_expect_eq(num(o, "pinned_cpu"), 7);
+  cr_expect_eq(num(o, "pin_cpus_timed"), 16);
+  cr_expect_eq(num(o, "pin_fastest_ns"), 40000);
+  cr_expect_eq(num(o, "pin_slowest_ns"), 63000);
+  cJSON_Delete(j);
+}
+
+static void *affinity_of_new_thread(void *arg) {
+  pd_host_pin_release_thread();
+  cpu_set_t *set = arg;
+  (void)sched_getaffinity(0, sizeof *set, set);
+  return NULL;
+}
+
+/* pd_host_pin_fastest: the thread ends on one of the CPUs it had, timed them all; a thread
+ * it starts gets the original CPUs back; suspend widens and resume pins again. */
+Test(host_pin, pins_to_one_allowed_cpu_and_threads_it_starts_are_released) {
+  cpu_set_t orig, now;
+  cr_assert_eq(sched_getaffinity(0, sizeof orig, &orig), 0);
+  pd_host_pin_t pin;
+  cr_assert_eq(pd_host_pin_fastest(NULL), PD_EINVAL);
+  cr_assert_eq(pd_host_pin_fastest(&pin), 0);
+  if (CPU_COUNT(&orig) < 2) {
+    cr_expect_eq(pin.cpu, -1, "one CPU allowed: nothing to choose");
+    return;
+  }
+  cr_assert_geq(pin.cpu, 0);
+  cr_expect(CPU_ISSET(pin.cpu, &orig), "the pin is one of the thread's own CPUs");
+  cr_expect_eq(pin.ncpus, CPU_COUNT(&orig));
+  cr_expect(pin.fastest_ns > 0 && pin.fastest_ns <= pin.median_ns && pin.median_ns <= pin.slowest_ns);
+  cr_assert_eq(sched_getaffinity(0, sizeof now, &now), 0);
+  cr_expect_eq(CPU_COUNT(&now), 1);
+  cr_expect(CPU_ISSET(pin.cpu, &now));
+  pthread_t t;
+  cpu_set_t child;
+  CPU_ZERO(&child);
+  cr_assert_eq(pthread_create(&t, NULL, affinity_of_new_thread, &child), 0);
+  cr_assert_eq(pthread_join(t, NULL), 0);
+  cr_expect(CPU_EQUAL(&child, &orig), "a released thread has the original CPUs");
+  pd_host_pin_suspend();
+  cr_assert_eq(sched_getaffinity(0, sizeof now, &now), 0);
+  cr_expect(CPU_EQUAL(&now, &orig), "suspended: the original CPUs");
+  pd_host_pin_resume();
+  cr_assert_eq(sched_getaffinity(0, sizeof now, &now), 0);
+  cr_expect(CPU_COUNT(&now) == 1 && CPU_ISSET(pin.cpu, &now), "resumed: pinned again");
+  /* a second pin re-times from the original CPUs, not from the single pinned one */
+  cr_assert_eq(pd_host_pin_fastest(&pin), 0);
+  cr_expect_eq(pin.ncpus, CPU_COUNT(&orig));
+  (void)sched_setaffinity(0, sizeof orig, &orig);
 }

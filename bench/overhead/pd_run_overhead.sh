@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# pd_run_overhead.sh BUILD_DIR OUT_DIR [ROUNDS]: where pd_run's added time on a PyTorch step
+# goes, measured two ways, side by side with torch.profiler. GPU host with torch; about
+# 40 s per round.
+#
+# One program (tests/torch/train_step.py, plain_b64: AMP, the same steps), fresh processes,
+# the modes in a rotating order each round:
+#   off     unprofiled
+#   kernel  pd_run --step_kernel amp_update_scale (CUPTI's launch callback held all run)
+#   range   pd_run --step_range train_step (program opens an NVTX range per step; CUPTI
+#           attached only for the profiled window)
+#   konly   as range, kernels only (PD_CUPTI_OPTIONS=kernels_only: no API records)
+#   tdef    torch.profiler, defaults
+#   tfull   torch.profiler, record_shapes + profile_memory
+#   tcuda   torch.profiler, activities=[CUDA] only: kineto's CUPTI capture without its op
+#           recording, the like-for-like comparison with ours
+# Every process times its profiled steps (W+1..W+N-1) and its unprofiled steps 2..W-1, each
+# between two synchronizes. Added time per step, two ways:
+#   across  mean profiled step minus the same round's unprofiled process (median over rounds)
+#   within  mean profiled step minus the same process's unprofiled steps (median over rounds)
+# "within" cancels the 15-25% between processes (docs/gate.md); under --step_kernel its
+# unprofiled steps already carry CUPTI's attached cost, so "within" misses that part there.
+# Also printed: pd_run's profiler_cost estimate (est_added_us_per_step, its source) and
+# records per step. Exit 0; 2 bad setup.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+root=$PWD
+usage="usage: bench/overhead/pd_run_overhead.sh BUILD_DIR OUT_DIR [ROUNDS]"
+[ "$#" -ge 2 ] || { echo "$usage" >&2; exit 2; }
+build=$1
+out=$2
+rounds=${3:-4}
+case "$rounds" in '' | *[!0-9]*) echo "pd_run_overhead: ROUNDS must be a whole number, got '$rounds'" >&2; exit 2 ;; esac
+case "$build" in /*) ;; *) build=$root/$build ;; esac
+case "$out" in /*) ;; *) out=$root/$out ;; esac
+pd_run=$build/src/cli/pd_run/pd_run
+[ -x "$pd_run" ] || { echo "pd_run_overhead: $pd_run missing: build the tree first" >&2; exit 2; }
+python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1 ||
+  { echo "pd_run_overhead: python3 cannot import torch with CUDA here" >&2; exit 2; }
+# shellcheck source=scripts/gpu_libpath.sh
+. scripts/gpu_libpath.sh
+mkdir -p "$out/json" "$out/logs" "$out/traces" || exit 2
+W=14
+N=30
+step=$root/tests/torch/train_step.py
+sched=(--skip_first "$W" --wait 0 --warmup 1 --active "$N")
+modes=(off kernel range konly tdef tfull tcuda)
+for r in $(seq 1 "$rounds"); do
+  order=()
+  for i in "${!modes[@]}"; do order+=("${modes[$(((i + r - 1) % ${#modes[@]}))]}"); done
+  for m in "${order[@]}"; do
+    t=$out/json/timing_${m}_$r.json
+    j=$out/json/pd_${m}_$r.json
+    args=(python3 "$step" --warmup "$W" --active "$N" --timing_json "$t")
+    pd=("$pd_run" --trace_dir "$out/traces" --output_json "$j" "${sched[@]}")
+    case $m in
+      off) "${args[@]}" ;;
+      kernel) "${pd[@]}" --step_kernel amp_update_scale -- "${args[@]}" ;;
+      range) "${pd[@]}" --step_range train_step -- "${args[@]}" --nvtx ;;
+      konly) PD_CUPTI_OPTIONS=kernels_only "${pd[@]}" --step_range train_step -- "${args[@]}" --nvtx ;;
+      tdef) "${args[@]}" --torch_profiler default ;;
+      tfull) "${args[@]}" --torch_profiler full ;;
+      tcuda) "${args[@]}" --torch_profiler cuda ;;
+    esac >"$out/logs/${m}_$r.log" 2>&1 || echo "pd_run_overhead: $m round $r failed (log $out/logs/${m}_$r.log)"
+  done
+done
+python3 - "$out/json" "$rounds" <<'PY'
+import json, os, statistics as st, sys
+d, rounds = sys.argv[1], int(sys.argv[2])
+modes = ["off", "kernel", "range", "konly", "tdef", "tfull", "tcuda"]
+def load(p):
+    try:
+        return json.load(open(p))
+    except Exception:
+        return None
+t = {(m, r): load(f"{d}/timing_{m}_{r}.json") for m in modes for r in range(1, rounds + 1)}
+def mean_us(x):
+    return st.fmean(x) * 1e3
+print(f"{'mode':7s} {'step us':>9s} {'pre us':>9s} {'across us':>10s} {'within us':>10s} {'est us':>8s} {'est from':>12s} {'rec/step':>9s}  rounds (within)")
+res = {}
+for m in modes:
+    step, pre, across, within, est, src, rps = [], [], [], [], [], [], []
+    for r in range(1, rounds + 1):
+        x, off = t[(m, r)], t[("off", r)]
+        if not x or not x.get("step_ms") or len(x.get("pre_step_ms", [])) < 3:
+            continue
+        step.append(mean_us(x["step_ms"]))
+        pre.append(mean_us(x["pre_step_ms"]))
+        within.append(step[-1] - pre[-1])
+        if off and off.get("step_ms"):
+            across.append(step[-1] - mean_us(off["step_ms"]))
+        j = load(f"{d}/pd_{m}_{r}.json")
+        c = (j or {}).get("profiler_cost") or {}
+        if isinstance(c.get("est_added_us_per_step"), (int, float)):
+            est.append(c["est_added_us_per_step"])
+            src.append(str(c.get("est_source", "calibration")))
+        if isinstance(c.get("records_per_step"), (int, float)):
+            rps.append(c["records_per_step"])
+    med = lambda v: st.median(v) if v else float("nan")
+    res[m] = {"across": med(across), "within": med(within)}
+    print(f"{m:7s} {med(step):9.1f} {med(pre):9.1f} {med(across):10.1f} {med(within):10.1f} {med(est):8.1f} "
+          f"{(src[0] if src else '-'):>12s} {med(rps):9.0f}  {' '.join(f'{w:.0f}' for w in within)}")
+for ours in ("kernel", "range", "tcuda"):
+    for how in ("across", "within"):
+        a = res[ours][how]
+        print(f"{ours:6s} / torch ({how:6s}): default {a / res['tdef'][how]:.3f}  shapes+mem {a / res['tfull'][how]:.3f}"
+              if res["tdef"][how] > 0 and res["tfull"][how] > 0 else f"{ours} {how}: n/a")
+PY
