@@ -19,8 +19,10 @@
 # later ones, so looking more than once does not raise the false-alarm rate above 0.01.
 # Still undecided at the cap: within policy, said so. One host metric gates, PD_AB_PRIMARY
 # (default step_time_p10_s; "all": every host row at alpha each); PD_AB_NORMALIZE=1 scales
-# host times by each run's host calibration (both builds must write it); PD_AB_KEEP the
-# statistic's share of runs (default 0.5, the better half). docs/gate.md has the evidence.
+# host times by each run's host calibration (both builds must write it); PD_AB_ADJUST=1
+# (default) adjusts host times for each run's traced-call cost (profile_compare --adjust)
+# and averages every run (keep 1); PD_AB_ADJUST=0 compares the better half unadjusted;
+# PD_AB_KEEP the statistic's share of runs. docs/gate.md has the evidence.
 #
 # ROUNDS: 2..64 (default 8, the fewest that can reach alpha 0.004: 2^-8 = 0.0039).
 # OUT_DIR (default: a temporary folder, removed): runs, reports, summary.md; the Markdown
@@ -103,6 +105,14 @@ cmp_args=()
 primary=${PD_AB_PRIMARY:-step_time_p10_s}
 [ "$primary" = all ] || cmp_args+=(--primary "$primary")
 [ "${PD_AB_NORMALIZE:-0}" = 1 ] && cmp_args+=(--normalize)
+# The default statistic: p10 of every run, host times adjusted for each run's traced-call
+# cost (profile_compare --adjust; docs/gate.md: it halves the stated mde on the recordings).
+# PD_AB_ADJUST=0 turns it off (then the better half, as before); PD_AB_KEEP overrides keep.
+adj_args=()
+if [ "${PD_AB_ADJUST:-1}" = 1 ]; then
+  adj_args=(--adjust)
+  [ -n "${PD_AB_KEEP:-}" ] || adj_args+=(--keep 1)
+fi
 [ -n "${PD_AB_KEEP:-}" ] && cmp_args+=(--keep "$PD_AB_KEEP")
 
 t0=$SECONDS
@@ -134,8 +144,15 @@ while [ "${#pending[@]}" -gt 0 ]; do
       head_runs+=("$out/$s/head.$r.json")
     done
     rc=0
-    "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" --alpha "$alpha" "${cmp_args[@]}" \
+    "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" --alpha "$alpha" "${cmp_args[@]}" "${adj_args[@]}" \
       --json "$out/$s.ab.json" --markdown "$out/$s.ab.md" >"$out/$s.ab.txt" 2>&1 || rc=$?
+    if [ "$rc" -eq 2 ] && [ "${#adj_args[@]}" -gt 0 ] && grep -q ns_per_cuda_call "$out/$s.ab.txt"; then
+      # a build older than the profiler's calibration: no covariate, the better half
+      echo "gpu_ab: $s: a build's runs carry no profiler_cost.calibration.ns_per_cuda_call: compared without --adjust"
+      rc=0
+      "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" --alpha "$alpha" "${cmp_args[@]}" \
+        --json "$out/$s.ab.json" --markdown "$out/$s.ab.md" >"$out/$s.ab.txt" 2>&1 || rc=$?
+    fi
     undecided=$(sed -n 's/^[[:space:]]*"undecided":[[:space:]]*\([0-9]*\).*/\1/p' "$out/$s.ab.json" 2>/dev/null | head -n 1)
     if [ "$rc" -eq 0 ] && [ "${undecided:-0}" -gt 0 ] && [ "$target" -lt "$max_rounds" ]; then
       echo "gpu_ab: $s: undecided after $target rounds (alpha $alpha): more rounds"

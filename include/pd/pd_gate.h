@@ -211,6 +211,13 @@ typedef struct {
    * for a fixed CPU workload, mean of start and end) and multiplied by the median over
    * all runs: a process whose CPU runs slower is scaled back. Every run must carry it. */
   bool normalize_host;
+  /* Host times adjusted for each run's traced-call cost (profiler_cost.calibration.
+   * ns_per_cuda_call, timed by the profiler in the same process at its start) by analysis
+   * of covariance: the pooled within-side slope of log value on log call cost (clamped to
+   * [0, 2]) moves each run to the mean call cost of all runs. The slow state of a process
+   * on these hosts raises that cost with the step (docs/gate.md); a change under test that
+   * does not touch the profiler leaves it alone. Every run must carry it. */
+  bool adjust_call_cost;
   /* NULL: every host-class row may fail. Else only this host metric (a row name such as
    * "step_time_p10_s") gates among the host rows; the others are reported: one test of
    * host time per A/B instead of several at alpha each. */
@@ -269,6 +276,7 @@ typedef struct {
   size_t undecided;
   double keep;              /* A/B: the statistic's share of runs (pd_cmp_options_t.keep) */
   bool normalized;          /* A/B: host times normalised by the runs' host_calibration */
+  bool adjusted;            /* A/B: host times adjusted for the runs' traced-call cost */
   char primary[96];         /* A/B: the one gating host metric; "" when all gate */
   char config_note[512];    /* config keys that differ (reported, not failed); "" if none */
   /* What changed most, largest first: kernels by device time, host ops by self CPU time

@@ -320,6 +320,63 @@ static int ab_calibrations(const cJSON *const *docs, size_t n, const char *const
   return 0;
 }
 
+/* Fills lc[i] with the log of run i's traced-call cost (profiler_cost.calibration.
+ * ns_per_cuda_call), range-checked (0, 1e7) ns. */
+static int ab_call_costs(const cJSON *const *docs, size_t n, const char *const *names, double *lc, char *why,
+                         size_t whylen) {
+  for (size_t i = 0; i < n; i++) {
+    const cJSON *pc = cJSON_GetObjectItemCaseSensitive(docs[i], "profiler_cost");
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pc, "calibration"),
+                                                      "ns_per_cuda_call");
+    if (!cJSON_IsNumber(c) || !(c->valuedouble > 0.0 && c->valuedouble < 1e7)) {
+      cmp_why(why, whylen,
+              "%s: profiler_cost.calibration.ns_per_cuda_call must be a number in (0, 1e7) ns; --adjust needs it "
+              "in every run (a profiled run on a GPU; --no_profile runs have none)",
+              names != NULL && names[i] != NULL ? names[i] : "input");
+      return PD_EPARSE;
+    }
+    lc[i] = log(c->valuedouble);
+  }
+  return 0;
+}
+
+/* Analysis of covariance on log values: the pooled within-side slope of log v on the log
+ * call cost lc, clamped to [0, 2], and every run's value moved along it to the mean call
+ * cost of all runs. Runs without a positive finite value are left out and kept as they
+ * are. Both sides share one slope and one reference, so a difference between the sides
+ * that the call cost does not explain stays whole. */
+static void ab_adjust(double *b, double *h, const double *lcb, const double *lch, size_t n) {
+  double *side[2] = {b, h};
+  const double *lc[2] = {lcb, lch};
+  double sxy = 0.0, sxx = 0.0, csum = 0.0;
+  size_t call = 0;
+  for (int s = 0; s < 2; s++) {
+    double mv = 0.0, mc = 0.0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+      if (isfinite(side[s][i]) && side[s][i] > 0.0) {
+        mv += log(side[s][i]);
+        mc += lc[s][i];
+        k++;
+      }
+    if (k == 0) continue;
+    mv /= (double)k;
+    mc /= (double)k;
+    for (size_t i = 0; i < n; i++)
+      if (isfinite(side[s][i]) && side[s][i] > 0.0) {
+        sxy += (lc[s][i] - mc) * (log(side[s][i]) - mv);
+        sxx += (lc[s][i] - mc) * (lc[s][i] - mc);
+      }
+    csum += mc * (double)k;
+    call += k;
+  }
+  if (call == 0 || !(sxx > 0.0)) return;
+  const double slope = fmin(2.0, fmax(0.0, sxy / sxx)), ref = csum / (double)call;
+  for (int s = 0; s < 2; s++)
+    for (size_t i = 0; i < n; i++)
+      if (isfinite(side[s][i]) && side[s][i] > 0.0) side[s][i] *= exp(-slope * (lc[s][i] - ref));
+}
+
 /* Fills v[i] with run i's value of metric (NaN: null or absent); *present counts the runs
  * that have it. The gate's derived statistics come from each run's samples. scale (NULL:
  * none) multiplies host times (ab_host_time). */
@@ -380,16 +437,20 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
                             .primary = opt != NULL ? opt->primary : NULL};
   rep->keep = st.keep;
   rep->normalized = opt != NULL && opt->normalize_host;
+  rep->adjusted = opt != NULL && opt->adjust_call_cost;
   snprintf(rep->primary, sizeof(rep->primary), "%s", st.primary != NULL ? st.primary : "");
 
   double *b = malloc(n * sizeof(*b)), *h = malloc(n * sizeof(*h)), *work = malloc(4 * n * sizeof(*work));
   double *scale = rep->normalized ? malloc(2 * n * sizeof(*scale)) : NULL;
+  double *lcost = rep->adjusted ? malloc(2 * n * sizeof(*lcost)) : NULL;
   const char **names_of = malloc(n * sizeof(*names_of)); /* the runs' bottlenecks */
-  if (b == NULL || h == NULL || work == NULL || names_of == NULL || (rep->normalized && scale == NULL)) {
+  if (b == NULL || h == NULL || work == NULL || names_of == NULL || (rep->normalized && scale == NULL) ||
+      (rep->adjusted && lcost == NULL)) {
     free(b);
     free(h);
     free(work);
     free(scale);
+    free(lcost);
     free(names_of);
     return PD_ENOMEM;
   }
@@ -401,6 +462,10 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
       const double ref = pd_quantile(scale, 2 * n, 0.5);
       for (size_t i = 0; i < 2 * n; i++) scale[i] = ref / scale[i];
     }
+  }
+  if (rc == 0 && lcost != NULL) {
+    rc = ab_call_costs(base, n, names, lcost, why, whylen);
+    if (rc == 0) rc = ab_call_costs(head, n, names != NULL ? names + n : NULL, lcost + n, why, whylen);
   }
   const double *scale_b = scale, *scale_h = scale != NULL ? scale + n : NULL;
   size_t present = 0, cap = 0;
@@ -421,6 +486,7 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
     if ((rc = ab_values(head, n, metric, d, names != NULL ? names + n : NULL, scale_h, h, &ph, why, whylen)) != 0)
       break;
     if (d != NULL && pb == 0) continue; /* no samples: no derived row */
+    if (lcost != NULL && ab_host_time(metric, d)) ab_adjust(b, h, lcost, lcost + n, n);
     pd_cmp_row_t *r = cmp_row_add(rep, &cap, metric);
     if (r == NULL) {
       rc = PD_ENOMEM;
@@ -456,6 +522,7 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
   free(h);
   free(work);
   free(scale);
+  free(lcost);
   if (rc == 0 && st.primary != NULL) {
     bool found = false;
     for (size_t i = 0; i < rep->nrows && !found; i++)

@@ -77,6 +77,7 @@ static void rep_summary(FILE *out, const pd_cmp_report_t *rep) {
     fprintf(out, "; alpha %g, A/B over %zu interleaved rounds on one machine", rep->alpha, rep->baseline_runs);
     fprintf(out, "; statistic: mean of the better %.0f%% of each side's runs%s", rep->keep * 100.0,
             rep->normalized ? ", host times normalised by each run's host calibration" : "");
+    if (rep->adjusted) fprintf(out, ", host times adjusted for each run's traced-call cost");
     if (rep->primary[0] != '\0') fprintf(out, "; primary host metric %s", rep->primary);
     if (rep->undecided > 0)
       fprintf(out, "; %zu undecided (beyond tolerance, not significant: more rounds would tell)", rep->undecided);
@@ -189,6 +190,7 @@ cJSON *pd_cmp_report_to_json(const pd_cmp_report_t *rep) {
     if (stat != NULL) {
       cJSON_AddNumberToObject(stat, "keep", rep->keep);
       cJSON_AddBoolToObject(stat, "normalized_by_host_calibration", rep->normalized);
+      cJSON_AddBoolToObject(stat, "adjusted_for_call_cost", rep->adjusted);
       if (rep->primary[0] != '\0')
         cJSON_AddStringToObject(stat, "primary", rep->primary);
       else

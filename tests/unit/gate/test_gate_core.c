@@ -644,6 +644,76 @@ Test(gate_core, ab_normalises_host_times_by_calibration) {
   pd_cmp_report_free(&rep);
 }
 
+/* A/B runs whose profiler_cost carries the traced-call cost cost[r] (ns). */
+static int ab_runs_cost(size_t n, const double *base_host, const double *head_host, const double *cost_b,
+                        const double *cost_h, const pd_cmp_options_t *opt, pd_cmp_report_t *rep, char *why,
+                        size_t whylen) {
+  cJSON *b[32], *h[32];
+  cr_assert_leq(n, 32);
+  for (size_t r = 0; r < n; r++) {
+    b[r] = mk_run((run_spec_t){.host = base_host[r], .gpu = 1.0});
+    h[r] = mk_run((run_spec_t){.host = head_host[r], .gpu = 1.0});
+    for (int side = 0; side < 2; side++) {
+      const double *cost = side == 0 ? cost_b : cost_h;
+      if (cost == NULL) continue;
+      cJSON *pc = cJSON_AddObjectToObject(side == 0 ? b[r] : h[r], "profiler_cost");
+      cJSON_AddNumberToObject(cJSON_AddObjectToObject(pc, "calibration"), "ns_per_cuda_call", cost[r]);
+    }
+  }
+  int rc = pd_cmp_ab((const cJSON *const *)b, n, (const cJSON *const *)h, n, NULL, opt, rep, why, whylen);
+  for (size_t r = 0; r < n; r++) {
+    cJSON_Delete(b[r]);
+    cJSON_Delete(h[r]);
+  }
+  return rc;
+}
+
+/* --adjust: processes in a slow state (their traced-call cost 1.6x, the step 1.3x), few on
+ * the base side and most on the head side, read as a regression unadjusted and as none
+ * once adjusted; a real 15% slowdown with the same states on both sides is still caught;
+ * runs without the cost are refused, naming the field. */
+Test(gate_core, ab_adjusts_host_times_for_the_call_cost) {
+  enum { N = 12 };
+  double cb[N], ch[N], vb[N], vh[N], cs[N], v1[N], v115[N];
+  for (int r = 0; r < N; r++) {
+    const bool slow_b = r == 0, slow_h = r != 0; /* 1 of 12 against 11 of 12 */
+    const double jitter = 1.0 + 0.004 * (r % 3);
+    cb[r] = slow_b ? 2400.0 : 1500.0;
+    ch[r] = slow_h ? 2400.0 : 1500.0;
+    vb[r] = (slow_b ? 1.3 : 1.0) * jitter;
+    vh[r] = (slow_h ? 1.3 : 1.0) * jitter;
+    cs[r] = r % 3 == 0 ? 2400.0 : 1500.0; /* the same states on both sides */
+    v1[r] = (r % 3 == 0 ? 1.3 : 1.0) * jitter;
+    v115[r] = 1.15 * v1[r];
+  }
+  pd_cmp_report_t rep;
+  char why[256];
+  pd_cmp_options_t keep_all = {.keep = 1.0};
+  cr_assert_eq(ab_runs_cost(N, vb, vh, cb, ch, &keep_all, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_eq(row_of(&rep, "step_time_p10_s")->verdict, PD_CMP_REGRESSED, "unadjusted: the states decide");
+  cr_expect_not(rep.adjusted);
+  pd_cmp_report_free(&rep);
+  pd_cmp_options_t adj = {.keep = 1.0, .adjust_call_cost = true};
+  cr_assert_eq(ab_runs_cost(N, vb, vh, cb, ch, &adj, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_eq(row_of(&rep, "step_time_p10_s")->verdict, PD_CMP_OK, "adjusted: %g%%",
+               row_of(&rep, "step_time_p10_s")->change_pct);
+  cr_expect_float_eq(row_of(&rep, "step_time_p10_s")->change_pct, 0.0, 1.0, "%g",
+                     row_of(&rep, "step_time_p10_s")->change_pct);
+  cr_expect(rep.adjusted);
+  cJSON *j = pd_cmp_report_to_json(&rep);
+  cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "statistic"), "adjusted_for_call_cost")));
+  cJSON_Delete(j);
+  pd_cmp_report_free(&rep);
+  cr_assert_eq(ab_runs_cost(N, v1, v115, cs, cs, &adj, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_eq(row_of(&rep, "step_time_p10_s")->verdict, PD_CMP_REGRESSED, "a real slowdown stays");
+  cr_expect_float_eq(row_of(&rep, "step_time_p10_s")->change_pct, 15.0, 1.0, "%g",
+                     row_of(&rep, "step_time_p10_s")->change_pct);
+  pd_cmp_report_free(&rep);
+  cr_expect_eq(ab_runs_cost(N, v1, v115, cs, NULL, &adj, &rep, why, sizeof why), PD_EPARSE);
+  cr_expect_not_null(strstr(why, "ns_per_cuda_call"), "%s", why);
+  pd_cmp_report_free(&rep);
+}
+
 /* --primary: only the named host metric gates; a regression of another host row is
  * reported. --keep 1 averages every run. An A/B beyond tolerance but not significant is
  * counted as undecided. */
