@@ -4,11 +4,12 @@ the slow state between processes, and would an A/B adjusted by it catch more?
 
 Offline, on bench/gate/ab_record.sh recordings. For each scenario and block of 8 rounds of a
 recording, three comparisons (a vs h10: 10% injected; b vs h5: 5%; a vs b: the same build),
-each on log p10 step per run, one-sided permutation test at alpha 0.01 (2000 shuffles, seed
-1): raw, and adjusted by the run's profiler_cost.calibration.ns_per_cuda_call (the traced
+each on log p10 step per run, one-sided two-sample permutation test at COVARIATE_ALPHA
+(default 0.01; 4000 shuffles, seed 1): raw, and adjusted by the run's profiler_cost.calibration.ns_per_cuda_call (the traced
 CUDA call's added cost measured in the same process at its start) with a pooled
 within-group regression slope (analysis of covariance). The injection is CPU busy time, so
-it does not move the covariate. Prints, per scenario, the correlation of log p10 with the
+it does not move the covariate. The adjusted values are also tested as the gate tests
+them, paired by round (sign flips of the 8 differences, exact). Prints, per scenario, the correlation of log p10 with the
 covariate over all runs, and caught / false alarms raw and adjusted. Blocks share runs
 between the three comparisons (a appears in two): indicative, not ab_eval.py's disjoint
 design. A study, not the gate: profile_compare does not use the covariate.
@@ -22,6 +23,9 @@ import random
 import statistics as st
 import sys
 import tarfile
+
+# COVARIATE_ALPHA: the tests' level (default 0.01; gpu_ab.sh's first look uses 0.004)
+ALPHA = float(os.environ.get("COVARIATE_ALPHA", "0.01"))
 
 
 def p10(steps):
@@ -49,13 +53,31 @@ def load(path):
     return {sc: [r[k] for k in sorted(r) if len(r[k]) == 4] for sc, r in out.items()}
 
 
-def perm_p(x, y, rng, n=2000):
+def perm_p(x, y, rng, n=4000):
     obs = st.fmean(y) - st.fmean(x)
     z = list(x) + list(y)
     c = 0
     for _ in range(n):
         rng.shuffle(z)
         if st.fmean(z[len(x):]) - st.fmean(z[: len(x)]) >= obs:
+            c += 1
+    return (c + 1) / (n + 1)
+
+
+def paired_p(x, y, rng, n=2000):
+    """One-sided sign-flip test of the round-paired differences (the gate's form)."""
+    d = [b - a for a, b in zip(x, y)]
+    obs = st.fmean(d)
+    if len(d) <= 12:  # exact
+        c = total = 0
+        for mask in range(1 << len(d)):
+            total += 1
+            if st.fmean(-v if mask >> i & 1 else v for i, v in enumerate(d)) >= obs - 1e-15:
+                c += 1
+        return c / total
+    c = 0
+    for _ in range(n):
+        if st.fmean(v if rng.random() < 0.5 else -v for v in d) >= obs - 1e-15:
             c += 1
     return (c + 1) / (n + 1)
 
@@ -95,19 +117,20 @@ def main():
                 blk = rounds[i:i + 8]
                 for name, (x, y) in (("10%", ("a", "h10")), ("5%", ("b", "h5")), ("same", ("a", "b"))):
                     xs, ys = [r[x] for r in blk], [r[y] for r in blk]
-                    raw = perm_p([v for v, _ in xs], [v for v, _ in ys], rng) < 0.01
+                    raw = perm_p([v for v, _ in xs], [v for v, _ in ys], rng) < ALPHA
                     xa, ya = adjust(xs, ys)
-                    adj = perm_p(xa, ya, rng) < 0.01
-                    res.setdefault((sc, name), []).append((raw, adj))
+                    adj = perm_p(xa, ya, rng) < ALPHA
+                    adj_paired = paired_p(xa, ya, rng) < ALPHA
+                    res.setdefault((sc, name), []).append((raw, adj, adj_paired))
     for sc in sorted(pts):
         p = pts[sc]
         print(f"{sc}: correlation of log p10 with log ns_per_cuda_call over {len(p)} unchanged runs: "
               f"{corr([v for v, _ in p], [c for _, c in p]):.2f}")
-    print("| scenario | comparison | blocks | caught raw | caught adjusted |")
-    print("|---|---|---:|---:|---:|")
+    print("| scenario | comparison | blocks | caught raw | caught adjusted | adjusted, paired by round |")
+    print("|---|---|---:|---:|---:|---:|")
     for (sc, name), v in sorted(res.items()):
         print(f"| {sc} | {name if name != 'same' else 'same vs same (false alarms)'} | {len(v)} | "
-              f"{sum(a for a, _ in v)} | {sum(b for _, b in v)} |")
+              f"{sum(a for a, _, _ in v)} | {sum(b for _, b, _ in v)} | {sum(c for _, _, c in v)} |")
     return 0
 
 
