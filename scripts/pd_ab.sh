@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# pd_ab.sh: an A/B of two commands under pd_run, interleaved on one machine: a user's own
+# program gated the way scripts/gpu_ab.sh gates the lab's scenarios.
+#
+#   scripts/pd_ab.sh [--rounds N] [--out DIR] [--pd_run PATH] [--alpha A]
+#                    --name NAME --base 'COMMAND' --head 'COMMAND' [-- PD_RUN_OPTIONS...]
+#
+# Each round runs the base command and the head command once each under pd_run (which of
+# the two goes first alternates from round to round), every run a fresh process, with
+# --name NAME (the metrics JSONs' scenario: both sides must share it) and the
+# PD_RUN_OPTIONS given after "--" (the steps: --step_range or --step_kernel, a schedule).
+# A command is a program and its arguments in one string, split into words as the shell
+# splits them (quotes kept; no pipes, ';' or '&&': put those in a script), and run as
+# pd_run's direct child, so its outputs are the ones named here. E.g.
+#   scripts/pd_ab.sh --name train --base 'python3 train.py' --head 'python3 train.py --new' \
+#       -- --step_range train_step --skip_first 10 --warmup 1 --active 30
+# Then profile_compare compares them (--base ... --head ...: a paired permutation test over
+# the rounds, step_time_p10_s the one gating host metric, host times adjusted for each
+# run's traced-call cost as gpu_ab.sh does; without the adjustment, saying so, where a
+# run carries no calibration). OUT (default: a temporary folder, removed) keeps the runs'
+# metrics JSONs, logs, traces, the report (ab.json, ab.md, ab.txt) and summary.md, which is
+# appended to $GITHUB_STEP_SUMMARY when set. One warm-up run of each command comes first.
+# pd_run comes from --pd_run, else $PD_RUN, else build/src/cli/pd_run/pd_run; profile_compare
+# from the same build. Exit: 0 within policy; 1 regressed, or a run failed (its log is
+# printed); 2 bad usage or a missing program, before anything runs.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+usage="usage: scripts/pd_ab.sh [--rounds N] [--out DIR] [--pd_run PATH] [--alpha A] --name NAME --base 'COMMAND' --head 'COMMAND' [-- PD_RUN_OPTIONS...]"
+die() { echo "pd_ab: $*" >&2; exit 2; }
+rounds=8 out="" pd_run=${PD_RUN:-$root/build/src/cli/pd_run/pd_run} alpha=0.01 name="" base="" head=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds | --out | --pd_run | --alpha | --name | --base | --head)
+      [ $# -ge 2 ] || die "$1 needs a value ($usage)"
+      case "$1" in
+        --rounds) rounds=$2 ;; --out) out=$2 ;; --pd_run) pd_run=$2 ;; --alpha) alpha=$2 ;;
+        --name) name=$2 ;; --base) base=$2 ;; --head) head=$2 ;;
+      esac
+      shift 2 ;;
+    --) shift; break ;;
+    -h | --help) echo "$usage"; exit 0 ;;
+    *) die "unknown option '$1' ($usage)" ;;
+  esac
+done
+pd_opts=("$@")
+[ -n "$name" ] || die "--name is required: the program's name in both sides' metrics JSONs ($usage)"
+[ -n "$base" ] && [ -n "$head" ] || die "--base and --head each need a command ($usage)"
+case "$rounds" in '' | *[!0-9]*) die "--rounds must be a whole number, got '$rounds'" ;; esac
+{ [ "$rounds" -ge 2 ] && [ "$rounds" -le 64 ]; } || die "--rounds must be 2..64, got $rounds"
+awk -v a="$alpha" 'BEGIN { exit !(a + 0 > 0 && a + 0 <= 0.5 && a ~ /^[0-9.eE+-]+$/) }' ||
+  die "--alpha must be a number with 0 < alpha <= 0.5, got '$alpha'"
+case "$name" in *[!A-Za-z0-9._-]*) die "--name may hold letters, digits, '.', '_' and '-' only, got '$name'" ;; esac
+for o in "${pd_opts[@]}"; do
+  case "$o" in --output_json | --output_json=* | --name | --name=* | --trace_dir | --trace_dir=*)
+    die "pd_ab sets $o itself; leave it out of the pd_run options" ;; esac
+done
+# The commands as words, as the shell would read them typed (quotes and expansions: the
+# string is the user's own command line).
+words() { eval "set -- $1" 2>/dev/null && printf '%s\0' "$@"; }
+mapfile -d '' base_argv < <(words "$base") && [ "${#base_argv[@]}" -gt 0 ] || die "--base: cannot split '$base' into words"
+mapfile -d '' head_argv < <(words "$head") && [ "${#head_argv[@]}" -gt 0 ] || die "--head: cannot split '$head' into words"
+
+[ -x "$pd_run" ] || die "no pd_run at '$pd_run' (build first, or give --pd_run PATH)"
+compare=$(dirname "$pd_run")/../profile_compare/profile_compare
+[ -x "$compare" ] || die "no profile_compare next to pd_run ('$compare')"
+if [ -n "$out" ]; then
+  mkdir -p "$out" || die "cannot create '$out'"
+else
+  out=$(mktemp -d)
+  trap 'rm -rf "$out"' EXIT
+fi
+mkdir -p "$out/runs" "$out/logs" "$out/traces" || die "cannot write under '$out'"
+
+# run SIDE FILE: one run of that side's command under pd_run; exits 1 on a failure.
+run() {
+  local side=$1 file=$2 cmd
+  local -a argv
+  if [ "$side" = base ]; then cmd=$base argv=("${base_argv[@]}"); else cmd=$head argv=("${head_argv[@]}"); fi
+  local log
+  log=$out/logs/$(basename "$file" .json).log
+  "$pd_run" --name "$name" --output_json "$file" --trace_dir "$out/traces" "${pd_opts[@]}" -- "${argv[@]}" \
+    >"$log" 2>&1
+  local rc=$?
+  if [ "$rc" -ne 0 ] || [ ! -s "$file" ]; then
+    echo "pd_ab: the $side command failed (exit $rc$([ -s "$file" ] || echo ', no metrics JSON')): $cmd" >&2
+    tail -n 8 "$log" | sed 's/^/  | /' >&2
+    exit 1
+  fi
+}
+
+t0=$SECONDS
+run base "$out/runs/warm.base.json"
+run head "$out/runs/warm.head.json"
+base_runs=() head_runs=()
+for ((r = 1; r <= rounds; r++)); do
+  order=(base head)
+  [ $((r % 2)) -eq 0 ] && order=(head base)
+  for side in "${order[@]}"; do run "$side" "$out/runs/$side.$r.json"; done
+  base_runs+=("$out/runs/base.$r.json")
+  head_runs+=("$out/runs/head.$r.json")
+  echo "pd_ab: round $r of $rounds done ($((SECONDS - t0)) s)"
+done
+cmp=(--primary step_time_p10_s --alpha "$alpha" --json "$out/ab.json" --markdown "$out/ab.md")
+rc=0
+"$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" "${cmp[@]}" --adjust --keep 1 >"$out/ab.txt" 2>&1 || rc=$?
+how="host times adjusted for each run's traced-call cost"
+if [ "$rc" -eq 2 ] && grep -q ns_per_cuda_call "$out/ab.txt"; then
+  how="not adjusted: a run carries no profiler calibration (better half of the runs)"
+  rc=0
+  "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" "${cmp[@]}" >"$out/ab.txt" 2>&1 || rc=$?
+fi
+cat "$out/ab.txt"
+{
+  echo "## pd_ab: $name, $rounds interleaved rounds on $(hostname) ($how)"
+  echo
+  echo "- base: \`$base\`"
+  echo "- head: \`$head\`"
+  echo
+  [ -f "$out/ab.md" ] && cat "$out/ab.md"
+} >"$out/summary.md"
+[ -n "${GITHUB_STEP_SUMMARY:-}" ] && cat "$out/summary.md" >>"$GITHUB_STEP_SUMMARY"
+case "$rc" in
+  0) echo "pd_ab: $name: within policy ($rounds rounds, $how) in $((SECONDS - t0)) s" ;;
+  1) echo "pd_ab: $name: REGRESSED ($rounds rounds, $how)" ;;
+  *) echo "pd_ab: profile_compare exited $rc (its output above)"; rc=1 ;;
+esac
+exit "$rc"

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# pd_ab_script.sh SOURCE_DIR PROFILE_COMPARE: scripts/pd_ab.sh without a GPU. A fake pd_run
+# runs the command it is given (which prints a factor) and writes the clean fixture's
+# metrics JSON under the given --name with its step times scaled by that factor; the real
+# profile_compare judges. Checks: the same command passes; a 30% slower head fails; a
+# failing command stops the A/B with its log; runs without the profiler's calibration are
+# compared unadjusted, saying so; bad usage exits 2 with one line and creates nothing.
+set -uo pipefail
+src=${1:?usage: pd_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
+pc=${2:?usage: pd_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
+command -v python3 >/dev/null || { echo "SKIPPED: no python3"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "pd_ab_script: FAIL: $*" >&2; exit 1; }
+b=$tmp/build/src/cli
+mkdir -p "$b/pd_run" "$b/profile_compare"
+ln -s "$(cd "$(dirname "$pc")" && pwd)/$(basename "$pc")" "$b/profile_compare/profile_compare"
+cat >"$b/pd_run/pd_run" <<FAKE
+#!/usr/bin/env bash
+# fake pd_run: runs the program, whose last output line is the factor of its step times
+out="" name=""
+while [ \$# -gt 0 ]; do
+  case "\$1" in --output_json) out=\$2; shift ;; --name) name=\$2; shift ;; --) shift; break ;; esac
+  shift
+done
+f=\$("\$@") || exit \$?  # the program's exit status, as pd_run returns it
+f=\$(printf '%s\\n' "\$f" | tail -n 1)
+n=\$(cat "$tmp/count" 2>/dev/null || echo 0)
+echo \$((n + 1)) >"$tmp/count"
+exec python3 - "$src/tests/fixtures/runs/clean.metrics.json" "\$out" "\$name" "\$n" "\$f" "\${FAKE_NO_CALIB:-0}" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+n, f = int(sys.argv[4]), float(sys.argv[5])
+d["config"]["scenario"] = sys.argv[3]
+f *= 1.0 + 0.002 * ((n * 7) % 5)  # a little noise of its own
+d["step_times_s"] = [t * f for t in d["step_times_s"]]
+if sys.argv[6] == "1":
+    d.get("profiler_cost", {}).pop("calibration", None)
+json.dump(d, open(sys.argv[2], "w"))
+PY
+FAKE
+chmod +x "$b/pd_run/pd_run"
+ab() { "$src/scripts/pd_ab.sh" --pd_run "$b/pd_run/pd_run" "$@"; }
+
+ab --name train --base 'echo 1' --head 'echo 1' --out "$tmp/same" -- --step_range train_step >"$tmp/log.same" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] && grep -q 'pd_ab: train: within policy (8 rounds, host times adjusted' "$tmp/log.same" ||
+  { cat "$tmp/log.same"; fail "same: exit $rc"; }
+[ -f "$tmp/same/ab.json" ] && [ -f "$tmp/same/summary.md" ] && [ -f "$tmp/same/runs/head.8.json" ] || fail "same: outputs missing"
+grep -q '"adjusted_for_call_cost":[[:space:]]*true' "$tmp/same/ab.json" || fail "same: not adjusted"
+
+ab --name train --base 'echo 1' --head 'echo 1.3' --out "$tmp/slow" >"$tmp/log.slow" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && grep -q 'pd_ab: train: REGRESSED' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: exit $rc"; }
+
+ab --name train --base 'echo 1' --head "sh -c 'echo boom >&2; exit 3'" --out "$tmp/broken" >"$tmp/log.broken" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && grep -q 'pd_ab: the head command failed (exit 3' "$tmp/log.broken" && grep -q '| boom' "$tmp/log.broken" ||
+  { cat "$tmp/log.broken"; fail "broken: exit $rc"; }
+
+FAKE_NO_CALIB=1 ab --name train --base 'echo 1' --head 'echo 1' --out "$tmp/nocal" >"$tmp/log.nocal" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] && grep -q 'not adjusted: a run carries no profiler calibration' "$tmp/log.nocal" ||
+  { cat "$tmp/log.nocal"; fail "no calibration: exit $rc"; }
+
+# bad usage: exit 2, one line naming the problem, nothing created
+bad() {
+  local want=$1
+  shift
+  ab --out "$tmp/bad" "$@" >"$tmp/log.bad" 2>&1
+  local rc=$?
+  [ "$rc" -eq 2 ] && grep -q -- "$want" "$tmp/log.bad" && [ "$(wc -l <"$tmp/log.bad")" -eq 1 ] ||
+    { cat "$tmp/log.bad"; fail "bad usage '$*': exit $rc, expected 2 and '$want'"; }
+  [ ! -e "$tmp/bad" ] || fail "bad usage '$*' created the output folder"
+}
+bad '--name is required' --base 'echo 1' --head 'echo 1'
+bad '--base and --head each need a command' --name t --base 'echo 1'
+bad '--rounds must be 2..64' --name t --base 'echo 1' --head 'echo 1' --rounds 1
+bad '--rounds must be a whole number' --name t --base 'echo 1' --head 'echo 1' --rounds x
+bad '--alpha must be a number' --name t --base 'echo 1' --head 'echo 1' --alpha 0.9
+bad '--name may hold' --name 'a b' --base 'echo 1' --head 'echo 1'
+bad 'pd_ab sets --output_json itself' --name t --base 'echo 1' --head 'echo 1' -- --output_json x.json
+bad "unknown option '--bogus'" --name t --bogus
+bad "--head: cannot split" --name t --base 'echo 1' --head "echo 'unclosed"
+"$src/scripts/pd_ab.sh" --pd_run "$tmp/nope" --name t --base 'echo 1' --head 'echo 1' --out "$tmp/bad" >"$tmp/log.bad" 2>&1
+[ $? -eq 2 ] && grep -q 'no pd_run at' "$tmp/log.bad" && [ ! -e "$tmp/bad" ] || { cat "$tmp/log.bad"; fail "missing pd_run"; }
+echo "pd_ab_script: passed"
