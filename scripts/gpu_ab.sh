@@ -20,8 +20,9 @@
 # Still undecided at the cap: within policy, said so. One host metric gates, PD_AB_PRIMARY
 # (default step_time_p10_s; "all": every host row at alpha each); PD_AB_NORMALIZE=1 scales
 # host times by each run's host calibration (both builds must write it); PD_AB_ADJUST=1
-# (default) adjusts host times for each run's traced-call cost (profile_compare --adjust)
-# and averages every run (keep 1); PD_AB_ADJUST=0 compares the better half unadjusted;
+# (default) adjusts host times for each run's traced-call cost (profile_compare --adjust),
+# averages every run (keep 1) and tests two samples (--unpaired); PD_AB_ADJUST=0 compares
+# the better half unadjusted, paired by round;
 # PD_AB_KEEP the statistic's share of runs. docs/gate.md has the evidence.
 #
 # ROUNDS: 2..64 (default 8, the fewest that can reach alpha 0.004: 2^-8 = 0.0039).
@@ -106,11 +107,12 @@ primary=${PD_AB_PRIMARY:-step_time_p10_s}
 [ "$primary" = all ] || cmp_args+=(--primary "$primary")
 [ "${PD_AB_NORMALIZE:-0}" = 1 ] && cmp_args+=(--normalize)
 # The default statistic: p10 of every run, host times adjusted for each run's traced-call
-# cost (profile_compare --adjust; docs/gate.md: it halves the stated mde on the recordings).
-# PD_AB_ADJUST=0 turns it off (then the better half, as before); PD_AB_KEEP overrides keep.
+# cost, a two-sample permutation test (profile_compare --adjust --unpaired; docs/gate.md:
+# together they halve the stated mde on the recordings). PD_AB_ADJUST=0 turns both off
+# (then the better half and the paired test, as before); PD_AB_KEEP overrides keep.
 adj_args=()
 if [ "${PD_AB_ADJUST:-1}" = 1 ]; then
-  adj_args=(--adjust)
+  adj_args=(--adjust --unpaired)
   [ -n "${PD_AB_KEEP:-}" ] || adj_args+=(--keep 1)
 fi
 [ -n "${PD_AB_KEEP:-}" ] && cmp_args+=(--keep "$PD_AB_KEEP")
@@ -147,7 +149,7 @@ while [ "${#pending[@]}" -gt 0 ]; do
     "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" --alpha "$alpha" "${cmp_args[@]}" "${adj_args[@]}" \
       --json "$out/$s.ab.json" --markdown "$out/$s.ab.md" >"$out/$s.ab.txt" 2>&1 || rc=$?
     if [ "$rc" -eq 2 ] && [ "${#adj_args[@]}" -gt 0 ] && grep -q ns_per_cuda_call "$out/$s.ab.txt"; then
-      # a build older than the profiler's calibration: no covariate, the better half
+      # a build older than the profiler's calibration: no covariate, the better half, paired
       echo "gpu_ab: $s: a build's runs carry no profiler_cost.calibration.ns_per_cuda_call: compared without --adjust"
       rc=0
       "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" --alpha "$alpha" "${cmp_args[@]}" \

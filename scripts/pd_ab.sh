@@ -14,10 +14,10 @@
 # pd_run's direct child, so its outputs are the ones named here. E.g.
 #   scripts/pd_ab.sh --name train --base 'python3 train.py' --head 'python3 train.py --new' \
 #       -- --step_range train_step --skip_first 10 --warmup 1 --active 30
-# Then profile_compare compares them (--base ... --head ...: a paired permutation test over
-# the rounds, step_time_p10_s the one gating host metric, host times adjusted for each
-# run's traced-call cost as gpu_ab.sh does; without the adjustment, saying so, where a
-# run carries no calibration). OUT (default: a temporary folder, removed) keeps the runs'
+# Then profile_compare compares them as gpu_ab.sh does (--base ... --head ...: the mean of
+# every run's p10 step, host times adjusted for each run's traced-call cost, a two-sample
+# permutation test, step_time_p10_s the one gating host metric; where a run carries no
+# calibration: the better half, paired by round, saying so). OUT (default: a temporary folder, removed) keeps the runs'
 # metrics JSONs, logs, traces, the report (ab.json, ab.md, ab.txt) and summary.md, which is
 # appended to $GITHUB_STEP_SUMMARY when set. One warm-up run of each command comes first.
 # pd_run comes from --pd_run, else $PD_RUN, else build/src/cli/pd_run/pd_run; profile_compare
@@ -102,7 +102,7 @@ for ((r = 1; r <= rounds; r++)); do
 done
 cmp=(--primary step_time_p10_s --alpha "$alpha" --json "$out/ab.json" --markdown "$out/ab.md")
 rc=0
-"$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" "${cmp[@]}" --adjust --keep 1 >"$out/ab.txt" 2>&1 || rc=$?
+"$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" "${cmp[@]}" --adjust --keep 1 --unpaired >"$out/ab.txt" 2>&1 || rc=$?
 how="host times adjusted for each run's traced-call cost"
 if [ "$rc" -eq 2 ] && grep -q ns_per_cuda_call "$out/ab.txt"; then
   how="not adjusted: a run carries no profiler calibration (better half of the runs)"

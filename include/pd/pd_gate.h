@@ -218,6 +218,12 @@ typedef struct {
    * on these hosts raises that cost with the step (docs/gate.md); a change under test that
    * does not touch the profiler leaves it alone. Every run must carry it. */
   bool adjust_call_cost;
+  /* A two-sample permutation test (the 2n runs split into two groups of n in every way,
+   * exact up to 9 rounds, else 65536 drawn from a fixed seed) instead of the paired one
+   * (within-round swaps: 2^rounds labellings, so with 8 rounds p < 0.004 needs every round
+   * slower). A process's slow state is its own, not its round's (docs/gate.md), so the
+   * pairing buys no precision and costs resolution. */
+  bool unpaired;
   /* NULL: every host-class row may fail. Else only this host metric (a row name such as
    * "step_time_p10_s") gates among the host rows; the others are reported: one test of
    * host time per A/B instead of several at alpha each. */
@@ -277,6 +283,7 @@ typedef struct {
   double keep;              /* A/B: the statistic's share of runs (pd_cmp_options_t.keep) */
   bool normalized;          /* A/B: host times normalised by the runs' host_calibration */
   bool adjusted;            /* A/B: host times adjusted for the runs' traced-call cost */
+  bool unpaired;            /* A/B: the two-sample permutation test, not the paired one */
   char primary[96];         /* A/B: the one gating host metric; "" when all gate */
   char config_note[512];    /* config keys that differ (reported, not failed); "" if none */
   /* What changed most, largest first: kernels by device time, host ops by self CPU time

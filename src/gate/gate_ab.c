@@ -37,6 +37,7 @@
 /* How one A/B judges its rows (from pd_cmp_options_t). */
 typedef struct {
   double alpha;
+  bool unpaired;       /* two-sample relabellings instead of within-round swaps */
   double keep;         /* share of each side's runs the statistic keeps */
   const char *primary; /* the one gating host metric; NULL: all host rows gate */
 } ab_settings_t;
@@ -104,21 +105,85 @@ static double ab_perm_p(const double *b, const double *h, size_t n, bool higher_
   return exact ? (double)hits / (double)total : ((double)hits + 1.0) / ((double)total + 1.0);
 }
 
-/* Smallest p the test can give with n rounds. */
-static double ab_min_p(size_t n) { return n < 63 ? ldexp(1.0, -(int)n) : 0.0; }
+/* C(2n, n): the two-sample test's labellings; 0 when over max. */
+static uint64_t ab_splits(size_t n, uint64_t max) {
+  double c = 1.0;
+  for (size_t i = 1; i <= n; i++) c = c * (double)(n + i) / (double)i;
+  return c <= (double)max ? (uint64_t)llround(c) : 0;
+}
+
+/* The two-sample form of ab_perm_p: the 2n values split into groups of n in every way
+ * (exact when C(2n, n) <= max_perms: all masks of 2n bits with n set), else max_perms
+ * random splits (Fisher-Yates on the pooled values, fixed seed). work: 5n doubles. */
+static double ab_perm_p2(const double *b, const double *h, size_t n, bool higher_better, double keep, double sign,
+                         uint64_t max_perms, double stop_alpha, double *work) {
+  double *pool = work, *pb = work + 2 * n, *ph = work + 3 * n, *tmp = work + 4 * n;
+  const double observed =
+      sign * (ab_better(h, n, higher_better, keep, tmp) - ab_better(b, n, higher_better, keep, tmp));
+  const double eps = 1e-12 * (fabs(observed) + 1e-300);
+  memcpy(pool, b, n * sizeof(*pool));
+  memcpy(pool + n, h, n * sizeof(*pool));
+  const uint64_t splits = 2 * n < 63 ? ab_splits(n, max_perms) : 0;
+  const bool exact = splits > 0;
+  const uint64_t total = exact ? splits : max_perms;
+  const double stop_hits = stop_alpha > 0 ? (exact ? stop_alpha * (double)total : stop_alpha * (double)(total + 1) - 1.0)
+                                          : INFINITY;
+  uint64_t hits = 0, seed = 0x9E3779B97F4A7C15ULL, mask = ((uint64_t)1 << n) - 1; /* first split: the lowest n bits */
+  for (uint64_t m = 0; m < total; m++) {
+    if (exact) {
+      size_t kb = 0, kh = 0;
+      for (size_t i = 0; i < 2 * n; i++) {
+        if ((mask >> i) & 1u)
+          ph[kh++] = pool[i];
+        else
+          pb[kb++] = pool[i];
+      }
+      /* the next mask with n bits set (Gosper's hack) */
+      const uint64_t c = mask & (~mask + 1), r = mask + c;
+      mask = (((r ^ mask) >> 2) / c) | r;
+    } else {
+      for (size_t i = 2 * n - 1; i > 0; i--) {
+        const size_t j = (size_t)(ab_next(&seed) % (i + 1));
+        const double t = pool[i];
+        pool[i] = pool[j];
+        pool[j] = t;
+      }
+      memcpy(pb, pool, n * sizeof(*pb));
+      memcpy(ph, pool + n, n * sizeof(*ph));
+    }
+    double d = sign * (ab_better(ph, n, higher_better, keep, tmp) - ab_better(pb, n, higher_better, keep, tmp));
+    if (d >= observed - eps) hits++;
+    if ((double)hits >= stop_hits) return 1.0;
+  }
+  /* Exact: the observed split is one of them, so p > 0. */
+  return exact ? (double)hits / (double)total : ((double)hits + 1.0) / ((double)total + 1.0);
+}
+
+/* The A/B's test: paired (ab_perm_p) or two-sample (ab_perm_p2). work: 5n doubles. */
+static double ab_test_p(const double *b, const double *h, size_t n, bool higher_better, const ab_settings_t *st,
+                        double sign, uint64_t max_perms, double stop_alpha, double *work) {
+  return st->unpaired ? ab_perm_p2(b, h, n, higher_better, st->keep, sign, max_perms, stop_alpha, work)
+                      : ab_perm_p(b, h, n, higher_better, st->keep, sign, max_perms, stop_alpha, work);
+}
+
+/* Smallest p the test can give with n rounds: 2^-n paired, 1 / C(2n, n) two-sample. */
+static double ab_min_p(size_t n, bool unpaired) {
+  if (!unpaired) return n < 63 ? ldexp(1.0, -(int)n) : 0.0;
+  const uint64_t c = ab_splits(n, UINT64_MAX >> 11);
+  return c > 0 ? 1.0 / (double)c : 0.0;
+}
 
 /* Whether the A/B of x (base) against y (head) slowed down by f would regress: beyond
  * the row's tolerance and significant at alpha. work: 5n doubles. */
 static bool ab_sim_detects(const double *x, const double *y, size_t n, double f, const pd_cmp_policy_t *p,
-                           const ab_settings_t *st, double *work) {
+                           const ab_settings_t *st, double *work) { /* work: 6n doubles */
   const bool hb = p->direction == PD_CMP_DIR_HIGHER_IS_BETTER;
   double *ys = work;
   for (size_t i = 0; i < n; i++) ys[i] = y[i] * (hb ? 1.0 - f : 1.0 + f);
   const double vb = ab_better(x, n, hb, st->keep, work + n), diff = ab_better(ys, n, hb, st->keep, work + n) - vb;
   if (hb ? diff >= 0 : diff <= 0) return false;
   if (fabs(diff) <= fmax(p->tolerance * fabs(vb), p->min_abs)) return false;
-  return ab_perm_p(x, ys, n, hb, st->keep, diff > 0 ? 1.0 : -1.0, AB_MDE_PERMUTATIONS, st->alpha, work + n) <
-         st->alpha;
+  return ab_test_p(x, ys, n, hb, st, diff > 0 ? 1.0 : -1.0, AB_MDE_PERMUTATIONS, st->alpha, work + n) < st->alpha;
 }
 
 /* The minimum detectable effect of a row (pd_cmp_row_t.mde_fraction): simulated A/Bs
@@ -128,8 +193,8 @@ static bool ab_sim_detects(const double *x, const double *y, size_t n, double f,
  * the tolerance. +Inf when even f = 1 is caught less often; NaN out of memory. */
 static double ab_mde(const double *b, const double *h, size_t n, const pd_cmp_policy_t *p,
                      const ab_settings_t *st) {
-  if (ab_min_p(n) > st->alpha) return INFINITY;
-  double *sims = malloc((2 * AB_MDE_SIMS * n + 5 * n) * sizeof(*sims));
+  if (ab_min_p(n, st->unpaired) > st->alpha) return INFINITY;
+  double *sims = malloc((2 * AB_MDE_SIMS * n + 6 * n) * sizeof(*sims));
   if (sims == NULL) return NAN;
   double *work = sims + 2 * AB_MDE_SIMS * n;
   uint64_t seed = 0xD1B54A32D192ED03ULL;
@@ -218,7 +283,7 @@ static void ab_eval(pd_cmp_report_t *rep, pd_cmp_row_t *r, const double *b, cons
   const bool secondary = host && st->primary != NULL && strcmp(st->primary, r->metric) != 0;
   double allowed = fmax(p->tolerance * fabs(r->base), p->min_abs);
   bool large = fabs(diff) > allowed;
-  double min_p = ab_min_p(n);
+  double min_p = ab_min_p(n, st->unpaired);
   if (min_p > alpha) {
     r->verdict = PD_CMP_SKIPPED;
     snprintf(r->note, sizeof(r->note),
@@ -232,13 +297,16 @@ static void ab_eval(pd_cmp_report_t *rep, pd_cmp_row_t *r, const double *b, cons
              keep == 0.5 ? "better half" : keep >= 1.0 ? "mean" : "better share", n);
     return;
   }
-  r->p_value = ab_perm_p(b, h, n, higher_better, keep, diff > 0 ? 1.0 : -1.0,
-                         n <= AB_EXACT_MAX_ROUNDS ? (uint64_t)1 << n : AB_RANDOM_PERMUTATIONS, 0.0, work);
+  r->p_value = ab_test_p(b, h, n, higher_better, st, diff > 0 ? 1.0 : -1.0,
+                         st->unpaired ? AB_RANDOM_PERMUTATIONS
+                         : n <= AB_EXACT_MAX_ROUNDS ? (uint64_t)1 << n
+                                                    : AB_RANDOM_PERMUTATIONS,
+                         0.0, work);
   if (r->p_value >= alpha) {
     r->verdict = PD_CMP_OK;
     if (bad && !secondary) rep->undecided++;
-    snprintf(r->note, sizeof(r->note), "beyond tolerance but not significant (paired permutation p >= %g)%s", alpha,
-             bad && !secondary ? ": undecided, more rounds would tell" : "");
+    snprintf(r->note, sizeof(r->note), "beyond tolerance but not significant (%s permutation p >= %g)%s",
+             st->unpaired ? "two-sample" : "paired", alpha, bad && !secondary ? ": undecided, more rounds would tell" : "");
     return;
   }
   if (secondary && bad) {
@@ -249,8 +317,8 @@ static void ab_eval(pd_cmp_report_t *rep, pd_cmp_row_t *r, const double *b, cons
     return;
   }
   r->verdict = beyond;
-  snprintf(r->note, sizeof(r->note), "%s beyond tolerance +-%.3g%% and significant (paired permutation, %zu rounds)",
-           diff > 0 ? "higher" : "lower", p->tolerance * 100.0, n);
+  snprintf(r->note, sizeof(r->note), "%s beyond tolerance +-%.3g%% and significant (%s permutation, %zu rounds)",
+           diff > 0 ? "higher" : "lower", p->tolerance * 100.0, st->unpaired ? "two-sample" : "paired", n);
 }
 
 /* The bottleneck most runs of a side named (ties: the earliest); NULL when none did.
@@ -433,14 +501,16 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
   snprintf(rep->current_path, sizeof(rep->current_path), "%zu head runs", n);
   rep->baseline_runs = n;
   const ab_settings_t st = {.alpha = rep->alpha,
+                            .unpaired = opt != NULL && opt->unpaired,
                             .keep = opt != NULL && opt->keep > 0.0 && opt->keep <= 1.0 ? opt->keep : 0.5,
                             .primary = opt != NULL ? opt->primary : NULL};
   rep->keep = st.keep;
   rep->normalized = opt != NULL && opt->normalize_host;
   rep->adjusted = opt != NULL && opt->adjust_call_cost;
+  rep->unpaired = st.unpaired;
   snprintf(rep->primary, sizeof(rep->primary), "%s", st.primary != NULL ? st.primary : "");
 
-  double *b = malloc(n * sizeof(*b)), *h = malloc(n * sizeof(*h)), *work = malloc(4 * n * sizeof(*work));
+  double *b = malloc(n * sizeof(*b)), *h = malloc(n * sizeof(*h)), *work = malloc(5 * n * sizeof(*work));
   double *scale = rep->normalized ? malloc(2 * n * sizeof(*scale)) : NULL;
   double *lcost = rep->adjusted ? malloc(2 * n * sizeof(*lcost)) : NULL;
   const char **names_of = malloc(n * sizeof(*names_of)); /* the runs' bottlenecks */

@@ -29,6 +29,7 @@ typedef struct {
   double keep;              /* A/B --keep: share of runs the statistic keeps; 0: default */
   bool normalize;           /* A/B --normalize: host times by each run's host_calibration */
   bool adjust;              /* A/B --adjust: host times adjusted for each run's traced-call cost */
+  bool unpaired;            /* A/B --unpaired: the two-sample permutation test */
   const char *primary;      /* A/B --primary METRIC; NULL: every host row gates */
   const char **runs;        /* promote: the runs */
   size_t nruns;

@@ -27,12 +27,12 @@ static const pd_cli_opt_t k_promote_opts[] = {
 };
 static const pd_cli_spec_t k_promote_spec = PD_CLI_SPEC(k_promote_opts, PD_CLI_DASH_POSITIONAL);
 
-enum { C_JSON, C_MARKDOWN, C_ALPHA, C_BASE, C_HEAD, C_QUIET, C_KEEP, C_PRIMARY, C_NORMALIZE, C_ADJUST };
+enum { C_JSON, C_MARKDOWN, C_ALPHA, C_BASE, C_HEAD, C_QUIET, C_KEEP, C_PRIMARY, C_NORMALIZE, C_ADJUST, C_UNPAIRED };
 static const pd_cli_opt_t k_compare_opts[] = {
     {"--json", PD_CLI_VALUE, C_JSON},  {"--markdown", PD_CLI_VALUE, C_MARKDOWN}, {"--alpha", PD_CLI_VALUE, C_ALPHA},
     {"--base", PD_CLI_SWITCH, C_BASE}, {"--head", PD_CLI_SWITCH, C_HEAD},         {"--quiet", PD_CLI_SWITCH, C_QUIET},
     {"--keep", PD_CLI_VALUE, C_KEEP},  {"--primary", PD_CLI_VALUE, C_PRIMARY},   {"--normalize", PD_CLI_SWITCH, C_NORMALIZE},
-    {"--adjust", PD_CLI_SWITCH, C_ADJUST},
+    {"--adjust", PD_CLI_SWITCH, C_ADJUST},     {"--unpaired", PD_CLI_SWITCH, C_UNPAIRED},
 };
 static const pd_cli_spec_t k_compare_spec = PD_CLI_SPEC(k_compare_opts, PD_CLI_DASH_POSITIONAL);
 
@@ -112,6 +112,10 @@ static int parse_compare(int argc, char *const argv[], pd_compare_cli_t *c, char
     case C_ADJUST:
       ab_only = it.arg;
       c->adjust = true;
+      break;
+    case C_UNPAIRED:
+      ab_only = it.arg;
+      c->unpaired = true;
       break;
     case C_BASE:
     case C_HEAD:

@@ -2,7 +2,7 @@
  *
  *   profile_compare CURRENT.json BASELINE.json [--json OUT] [--markdown OUT] [--alpha A]
  *   profile_compare --base RUN.json... --head RUN.json... [--json OUT] [--markdown OUT] [--alpha A]
- *                   [--keep F] [--normalize] [--adjust] [--primary METRIC]
+ *                   [--keep F] [--normalize] [--adjust] [--unpaired] [--primary METRIC]
  *   profile_compare --promote RUN.json... -o BASELINE.json [--commit SHA] [--command TEXT]
  *   profile_compare --slug METRICS.json
  *
@@ -41,7 +41,8 @@ static const char k_usage[] =
     "      --quiet         no table on stdout\n"
     "  profile_compare --base RUN.json [RUN.json...] --head RUN.json [RUN.json...]\n"
     "                  [--json OUT] [--markdown OUT] [--alpha A] [--quiet]\n"
-    "                  [--keep F] [--normalize] [--adjust] [--primary METRIC]\n"
+    "                  [--keep F] [--normalize] [--adjust] [--unpaired]\n"
+    "                  [--primary METRIC]\n"
     "      A/B: runs of a base and a head build made interleaved on one machine, the i-th\n"
     "      base and head runs being round i (scripts/gpu_ab.sh makes them); host and device\n"
     "      times by a paired permutation test over the rounds, counts exactly; each host\n"
@@ -53,6 +54,8 @@ static const char k_usage[] =
     "      --adjust        host times adjusted for each run's traced-call cost (the\n"
     "                      profiler's calibration, profiler_cost.calibration.ns_per_cuda_call)\n"
     "                      by analysis of covariance: a process's slow state raises both\n"
+    "      --unpaired      a two-sample permutation test over the runs instead of the\n"
+    "                      paired one over the rounds (more labellings: 12870 for 8 rounds)\n"
     "      --primary METRIC  only this host metric (e.g. step_time_p10_s) may fail among\n"
     "                      the host rows; the others are reported\n"
     "  profile_compare --promote RUN.json [RUN.json...] -o BASELINE.json\n"
@@ -204,7 +207,7 @@ static int cmd_compare(const pd_compare_cli_t *c) {
   const size_t nbase = c->nbase, nhead = c->nhead;
   const bool ab = c->mode == PD_CCLI_AB;
   pd_cmp_options_t opt = {.alpha = c->alpha, .keep = c->keep, .normalize_host = c->normalize,
-                           .adjust_call_cost = c->adjust, .primary = c->primary};
+                           .adjust_call_cost = c->adjust, .unpaired = c->unpaired, .primary = c->primary};
   int status = EXIT_BAD_INPUT;
   char why[1024];
   pd_cmp_report_t rep;

@@ -45,7 +45,7 @@ if p.returncode != 0:
 line = next((l for l in out.splitlines() if l.startswith("| p10, better half, normalised")), "")
 if "| 1 of 1 | 1 of 1 | 0 of 1 |" not in line:
     fails.append(f"normalised row: {line!r}")
-adj = next((l for l in out.splitlines() if l.startswith("| p10, mean of all runs, adjusted")), "")
+adj = next((l for l in out.splitlines() if l.startswith("| p10, all runs, adjusted, two-sample test")), "")
 if "| 1 of 1 | 1 of 1 | 0 of 1 |" not in adj:
     fails.append(f"adjusted row (gpu_ab.sh's default): {adj!r}")
 for want in ("| p10, better half (gpu_ab.sh with PD_AB_ADJUST=0) |", "| every host row at alpha", "- 8 rounds: "):

@@ -4,7 +4,7 @@
 # JSON with its step times scaled (the head's by a pattern given per case) and a fake
 # nvidia-smi; the real profile_compare judges. Checks: no change passes after the first
 # look; a clear slowdown fails at the first look; a head slower in 7 of 8 rounds is
-# undecided at 8 rounds (one fast round: p 0.035) and fails after 16; PD_AB_MAX_ROUNDS stops
+# undecided at 8 rounds (one fast round: p about 0.016) and fails after 16; PD_AB_MAX_ROUNDS stops
 # an undecided one at the cap, within policy and said so.
 set -uo pipefail
 src=${1:?usage: gpu_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
@@ -59,9 +59,10 @@ grep -q 'within policy (8 rounds, look 1' "$tmp/log.same" || { cat "$tmp/log.sam
 case_run slow 1 1.3
 grep -q 'REGRESSED (8 rounds, look 1' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: not caught at the first look"; }
 # The head's run n (3 warm-ups first) uses entry n: round 8 (n = 10) is the one fast round.
-# With gpu_ab.sh's default (every run, adjusted; the fixture's calibration is the same in
-# every run, so nothing moves) at 8 rounds the head is +7.5% but 9 of 256 sign flips reach
-# it (p 0.035); at 16 rounds 17 of 65536 do (p 0.0003 < 0.003, the second look's alpha).
+# With gpu_ab.sh's default (every run, adjusted, two-sample; the fixture's calibration is
+# the same in every run, so nothing moves) at 8 rounds the head is +7.5% but about 205 of
+# the 12870 splits of the 16 runs reach it (p about 0.016); at 16 rounds p is far below
+# 0.003, the second look's alpha.
 pat=$(python3 -c 'print(",".join("0.9" if i == 10 else "1.1" for i in range(40)))')
 case_run undecided 1 "$pat"
 grep -q 'clean: undecided after 8 rounds' "$tmp/log.undecided" || { cat "$tmp/log.undecided"; fail "undecided: no second look"; }

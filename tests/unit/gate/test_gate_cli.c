@@ -1082,7 +1082,7 @@ Test(cli, dash_is_standard_output) {
   cr_expect_eq(access(path_in("-"), F_OK), -1, "a file named '-' was written");
 }
 
-/* The A/B's own options: --keep, --normalize, --adjust, --primary (checked, A/B only), and the
+/* The A/B's own options: --keep, --normalize, --adjust, --unpaired, --primary (checked, A/B only), and the
  * minimum detectable effect column. */
 Test(cli, ab_options_and_mde_column) {
   const char *b[8], *h[8];
@@ -1115,6 +1115,8 @@ Test(cli, ab_options_and_mde_column) {
   cr_expect(strstr(g_out, "is an A/B option") != NULL, "%s", g_out);
   /* --adjust: A/B only, and every run must carry the profiler's traced-call cost */
   cr_expect_eq(pc_run(b[0], b[1], "--adjust", NULL), 2);
+  cr_expect(strstr(g_out, "is an A/B option") != NULL, "%s", g_out);
+  cr_expect_eq(pc_run(b[0], b[1], "--unpaired", NULL), 2);
   cr_expect(strstr(g_out, "is an A/B option") != NULL, "%s", g_out);
   cr_expect_eq(pc_run("--base", b[0], b[1], "--head", h[0], h[1], "--adjust", NULL), 2);
   cr_expect(strstr(g_out, "ns_per_cuda_call") != NULL, "%s", g_out);

@@ -714,6 +714,60 @@ Test(gate_core, ab_adjusts_host_times_for_the_call_cost) {
   pd_cmp_report_free(&rep);
 }
 
+/* --unpaired: the two-sample permutation test. Eight rounds, the head 0.15 slower in seven
+ * and 0.05 faster in one: the paired test's 256 labellings give p = 2/256 (undecided at
+ * alpha 0.004), the two-sample test's C(16, 8) = 12870 splits give p = 32/12870 (both
+ * counted by brute force in Python, independently of this code, on these exact values;
+ * the runs' p10 carries the fixture's 1% step noise, which moves a few near splits, so the
+ * two-sample p is checked to lie in [20, 45] / 12870): regressed. Its smallest p is 1/12870
+ * where the paired one's is 1/256. */
+Test(gate_core, ab_unpaired_uses_every_split_of_the_runs) {
+  double b[8], h[8], hi[8];
+  for (int r = 0; r < 8; r++) {
+    b[r] = 1.00 + 0.01 * r + 0.00113 * r * r; /* no two sums of eight alike: no ties */
+    h[r] = r == 3 ? b[r] - 0.05 : b[r] + 0.15;
+    hi[r] = b[r] + 0.5;
+  }
+  pd_cmp_report_t rep;
+  char why[256];
+  pd_cmp_options_t opt = {.alpha = 0.004, .keep = 1.0, .primary = "step_time_p10_s"};
+  cr_assert_eq(ab_runs(8, b, h, NULL, NULL, &opt, &rep, why, sizeof why), 0, "%s", why);
+  const pd_cmp_row_t *r = row_of(&rep, "step_time_p10_s");
+  cr_expect_float_eq(r->p_value, 2.0 / 256.0, 1e-12, "paired p %g", r->p_value);
+  cr_expect_eq(r->verdict, PD_CMP_OK);
+  cr_expect_eq(rep.undecided, 1);
+  cr_expect_not(rep.unpaired);
+  pd_cmp_report_free(&rep);
+  opt.unpaired = true;
+  cr_assert_eq(ab_runs(8, b, h, NULL, NULL, &opt, &rep, why, sizeof why), 0, "%s", why);
+  r = row_of(&rep, "step_time_p10_s");
+  cr_expect(r->p_value >= 20.0 / 12870.0 && r->p_value <= 45.0 / 12870.0, "two-sample p %g (x12870 = %.1f)",
+            r->p_value, r->p_value * 12870.0);
+  cr_expect_eq(r->verdict, PD_CMP_REGRESSED);
+  cr_expect_not_null(strstr(r->note, "two-sample permutation"), "%s", r->note);
+  cr_expect(rep.unpaired);
+  cJSON *j = pd_cmp_report_to_json(&rep);
+  cr_expect_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "statistic"), "test")->valuestring,
+                   "two_sample_permutation");
+  cJSON_Delete(j);
+  pd_cmp_report_free(&rep);
+  /* every head run above every base run: the one split of 12870 */
+  cr_assert_eq(ab_runs(8, b, hi, NULL, NULL, &opt, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_float_eq(row_of(&rep, "step_time_p10_s")->p_value, 1.0 / 12870.0, 1e-12);
+  pd_cmp_report_free(&rep);
+  /* 12 rounds: C(24, 12) is over 65536, so 65536 splits drawn from the fixed seed */
+  double b12[12], h12[12];
+  for (int i = 0; i < 12; i++) {
+    b12[i] = 1.0 + 0.01 * i;
+    h12[i] = b12[i] + 0.5;
+  }
+  cr_assert_eq(ab_runs(12, b12, h12, NULL, NULL, &opt, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_float_eq(row_of(&rep, "step_time_p10_s")->p_value, 1.0 / 65537.0, 1e-12, "%g",
+                     row_of(&rep, "step_time_p10_s")->p_value);
+  cr_expect(isfinite(row_of(&rep, "step_time_p10_s")->mde_fraction));
+  pd_cmp_report_free(&rep);
+}
+
 /* --primary: only the named host metric gates; a regression of another host row is
  * reported. --keep 1 averages every run. An A/B beyond tolerance but not significant is
  * counted as undecided. */
