@@ -11,6 +11,13 @@
  * the statistic as likely as the observed one. p is the share of the 2^rounds relabellings
  * (exact up to 16 rounds; else 65536 drawn from a fixed seed) whose change is at least the
  * observed one in the observed direction.
+ *
+ * Options (pd_cmp_options_t): keep (every run, or another share), host times adjusted for
+ * each run's traced-call cost (adjust_call_cost: the slow state of a process raises it,
+ * docs/gate.md), and the two-sample test (unpaired: any split of the 2n runs into two
+ * groups of n; the slow state belongs to a process, not to its round, and C(16, 8) = 12870
+ * labellings resolve far below the 256 of eight paired rounds). scripts/gpu_ab.sh uses all
+ * three.
  */
 #include <math.h>
 #include <stdint.h>
@@ -75,36 +82,6 @@ static uint64_t ab_next(uint64_t *s) {
   return *s * 2685821657736338717ULL;
 }
 
-/* One-sided permutation p of the change head - base in direction sign (+1: head larger).
- * b, h: n values each; work: 4n doubles. Exact when 2^n <= max_perms, else max_perms
- * relabellings drawn from a fixed seed. stop_alpha > 0: returns 1 as soon as p can no
- * longer fall below it (the simulations only ask "significant or not"). */
-static double ab_perm_p(const double *b, const double *h, size_t n, bool higher_better, double keep, double sign,
-                        uint64_t max_perms, double stop_alpha, double *work) {
-  double *pb = work, *ph = work + n, *tmp = work + 2 * n;
-  const double observed =
-      sign * (ab_better(h, n, higher_better, keep, tmp) - ab_better(b, n, higher_better, keep, tmp));
-  const double eps = 1e-12 * (fabs(observed) + 1e-300);
-  bool exact = n < 63 && ((uint64_t)1 << n) <= max_perms;
-  uint64_t total = exact ? (uint64_t)1 << n : max_perms, hits = 0, seed = 0x9E3779B97F4A7C15ULL;
-  /* hits at which p >= stop_alpha is certain */
-  const double stop_hits = stop_alpha > 0 ? (exact ? stop_alpha * (double)total : stop_alpha * (double)(total + 1) - 1.0)
-                                          : INFINITY;
-  for (uint64_t m = 0; m < total; m++) {
-    uint64_t mask = exact ? m : ab_next(&seed);
-    for (size_t i = 0; i < n; i++) {
-      bool swap = exact || i < 64 ? (mask >> (i % 64)) & 1u : (ab_next(&seed) & 1u);
-      pb[i] = swap ? h[i] : b[i];
-      ph[i] = swap ? b[i] : h[i];
-    }
-    double d = sign * (ab_better(ph, n, higher_better, keep, tmp) - ab_better(pb, n, higher_better, keep, tmp));
-    if (d >= observed - eps) hits++;
-    if ((double)hits >= stop_hits) return 1.0;
-  }
-  /* The observed labelling is one of the relabellings (mask 0), so p > 0 when exact. */
-  return exact ? (double)hits / (double)total : ((double)hits + 1.0) / ((double)total + 1.0);
-}
-
 /* C(2n, n): the two-sample test's labellings; 0 when over max. */
 static uint64_t ab_splits(size_t n, uint64_t max) {
   double c = 1.0;
@@ -112,35 +89,53 @@ static uint64_t ab_splits(size_t n, uint64_t max) {
   return c <= (double)max ? (uint64_t)llround(c) : 0;
 }
 
-/* The two-sample form of ab_perm_p: the 2n values split into groups of n in every way
- * (exact when C(2n, n) <= max_perms: all masks of 2n bits with n set), else max_perms
- * random splits (Fisher-Yates on the pooled values, fixed seed). work: 5n doubles. */
-static double ab_perm_p2(const double *b, const double *h, size_t n, bool higher_better, double keep, double sign,
-                         uint64_t max_perms, double stop_alpha, double *work) {
-  double *pool = work, *pb = work + 2 * n, *ph = work + 3 * n, *tmp = work + 4 * n;
+/* One-sided permutation p of the change head - base in direction sign (+1: head larger).
+ * b, h: n values each; work: 5n doubles. The relabellings are, paired (st->unpaired
+ * false), swaps of base and head within any subset of rounds: exact when 2^n <=
+ * max_perms; two-sample, splits of the 2n runs into two groups of n: exact when C(2n, n) <=
+ * max_perms (every mask of 2n bits with n set, in Gosper's order). Else max_perms drawn
+ * from a fixed seed (random swaps; a Fisher-Yates shuffle of the pooled runs).
+ * stop_alpha > 0: returns 1 as soon as p can no longer fall below it (the simulations
+ * only ask "significant or not"). */
+static double ab_test_p(const double *b, const double *h, size_t n, bool higher_better, const ab_settings_t *st,
+                        double sign, uint64_t max_perms, double stop_alpha, double *work) {
+  const double keep = st->keep;
+  double *pb = work, *ph = work + n, *tmp = work + 2 * n, *pool = work + 3 * n; /* pool: 2n */
   const double observed =
       sign * (ab_better(h, n, higher_better, keep, tmp) - ab_better(b, n, higher_better, keep, tmp));
   const double eps = 1e-12 * (fabs(observed) + 1e-300);
-  memcpy(pool, b, n * sizeof(*pool));
-  memcpy(pool + n, h, n * sizeof(*pool));
-  const uint64_t splits = 2 * n < 63 ? ab_splits(n, max_perms) : 0;
-  const bool exact = splits > 0;
-  const uint64_t total = exact ? splits : max_perms;
+  uint64_t exact_total = 0;
+  if (!st->unpaired)
+    exact_total = n < 63 && ((uint64_t)1 << n) <= max_perms ? (uint64_t)1 << n : 0;
+  else if (2 * n < 63)
+    exact_total = ab_splits(n, max_perms);
+  const bool exact = exact_total > 0;
+  const uint64_t total = exact ? exact_total : max_perms;
+  /* hits at which p >= stop_alpha is certain */
   const double stop_hits = stop_alpha > 0 ? (exact ? stop_alpha * (double)total : stop_alpha * (double)(total + 1) - 1.0)
                                           : INFINITY;
-  uint64_t hits = 0, seed = 0x9E3779B97F4A7C15ULL, mask = ((uint64_t)1 << n) - 1; /* first split: the lowest n bits */
+  if (st->unpaired) {
+    memcpy(pool, b, n * sizeof(*pool));
+    memcpy(pool + n, h, n * sizeof(*pool));
+  }
+  uint64_t hits = 0, seed = 0x9E3779B97F4A7C15ULL, split = ((uint64_t)1 << n) - 1; /* the lowest n bits */
   for (uint64_t m = 0; m < total; m++) {
-    if (exact) {
-      size_t kb = 0, kh = 0;
-      for (size_t i = 0; i < 2 * n; i++) {
-        if ((mask >> i) & 1u)
+    if (!st->unpaired) {
+      const uint64_t mask = exact ? m : ab_next(&seed);
+      for (size_t i = 0; i < n; i++) {
+        bool swap = exact || i < 64 ? (mask >> (i % 64)) & 1u : (ab_next(&seed) & 1u);
+        pb[i] = swap ? h[i] : b[i];
+        ph[i] = swap ? b[i] : h[i];
+      }
+    } else if (exact) {
+      for (size_t i = 0, kb = 0, kh = 0; i < 2 * n; i++) {
+        if ((split >> i) & 1u)
           ph[kh++] = pool[i];
         else
           pb[kb++] = pool[i];
       }
-      /* the next mask with n bits set (Gosper's hack) */
-      const uint64_t c = mask & (~mask + 1), r = mask + c;
-      mask = (((r ^ mask) >> 2) / c) | r;
+      const uint64_t c = split & (~split + 1), r = split + c; /* the next mask with n bits set */
+      split = (((r ^ split) >> 2) / c) | r;
     } else {
       for (size_t i = 2 * n - 1; i > 0; i--) {
         const size_t j = (size_t)(ab_next(&seed) % (i + 1));
@@ -155,15 +150,8 @@ static double ab_perm_p2(const double *b, const double *h, size_t n, bool higher
     if (d >= observed - eps) hits++;
     if ((double)hits >= stop_hits) return 1.0;
   }
-  /* Exact: the observed split is one of them, so p > 0. */
+  /* Exact: the observed labelling is one of the relabellings, so p > 0. */
   return exact ? (double)hits / (double)total : ((double)hits + 1.0) / ((double)total + 1.0);
-}
-
-/* The A/B's test: paired (ab_perm_p) or two-sample (ab_perm_p2). work: 5n doubles. */
-static double ab_test_p(const double *b, const double *h, size_t n, bool higher_better, const ab_settings_t *st,
-                        double sign, uint64_t max_perms, double stop_alpha, double *work) {
-  return st->unpaired ? ab_perm_p2(b, h, n, higher_better, st->keep, sign, max_perms, stop_alpha, work)
-                      : ab_perm_p(b, h, n, higher_better, st->keep, sign, max_perms, stop_alpha, work);
 }
 
 /* Smallest p the test can give with n rounds: 2^-n paired, 1 / C(2n, n) two-sample. */
@@ -174,9 +162,9 @@ static double ab_min_p(size_t n, bool unpaired) {
 }
 
 /* Whether the A/B of x (base) against y (head) slowed down by f would regress: beyond
- * the row's tolerance and significant at alpha. work: 5n doubles. */
+ * the row's tolerance and significant at alpha. work: 6n doubles. */
 static bool ab_sim_detects(const double *x, const double *y, size_t n, double f, const pd_cmp_policy_t *p,
-                           const ab_settings_t *st, double *work) { /* work: 6n doubles */
+                           const ab_settings_t *st, double *work) {
   const bool hb = p->direction == PD_CMP_DIR_HIGHER_IS_BETTER;
   double *ys = work;
   for (size_t i = 0; i < n; i++) ys[i] = y[i] * (hb ? 1.0 - f : 1.0 + f);
