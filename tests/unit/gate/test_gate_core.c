@@ -523,21 +523,29 @@ Test(gate_core, explain_cut_op_tables_say_not_known) {
 
 /* ---- A/B: minimum detectable effect, statistic, normalisation, primary metric ------------- */
 
-/* An A/B of n rounds: base runs at host scale 1 (x slow where slow[r]), head runs at
- * head[r]; calibration (host_calibration, ns) per run when cal_b/cal_h are given. */
-static int ab_runs(size_t n, const double *base_host, const double *head_host, const double *cal_b,
-                   const double *cal_h, const pd_cmp_options_t *opt, pd_cmp_report_t *rep, char *why, size_t whylen) {
+/* An A/B of n rounds: base runs at host scale base_host[r], head runs at head_host[r];
+ * per run, when given: the host calibration (host_calibration start_ns and end_ns, cal_*)
+ * and the traced-call cost (profiler_cost.calibration.ns_per_cuda_call, cost_*). */
+static int ab_runs_with(size_t n, const double *base_host, const double *head_host, const double *cal_b,
+                        const double *cal_h, const double *cost_b, const double *cost_h, const pd_cmp_options_t *opt,
+                        pd_cmp_report_t *rep, char *why, size_t whylen) {
   cJSON *b[32], *h[32];
   cr_assert_leq(n, 32);
   for (size_t r = 0; r < n; r++) {
     b[r] = mk_run((run_spec_t){.host = base_host[r], .gpu = 1.0});
     h[r] = mk_run((run_spec_t){.host = head_host[r], .gpu = 1.0});
     for (int side = 0; side < 2; side++) {
-      const double *cal = side == 0 ? cal_b : cal_h;
-      if (cal == NULL) continue;
-      cJSON *hc = cJSON_AddObjectToObject(side == 0 ? b[r] : h[r], "host_calibration");
-      cJSON_AddNumberToObject(hc, "start_ns", cal[r]);
-      cJSON_AddNumberToObject(hc, "end_ns", cal[r]);
+      cJSON *run = side == 0 ? b[r] : h[r];
+      const double *cal = side == 0 ? cal_b : cal_h, *cost = side == 0 ? cost_b : cost_h;
+      if (cal != NULL) {
+        cJSON *hc = cJSON_AddObjectToObject(run, "host_calibration");
+        cJSON_AddNumberToObject(hc, "start_ns", cal[r]);
+        cJSON_AddNumberToObject(hc, "end_ns", cal[r]);
+      }
+      if (cost != NULL) {
+        cJSON *pc = cJSON_AddObjectToObject(run, "profiler_cost");
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(pc, "calibration"), "ns_per_cuda_call", cost[r]);
+      }
     }
   }
   int rc = pd_cmp_ab((const cJSON *const *)b, n, (const cJSON *const *)h, n, NULL, opt, rep, why, whylen);
@@ -546,6 +554,12 @@ static int ab_runs(size_t n, const double *base_host, const double *head_host, c
     cJSON_Delete(h[r]);
   }
   return rc;
+}
+
+/* ab_runs_with, host calibration only. */
+static int ab_runs(size_t n, const double *base_host, const double *head_host, const double *cal_b,
+                   const double *cal_h, const pd_cmp_options_t *opt, pd_cmp_report_t *rep, char *why, size_t whylen) {
+  return ab_runs_with(n, base_host, head_host, cal_b, cal_h, NULL, NULL, opt, rep, why, whylen);
 }
 
 /* Issue 23 item 4: each host row states the smallest slowdown it would catch; quiet runs
@@ -644,28 +658,11 @@ Test(gate_core, ab_normalises_host_times_by_calibration) {
   pd_cmp_report_free(&rep);
 }
 
-/* A/B runs whose profiler_cost carries the traced-call cost cost[r] (ns). */
+/* ab_runs_with, traced-call cost only. */
 static int ab_runs_cost(size_t n, const double *base_host, const double *head_host, const double *cost_b,
                         const double *cost_h, const pd_cmp_options_t *opt, pd_cmp_report_t *rep, char *why,
                         size_t whylen) {
-  cJSON *b[32], *h[32];
-  cr_assert_leq(n, 32);
-  for (size_t r = 0; r < n; r++) {
-    b[r] = mk_run((run_spec_t){.host = base_host[r], .gpu = 1.0});
-    h[r] = mk_run((run_spec_t){.host = head_host[r], .gpu = 1.0});
-    for (int side = 0; side < 2; side++) {
-      const double *cost = side == 0 ? cost_b : cost_h;
-      if (cost == NULL) continue;
-      cJSON *pc = cJSON_AddObjectToObject(side == 0 ? b[r] : h[r], "profiler_cost");
-      cJSON_AddNumberToObject(cJSON_AddObjectToObject(pc, "calibration"), "ns_per_cuda_call", cost[r]);
-    }
-  }
-  int rc = pd_cmp_ab((const cJSON *const *)b, n, (const cJSON *const *)h, n, NULL, opt, rep, why, whylen);
-  for (size_t r = 0; r < n; r++) {
-    cJSON_Delete(b[r]);
-    cJSON_Delete(h[r]);
-  }
-  return rc;
+  return ab_runs_with(n, base_host, head_host, NULL, NULL, cost_b, cost_h, opt, rep, why, whylen);
 }
 
 /* --adjust: processes in a slow state (their traced-call cost 1.6x, the step 1.3x), few on
