@@ -62,7 +62,8 @@ int pd_host_pin_fastest(pd_host_pin_t *out);
  * pin was made). For threads created by the pinned thread. */
 void pd_host_pin_release_thread(void);
 /* On the pinned thread: widen it back to its original CPUs (suspend) and pin it again
- * (resume); nothing on other threads or without a pin. Not nested. */
+ * (resume); nothing on other threads or without a pin. Pairs nest: the pin returns at the
+ * outermost resume. */
 void pd_host_pin_suspend(void);
 void pd_host_pin_resume(void);
 

@@ -72,7 +72,8 @@ static struct {
   cpu_set_t orig; /* the pinned thread's CPUs before its pin */
   int cpu;        /* where it is pinned; -1: no pin */
   pid_t tid;      /* the pinned thread */
-} g_pin = {PTHREAD_MUTEX_INITIALIZER, {{0}}, -1, 0};
+  int suspended;  /* open pd_host_pin_suspend() calls of the pinned thread */
+} g_pin = {PTHREAD_MUTEX_INITIALIZER, {{0}}, -1, 0, 0};
 
 static int cmp_i64(const void *a, const void *b) {
   const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -139,6 +140,7 @@ int pd_host_pin_fastest(pd_host_pin_t *out) {
   g_pin.orig = orig;
   g_pin.cpu = cpus[pick];
   g_pin.tid = (pid_t)syscall(SYS_gettid);
+  g_pin.suspended = 0;
   pthread_mutex_unlock(&g_pin.lock);
   return 0;
 }
@@ -150,15 +152,18 @@ void pd_host_pin_release_thread(void) {
   pthread_mutex_unlock(&g_pin.lock);
 }
 
+/* Suspensions nest: CUPTI's enable attaches inside its own suspension, and the pin
+ * returns only when the outermost one ends. */
 void pd_host_pin_suspend(void) {
   pthread_mutex_lock(&g_pin.lock);
-  if (g_pin.cpu >= 0 && g_pin.tid == (pid_t)syscall(SYS_gettid))
+  if (g_pin.cpu >= 0 && g_pin.tid == (pid_t)syscall(SYS_gettid) && g_pin.suspended++ == 0)
     (void)sched_setaffinity(0, sizeof g_pin.orig, &g_pin.orig);
   pthread_mutex_unlock(&g_pin.lock);
 }
 
 void pd_host_pin_resume(void) {
   pthread_mutex_lock(&g_pin.lock);
-  if (g_pin.cpu >= 0 && g_pin.tid == (pid_t)syscall(SYS_gettid)) (void)pin_to(g_pin.cpu);
+  if (g_pin.cpu >= 0 && g_pin.tid == (pid_t)syscall(SYS_gettid) && g_pin.suspended > 0 && --g_pin.suspended == 0)
+    (void)pin_to(g_pin.cpu);
   pthread_mutex_unlock(&g_pin.lock);
 }

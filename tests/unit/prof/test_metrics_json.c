@@ -489,6 +489,10 @@ Test(host_pin, pins_to_one_allowed_cpu_and_threads_it_starts_are_released) {
   pd_host_pin_suspend();
   cr_assert_eq(sched_getaffinity(0, sizeof now, &now), 0);
   cr_expect(CPU_EQUAL(&now, &orig), "suspended: the original CPUs");
+  pd_host_pin_suspend(); /* nested, as CUPTI's enable attaches inside its own suspension */
+  pd_host_pin_resume();
+  cr_assert_eq(sched_getaffinity(0, sizeof now, &now), 0);
+  cr_expect(CPU_EQUAL(&now, &orig), "an inner resume keeps the outer suspension");
   pd_host_pin_resume();
   cr_assert_eq(sched_getaffinity(0, sizeof now, &now), 0);
   cr_expect(CPU_COUNT(&now) == 1 && CPU_ISSET(pin.cpu, &now), "resumed: pinned again");
