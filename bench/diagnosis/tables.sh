@@ -18,7 +18,7 @@ for t in bench/diagnosis/data/*.tar.gz; do
   tar -xzf "$t" -C "$tmp/$name"
   echo "### Scenarios, $name"
   echo
-  python3 bench/diagnosis/truth_table.py "$tmp/$name/truth"
+  python3 bench/diagnosis/truth_table.py "$tmp/$name/truth" --analyzer "$analyzer"
   echo
 done
 for t in bench/diagnosis/data/torch/*.tar.gz; do

@@ -7,8 +7,9 @@ wall(fix off), where wall is a run's mean iteration (step_periods_s: from one st
 wait to the next's, as the replay's step markers cut it; runs that predate it give the mean
 step time + data wait), and each side is the median over its runs; the 95% interval comes from a bootstrap over runs (2000
 resamples of the runs of each side, seeded, so the table is reproducible). The predicted
-saving is the replay's saving of the fix's transformation in the profiled run's metrics
-JSON, over its predicted unprofiled step. The error is predicted - measured in points;
+saving is the replay's saving of the fix's transformation over its predicted unprofiled
+step, from the profiled run's trace as --analyzer reads it (without --analyzer: from the
+run's own metrics JSON, the model it was recorded with). The error is predicted - measured in points;
 "within" says whether it is within 5 points or inside the interval. The unprofiled step
 is given three ways: measured (the median over the unprofiled runs), the same process (the
 profiled run's own unprofiled warmup iterations: free of the 15-25% that separates one
@@ -18,7 +19,7 @@ With --torch ANALYZER, each variant of tests/fixtures/torch/truth.json with a pl
 problem is analyzed by ANALYZER (profile_analyze --json) and compared with its measured
 unprofiled saving (no interval: one measurement of 40 steps each way).
 
-usage: python3 bench/diagnosis/truth_table.py OUT_DIR [--torch ANALYZER] [--json PATH]
+usage: python3 bench/diagnosis/truth_table.py OUT_DIR [--analyzer ANALYZER] [--torch ANALYZER] [--json PATH]
 """
 import argparse
 import glob
@@ -93,7 +94,24 @@ def row(case, transform, meas, lo, hi, pred, device, verdict):
                 within=abs(err) <= 0.05 or inside, device=device, verdict=verdict)
 
 
-def ours(out):
+def reanalyzed(analyzer, d, doc, tmp):
+    """The profiled run's verdict recomputed by ANALYZER from its trace (the trace carries
+    the run's calibration), so a model change shows in every row; the run's own metrics
+    JSON where no analyzer is given or the run kept no trace."""
+    traces = sorted(glob.glob(os.path.join(d, "trace", "*.json*")))
+    if analyzer is None or not traces:
+        return doc
+    out = os.path.join(tmp, os.path.basename(d) + ".json")
+    subprocess.run([analyzer, traces[-1], "--json", out], check=True, stdout=subprocess.DEVNULL)
+    return json.load(open(out))
+
+
+def ours(out, analyzer=None):
+    with tempfile.TemporaryDirectory() as tmp:
+        return ours_in(out, analyzer, tmp)
+
+
+def ours_in(out, analyzer, tmp):
     meta = json.load(open(os.path.join(out, "meta.json")))
     dev = "%s (boot %s)" % (meta.get("device") or "?", meta.get("boot_id") or "?")
     rows = []
@@ -102,7 +120,8 @@ def ours(out):
         prof = os.path.join(d, "profiled.json")
         if not os.path.exists(prof):
             continue
-        doc = json.load(open(prof))
+        run = json.load(open(prof))
+        doc = reanalyzed(analyzer, d, run, tmp)
         off = [wall_s(p) for p in sorted(glob.glob(os.path.join(d, "off.*.json")))]
         on = [wall_s(p) for p in sorted(glob.glob(os.path.join(d, "on.*.json")))]
         ons = sorted(glob.glob(os.path.join(d, "on.*.json")))
@@ -118,16 +137,17 @@ def ours(out):
         rp = doc["verdict"].get("replay", {})
         r["predicted_unprofiled_ms"] = (rp.get("predicted_unprofiled_step_us") or 0) / 1e3
         r["measured_unprofiled_ms"] = statistics.median(off) * 1e3 if off else None
-        r["same_process_unprofiled_ms"] = warmup_ms(doc)
+        r["same_process_unprofiled_ms"] = warmup_ms(run)
         rows.append(r)
     clean = os.path.join(out, "clean")
     if os.path.exists(os.path.join(clean, "profiled.json")):
-        doc = json.load(open(os.path.join(clean, "profiled.json")))
+        run = json.load(open(os.path.join(clean, "profiled.json")))
+        doc = reanalyzed(analyzer, clean, run, tmp)
         off = [wall_s(p) for p in sorted(glob.glob(os.path.join(clean, "off.*.json")))]
         r = row("clean", "-", None, None, None, None, dev, doc["verdict"]["bottleneck"])
         r["predicted_unprofiled_ms"] = (doc["verdict"].get("replay", {}).get("predicted_unprofiled_step_us") or 0) / 1e3
         r["measured_unprofiled_ms"] = statistics.median(off) * 1e3 if off else None
-        r["same_process_unprofiled_ms"] = warmup_ms(doc)
+        r["same_process_unprofiled_ms"] = warmup_ms(run)
         rows.append(r)
     return rows
 
@@ -164,6 +184,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", nargs="?", help="scenario_truth.sh's OUT_DIR")
     ap.add_argument("--torch", metavar="ANALYZER", help="profile_analyze, to add the torch fixtures")
+    ap.add_argument("--analyzer", metavar="ANALYZER",
+                    help="profile_analyze: recompute OUT_DIR's verdicts from its traces (default: the "
+                         "runs' own metrics JSON, the model they were recorded with)")
     ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     ap.add_argument("--torch-truth", metavar="TRUTH_JSON",
                     help="with --torch: a truth.json of record_torch_traces.py with its traces beside it "
@@ -172,7 +195,7 @@ def main():
     if a.out is None and a.torch is None:
         ap.error("give OUT_DIR, --torch ANALYZER, or both")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    rows = (ours(a.out) if a.out else []) + (torch_rows(a.torch, root, a.torch_truth) if a.torch else [])
+    rows = (ours(a.out, a.analyzer) if a.out else []) + (torch_rows(a.torch, root, a.torch_truth) if a.torch else [])
     print("| case | transformation | measured saving (95% interval) | predicted saving | error (points) | within | "
           "verdict | unprofiled step measured / same process / predicted | device |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -116,6 +116,8 @@ typedef struct {
   char why[256];                /* why approximate or unavailable; "" when exact */
   int64_t launch_latency_ns;    /* median call start -> task start of tasks launched to an idle stream */
   int64_t wake_latency_ns;      /* median GPU work end -> blocking call end of calls that waited */
+  int64_t queue_gap_ns;         /* median end -> start of a kernel queued behind a kernel on its stream
+                                   (the replay keeps one such median per pair of task classes) */
   double pinned_gbps;           /* host<->device bandwidth used for PD_FIX_PAGEABLE */
   const char *pinned_source;    /* "measured" (pinned copies in the trace) or "documented" */
   size_t steps;                 /* step markers replayed */

@@ -241,6 +241,7 @@ const char *pd_metric_class_name(pd_metric_class_t c);
   X(predicted_unprofiled_step_us, TIME, INFO)          \
   X(replay_launch_latency_us, TIME, INFO)              \
   X(replay_wake_latency_us, TIME, INFO)                \
+  X(replay_queue_gap_us, TIME, INFO)                   \
   X(replay_reads_per_step, INFO, INFO)                 \
   X(replay_tiny_ops_per_step, INFO, INFO)              \
   X(replay_data_wait_share, RATIO, INFO)               \

@@ -144,7 +144,8 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
       if (launched) {
         t = rt[g->launch] + r->info.launch_latency_ns;
         int64_t after = prev_end;
-        if (after != RP_NOT_DONE && tiny && (g->bits & RP_B_TINY)) after += r->graph_node_ns;
+        if (after != RP_NOT_DONE && g->qkey >= 0)
+          after += tiny && (g->bits & RP_B_TINY) ? r->graph_node_ns : r->qgap_ns[g->qkey];
         if (after != RP_NOT_DONE && after > t) t = after;
       } else if (prev_end != RP_NOT_DONE) {
         t = prev_end + g->gap;

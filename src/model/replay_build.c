@@ -382,6 +382,11 @@ static void sweep_host(bctx_t *c, const pd_replay_cost_t *cost, int32_t *stack) 
 
 /* ---- GPU nodes -------------------------------------------------------------------------------------- */
 
+/* The queue gap's class of a GPU task. */
+static int qclass(const pd_event_t *e) {
+  return e->kind == PD_EVENT_KERNEL ? RP_Q_KERNEL : e->kind == PD_EVENT_MEMCPY ? RP_Q_COPY : RP_Q_OTHER;
+}
+
 static int build_gpu(bctx_t *c, double pinned_gbps) {
   const pd_event_t *ev = c->ev;
   pd_replay_t *r = c->r;
@@ -430,6 +435,7 @@ static int build_gpu(bctx_t *c, double pinned_gbps) {
     g->dur = pd_event_dur_ns(e);
     g->gap = prev >= 0 && e->start_ns > prev_end ? e->start_ns - prev_end : 0;
     g->launch = -1;
+    g->qkey = prev >= 0 ? RP_QKEY(qclass(&ev[r->nodes[prev].ev]), qclass(e)) : -1;
     int64_t lt = e->start_ns;
     if (call >= 0 && c->hs[call] >= 0 && ev[call].start_ns <= e->start_ns) {
       g->launch = c->hs[call];
@@ -452,6 +458,32 @@ static int build_gpu(bctx_t *c, double pinned_gbps) {
     prev_end = e->end_ns > e->start_ns ? e->end_ns : e->start_ns;
   }
   return 0;
+}
+
+/* The queue gaps: per class pair, the median of (start - previous task's end) over the
+ * tasks that were queued when the previous task on their stream ended (launching call's
+ * start + the launch latency before that end), so the stream, not the host, started them.
+ * Run after the launch latency is known. */
+static int measure_queue_gaps(bctx_t *c) {
+  pd_replay_t *r = c->r;
+  const pd_event_t *ev = c->ev;
+  i64vec_t v[RP_Q_CLASSES * RP_Q_CLASSES] = {{0}};
+  int rc = 0;
+  for (size_t k = 1; k < r->ngt && rc == 0; k++) {
+    const int32_t i = c->gsorted[k], p = c->gsorted[k - 1];
+    if (ev[i].device != ev[p].device || ev[i].stream != ev[p].stream) continue;
+    const int32_t call = c->ix->call[i];
+    if (call < 0 || c->hs[call] < 0) continue;
+    const int64_t pend = ev[p].end_ns > ev[p].start_ns ? ev[p].end_ns : ev[p].start_ns;
+    if (ev[call].start_ns + r->info.launch_latency_ns > pend || ev[i].start_ns < pend) continue;
+    rc = i64_push(&v[RP_QKEY(qclass(&ev[p]), qclass(&ev[i]))], ev[i].start_ns - pend);
+  }
+  for (size_t q = 0; q < RP_Q_CLASSES * RP_Q_CLASSES; q++) {
+    r->qgap_ns[q] = median_or(&v[q], 0);
+    free(v[q].v);
+  }
+  if (rc == 0) r->info.queue_gap_ns = r->qgap_ns[RP_QKEY(RP_Q_KERNEL, RP_Q_KERNEL)];
+  return rc;
 }
 
 /* The pinned bandwidth: the median of the trace's pinned transfers of at least 1 MiB. */
@@ -868,6 +900,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
   to_csr(r, &c.gdep, &nd, 0, true);
   to_csr(r, &c.bdep, &r->ndeps, nd, false);
   r->info.launch_latency_ns = median_or(&c.lat, 0);
+  if (measure_queue_gaps(&c) != 0) goto out;
   {
     /* a non-blocking copy call, for PD_FIX_PAGEABLE's asynchronous copies */
     i64vec_t ac = {0};

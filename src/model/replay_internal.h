@@ -74,7 +74,14 @@ typedef struct {
   int32_t launch; /* start node of the launching call, or -1 (edge not honoured) */
   int32_t dep_off, dep_n; /* record -> wait sources (GPU nodes) in deps */
   uint16_t bits;
+  int8_t qkey; /* RP_QKEY(previous task's class, this task's class) on its stream, or -1 */
 } rp_gtask_t;
+
+/* GPU task classes for the queue gap: the time a stream takes to start a task that was
+ * already queued when the previous one ended (a copy after a kernel waits longer than a
+ * kernel after a kernel). */
+enum { RP_Q_KERNEL = 0, RP_Q_COPY = 1, RP_Q_OTHER = 2, RP_Q_CLASSES = 3 };
+#define RP_QKEY(prev, cur) ((int8_t)((prev) * RP_Q_CLASSES + (cur)))
 
 typedef struct {
   int64_t base_left; /* the call's unblocked duration left for its last task */
@@ -97,6 +104,7 @@ struct pd_replay {
   size_t ndeps;
   int32_t *step_node; /* per step: start node, end node (-1 unknown) */
   int64_t graph_node_ns, async_copy_ns;
+  int64_t qgap_ns[RP_Q_CLASSES * RP_Q_CLASSES]; /* median queue gap per class pair (0: none seen) */
   int64_t wait_d0_ns;  /* a data wait's own cost when its batch is ready (the median wait) */
   int64_t anchor0_ns;  /* the first step's start: LOADER_2X's loader starts there */
   int64_t *rt, *rend; /* replayed start (every node) and end (GPU nodes) */

@@ -80,6 +80,7 @@ int pd_replay_fill_metrics(const pd_trace_t *trace, const pd_trace_index_t *ix, 
   m->predicted_unprofiled_step_us = prof.step_us_mean;
   m->replay_launch_latency_us = (double)in->launch_latency_ns / 1e3;
   m->replay_wake_latency_us = (double)in->wake_latency_ns / 1e3;
+  m->replay_queue_gap_us = (double)in->queue_gap_ns / 1e3;
   m->replay_reads_per_step = in->reads_per_step;
   m->replay_tiny_ops_per_step = in->tiny_ops_per_step;
   m->replay_data_wait_share = in->data_wait_share;

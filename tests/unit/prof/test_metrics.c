@@ -231,7 +231,7 @@ Test(metrics, from_samples) {
 Test(metrics, descriptor_table) {
   size_t n = 0;
   const pd_metric_desc_t *d = pd_metric_descs(&n);
-  cr_assert_eq(n, 56, "PD_METRICS_MAP has %zu entries", n);
+  cr_assert_eq(n, 57, "PD_METRICS_MAP has %zu entries", n);
   cr_expect_str_eq(d[0].name, "avg_step_time_s");
   const pd_metric_desc_t *k = pd_metric_find("kernels_per_step");
   cr_assert_not_null(k);

@@ -110,6 +110,29 @@ Test(replay, program_order_keeps_tasks_and_moves_them) {
   unbuild(&b);
 }
 
+/* Queue gap: a task already queued when the one before it on its stream ends starts the
+ * trace's median queue gap later (2 us here), not at once: a stream of queued kernels
+ * before a sync replays as long as it ran. */
+Test(replay, a_queued_kernel_starts_a_queue_gap_after_the_one_before) {
+  step(1, 0, 60);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 10, 12, 1);
+  kernel(17, 30, 1, 7); /* idle stream: launch latency 7 */
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 14, 16, 2);
+  kernel(32, 33, 2, 7); /* queued (14 + 7 <= 30): 2 us after the previous end */
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 18, 20, 3);
+  kernel(35, 36, 3, 7); /* queued: 2 us */
+  add(PD_EVENT_RUNTIME, "cudaDeviceSynchronize", 22, 40, 4);
+  built_t b;
+  build(&b, NULL);
+  const pd_replay_info_t *in = pd_replay_info(b.r);
+  cr_assert_eq(in->launch_latency_ns, 7000);
+  cr_assert_eq(in->queue_gap_ns, 2000);
+  cr_assert_eq(in->wake_latency_ns, 4000);
+  /* without the gaps the last kernel would end at 32 and the step 4 us short */
+  NEAR(replay_us(&b, 0), 60.0);
+  unbuild(&b);
+}
+
 /* Launch: a task starts at its call's start + the median launch latency (5, 7, 9 -> 7);
  * sync: the blocking call ends its targets' end + the wake-up latency (10). */
 Test(replay, launch_at_median_latency_and_sync_at_wake_latency) {
