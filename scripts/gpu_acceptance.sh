@@ -41,6 +41,8 @@ if [ ! -d "$build" ]; then
     cmake --build "$build" -j"$(nproc)" || die 2 "build failed"
 fi
 [ -f "$build/CTestTestfile.cmake" ] && [ -f "$build/CMakeCache.txt" ] || die 2 "'$build' is not a configured CMake build directory"
+# The commit the build is of (gpu_prepare.sh records it; this tree's HEAD may differ).
+[ -f "$build/pd_build_commit" ] && echo "gpu_acceptance: build of $(head -c 64 "$build/pd_build_commit")"
 
 # A build made elsewhere records its source and build paths; make them resolve here.
 src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")

@@ -16,6 +16,9 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=$a
   -DENABLE_COVERAGE=OFF -DENABLE_SANITIZERS=OFF -DPD_STACK_INFO=ON >/dev/null
 cmake --build "$build" -j"$(nproc)"
 scripts/gpu_bundle.sh "$build" .gpu_bundle
+# The commit the build is of, for what runs it on a GPU host (the copy of the tree there
+# may carry another HEAD): gpu_acceptance.sh prints it, scenario_truth.sh records it.
+git describe --always --dirty --abbrev=7 >"$build/pd_build_commit" 2>/dev/null || echo unknown >"$build/pd_build_commit"
 # What runs on the GPU host needs the programs, the test binaries and CTest's files, not
 # the object files, static libraries or CMake's compiler probes (debug info for stacks
 # makes them large). PD_PRUNE=0 keeps them (then the next build here is incremental).

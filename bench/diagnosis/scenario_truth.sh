@@ -49,7 +49,7 @@ fix_of() {
 smi() { nvidia-smi --query-gpu="$1" --format=csv,noheader 2> /dev/null | head -1 || true; }
 python3 - "$out/meta.json" "$(smi name)" "$(smi driver_version)" \
   "$(cut -c1-8 /proc/sys/kernel/random/boot_id 2> /dev/null || true)" \
-  "$(git rev-parse --short HEAD 2> /dev/null || echo unknown)" "$runs" <<'PY'
+  "$(head -c 64 "$build/pd_build_commit" 2> /dev/null || git rev-parse --short HEAD 2> /dev/null || echo unknown)" "$runs" <<'PY'
 import json, sys, time
 path, name, driver, boot, commit, runs = sys.argv[1:]
 json.dump({"device": name, "driver": driver, "boot_id": boot, "commit": commit, "runs": int(runs),

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# calib_drift.sh BUILD_DIR OUT_DIR [RUNS=6] [SCENARIO=sync]: does the profiler's calibration,
+# taken once at start, tell what tracing costs the profiled window? GPU host; about 5 s a run.
+#
+# RUNS fresh profiled runs of one scenario (the acceptance flags). Per run it prints:
+#   calib      profiler_cost.calibration.ns_per_cuda_call (traced - untraced launch, at start)
+#   est        profiler_cost.est_added_us_per_step (calls and ranges x the calibration)
+#   launch     the median cudaLaunchKernel duration in the trace's steps (traced, in the window)
+#   added      mean profiled iteration - mean of the same process's unprofiled iterations
+#              (step_periods_s against warmup_periods_s, the first and last of each left out)
+#   predicted  the replay's predicted unprofiled step against the same process's (error)
+# and, over the runs, the correlation of calib and of launch with added. A calibration that
+# tracks the window moves with added; where launch moves with it and calib does not, the
+# traced calls slowed down after the calibration ran (docs/diagnosis.md).
+# Runs and traces are kept in OUT_DIR. Exit: 0; 1 a run failed; 2 bad usage.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+usage="usage: bench/diagnosis/calib_drift.sh BUILD_DIR OUT_DIR [RUNS=6] [SCENARIO=sync]"
+[ "$#" -ge 2 ] || { echo "$usage" >&2; exit 2; }
+build=$1
+out=$2
+runs=${3:-6}
+scenario=${4:-sync}
+case "$runs" in '' | *[!0-9]* | 0) echo "calib_drift: RUNS must be a positive whole number, got '$runs'" >&2; exit 2 ;; esac
+case "$build" in /*) ;; *) build=$PWD/$build ;; esac
+demo=$build/src/cli/profiler_demo/profiler_demo
+[ -x "$demo" ] || { echo "calib_drift: no $demo: build the tree first" >&2; exit 2; }
+# shellcheck disable=SC2034  # read by gpu_libpath.sh
+root=$PWD libpath_probe=$demo
+# shellcheck source=scripts/gpu_libpath.sh
+. scripts/gpu_libpath.sh
+# shellcheck source=scripts/lib_args.sh
+. scripts/lib_args.sh
+args=()
+pd_args_read baselines/acceptance.args args
+mkdir -p "$out" || exit 2
+for r in $(seq 1 "$runs"); do
+  if ! "$demo" "${args[@]}" --scenario "$scenario" --trace_dir "$out/trace.$r" --output_json "$out/run.$r.json" \
+    --quiet >"$out/run.$r.log" 2>&1; then
+    echo "calib_drift: run $r failed:" >&2
+    tail -5 "$out/run.$r.log" >&2
+    exit 1
+  fi
+done
+python3 - "$out" "$runs" <<'PY'
+import glob, gzip, json, statistics as st, sys
+out, runs = sys.argv[1], int(sys.argv[2])
+def corr(x, y):
+    if len(x) < 3 or st.pstdev(x) == 0 or st.pstdev(y) == 0:
+        return float("nan")
+    mx, my = st.fmean(x), st.fmean(y)
+    return sum((a - mx) * (b - my) for a, b in zip(x, y)) / (len(x) * st.pstdev(x) * st.pstdev(y))
+rows = []
+print(f"{'run':>3s} {'calib ns':>9s} {'est us':>7s} {'launch us':>9s} {'added us':>9s} {'pred/same':>10s}")
+for r in range(1, runs + 1):
+    d = json.load(open(f"{out}/run.{r}.json"))
+    pc = d.get("profiler_cost") or {}
+    cal = (pc.get("calibration") or {}).get("ns_per_cuda_call")
+    sp = [p for p in (d.get("step_periods_s") or [])[1:-1] if p]
+    wp = [p for p in (d.get("warmup_periods_s") or [])[1:] if p]
+    added = (st.fmean(sp) - st.fmean(wp)) * 1e6 if sp and wp else float("nan")
+    pred = ((d.get("verdict") or {}).get("replay") or {}).get("predicted_unprofiled_step_us")
+    same = st.fmean(wp) * 1e6 if wp else float("nan")
+    tr = sorted(glob.glob(f"{out}/trace.{r}/*.json*"))
+    launch = float("nan")
+    if tr:
+        f = gzip.open(tr[-1]) if tr[-1].endswith(".gz") else open(tr[-1])
+        ev = json.load(f)["traceEvents"]
+        steps = [(e["ts"], e["ts"] + e["dur"]) for e in ev
+                 if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")]
+        ls = [e["dur"] for e in ev if e.get("cat") == "cuda_runtime" and e.get("name") == "cudaLaunchKernel"
+              and any(a <= e["ts"] < b for a, b in steps)]
+        launch = st.median(ls) if ls else float("nan")
+    err = f"{100 * (pred / same - 1):+.1f}%" if pred and same == same else "-"
+    rows.append((cal or float("nan"), launch, added))
+    print(f"{r:3d} {cal if cal is not None else float('nan'):9.1f} {pc.get('est_added_us_per_step', float('nan')):7.1f} "
+          f"{launch:9.2f} {added:9.1f} {err:>10s}")
+c = [x[0] for x in rows]; l = [x[1] for x in rows]; a = [x[2] for x in rows]
+print(f"correlation with added: calib {corr(c, a):+.2f}, in-window launch {corr(l, a):+.2f} ({len(rows)} runs)")
+PY

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# test_diagnosis_scripts.sh PROFILE_ANALYZE: the offline logic of bench/diagnosis (no GPU).
+#  - truth_table.py --analyzer recomputes a scenario's prediction from its kept trace: on a
+#    recording made of the committed sync fixture (its metrics JSON, its trace, four runs
+#    each side), the table's predicted saving is the one profile_analyze --json gives for
+#    that trace, not the one in the run's own metrics JSON (changed here to tell them apart);
+#  - calib_drift.sh refuses bad usage with one line and exit 2, creating nothing.
+set -uo pipefail
+analyzer=${1:?usage: test_diagnosis_scripts.sh PROFILE_ANALYZE}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { if [ "$2" -eq 0 ]; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; } # NAME STATUS
+
+# A recording of one scenario, sync.
+rec=$tmp/rec
+mkdir -p "$rec/sync/trace"
+cp "$root/tests/fixtures/runs/sync.pt.trace.json.gz" "$rec/sync/trace/"
+echo '{"device": "test GPU", "boot_id": "00000000", "commit": "test", "runs": 4}' >"$rec/meta.json"
+python3 - "$root/tests/fixtures/runs/sync.metrics.json" "$rec/sync" <<'PY'
+import json, sys
+src, d = sys.argv[1:]
+doc = json.load(open(src))
+# the run's own JSON claims another saving: the table must not read it with --analyzer
+for s in doc.get("verdict", {}).get("savings", []):
+    s["est_saving_fraction"] = 0.999
+json.dump(doc, open(d + "/profiled.json", "w"))
+for r, (off, on) in enumerate([(600e-6, 400e-6), (610e-6, 410e-6), (590e-6, 395e-6), (605e-6, 405e-6)], 1):
+    json.dump({"step_periods_s": [off] * 8}, open(f"{d}/off.{r}.json", "w"))
+    json.dump({"step_periods_s": [on] * 8}, open(f"{d}/on.{r}.json", "w"))
+PY
+"$analyzer" "$rec/sync/trace/sync.pt.trace.json.gz" --json "$tmp/direct.json" >/dev/null 2>&1
+want=$(python3 -c "
+import json
+for s in json.load(open('$tmp/direct.json'))['verdict']['savings']:
+    if s['cause'] == 'blocking_reads': print('%.1f%%' % (100 * s['est_saving_fraction']))")
+python3 "$root/bench/diagnosis/truth_table.py" "$rec" --analyzer "$analyzer" >"$tmp/table.md" 2>"$tmp/table.err"
+trc=$?
+[ $trc -eq 0 ] && grep -q "^| sync (--no_sync) | blocking_reads |" "$tmp/table.md"
+check "truth_table.py --analyzer runs and prints the sync row" $?
+got=$(awk -F'|' '/^\| sync/ {gsub(/ /, "", $5); print $5}' "$tmp/table.md")
+[ -n "$want" ] && [ "$got" = "$want" ]
+check "the prediction is recomputed from the trace ($got, profile_analyze says $want)" $?
+python3 "$root/bench/diagnosis/truth_table.py" "$rec" >"$tmp/own.md" 2>/dev/null
+own=$(awk -F'|' '/^\| sync/ {gsub(/ /, "", $5); print $5}' "$tmp/own.md")
+[ "$own" = "99.9%" ]
+check "without --analyzer the run's own JSON is read ($own)" $?
+
+# calib_drift.sh: bad usage.
+cd "$tmp" || exit 1
+for a in "" "build" "build $tmp/o1 x" "build $tmp/o2 0" "$tmp/nobuild $tmp/o3 2"; do
+  # shellcheck disable=SC2086
+  bash "$here/calib_drift.sh" $a >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -e "$tmp/o1" ] && [ ! -e "$tmp/o2" ] && [ ! -e "$tmp/o3" ]
+  check "calib_drift.sh '$a': exit 2, one line, nothing made" $?
+done
+exit $fail
