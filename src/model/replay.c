@@ -133,6 +133,14 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
   int64_t *rt = r->rt, *rend = r->rend;
   for (size_t i = 0; i < r->nnodes; i++) rt[i] = RP_NOT_DONE;
   const bool tiny = (mask & PD_FIX_BIT(PD_FIX_TINY_OPS)) != 0;
+  /* Without the profiler, a traced call's cost also leaves the latencies around it: the
+   * part paid on entry (its records and timestamps before the driver submits) delayed the
+   * GPU's start, the part paid on exit delayed the wake-up after a wait; half each. */
+  int64_t launch_lat = r->info.launch_latency_ns, wake_lat = r->info.wake_latency_ns;
+  if (mask & PD_FIX_BIT(PD_FIX_PROFILER)) {
+    launch_lat = launch_lat > r->call_cost_ns / 2 ? launch_lat - r->call_cost_ns / 2 : 0;
+    wake_lat = wake_lat > r->call_cost_ns / 2 ? wake_lat - r->call_cost_ns / 2 : 0;
+  }
   for (size_t k = 0; k < r->nnodes; k++) {
     const int32_t id = r->order[k];
     const rp_node_t *x = &r->nodes[id];
@@ -142,7 +150,7 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
       const int64_t prev_end = x->prev >= 0 && rt[x->prev] != RP_NOT_DONE ? rend[x->prev] : RP_NOT_DONE;
       const bool launched = g->launch >= 0 && rt[g->launch] != RP_NOT_DONE;
       if (launched) {
-        t = rt[g->launch] + r->info.launch_latency_ns;
+        t = rt[g->launch] + launch_lat;
         int64_t after = prev_end;
         if (after != RP_NOT_DONE && g->qkey >= 0)
           after += tiny && (g->bits & RP_B_TINY) ? r->graph_node_ns : r->qgap_ns[g->qkey];
@@ -178,7 +186,7 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
       if (block_waits(b, mask, rm, x->bits)) {
         for (int32_t d = b->dep_off; d < b->dep_off + b->dep_n; d++) {
           int32_t src = r->deps[d];
-          int64_t ready = rt[src] != RP_NOT_DONE ? rend[src] + r->info.wake_latency_ns + b->post : RP_NOT_DONE;
+          int64_t ready = rt[src] != RP_NOT_DONE ? rend[src] + wake_lat + b->post : RP_NOT_DONE;
           if (ready != RP_NOT_DONE && ready > t) t = ready;
         }
       }

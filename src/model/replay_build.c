@@ -662,8 +662,15 @@ static void carry_cuts(pd_replay_t *r) {
     rp_node_t *x = &r->nodes[i];
     if (x->type == RP_GPU) continue;
     if (x->prev < 0) carry = 0; /* a new thread */
+    if (x->type == RP_HEND && x->aux >= 0) {
+      /* A blocking call: the half of its own cost paid on entry comes off its time before
+       * the wait, the half paid on exit off the wake-up latency (pd_replay_run); what was
+       * carried in passes on. */
+      x->cut /= 2;
+      continue;
+    }
     int64_t want = x->cut + carry;
-    int64_t room = x->type == RP_HEND && x->aux >= 0 ? 0 : x->seg;
+    int64_t room = x->seg;
     x->cut = want < room ? want : room;
     carry = want - x->cut;
   }
@@ -887,6 +894,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
   if (mark_tiny(&c) != 0) goto out;
 
   r->nnodes = 0;
+  r->call_cost_ns = cost != NULL && cost->ns_per_call > 0 ? (int64_t)cost->ns_per_call : 0;
   sweep_host(&c, cost, stack);
   r->info.host_tasks = r->nnodes;
   r->info.pinned_gbps = measure_pinned_gbps(ev, n, &r->info.pinned_source);

@@ -104,6 +104,7 @@ struct pd_replay {
   size_t ndeps;
   int32_t *step_node; /* per step: start node, end node (-1 unknown) */
   int64_t graph_node_ns, async_copy_ns;
+  int64_t call_cost_ns; /* the profiler's cost per traced CUDA call (the cost model's) */
   int64_t qgap_ns[RP_Q_CLASSES * RP_Q_CLASSES]; /* median queue gap per class pair (0: none seen) */
   int64_t wait_d0_ns;  /* a data wait's own cost when its batch is ready (the median wait) */
   int64_t anchor0_ns;  /* the first step's start: LOADER_2X's loader starts there */

@@ -376,6 +376,19 @@ Test(replay, profiler_cost_removed) {
   expect_steps(&cost, 100.0, PD_FIX_BIT(PD_FIX_PROFILER), 92.0);
 }
 
+/* A traced call's cost also sits in the latencies around a wait: half delayed the GPU's
+ * start after the launch call (launch latency 10 -> 8), half the wake-up after the sync
+ * (6 -> 4). Kernel 18..28, sync ends 32, the step's 14 us after it stay: 46, where taking
+ * the cost out of the host tasks alone (hidden under the wait) would leave 50. */
+Test(replay, profiler_cost_leaves_the_launch_and_wake_latencies) {
+  step(1, 0, 50);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 10, 14, 1);
+  kernel(20, 30, 1, 7);
+  add(PD_EVENT_RUNTIME, "cudaDeviceSynchronize", 15, 36, 2);
+  pd_replay_cost_t cost = {.ns_per_call = 4000, .ns_per_range = 0, .source = "test"};
+  expect_steps(&cost, 50.0, PD_FIX_BIT(PD_FIX_PROFILER), 46.0);
+}
+
 /* A cost longer than the task it lands on moves on to the thread's next tasks. */
 Test(replay, profiler_cost_carries_over_short_tasks) {
   step(1, 0, 100);
