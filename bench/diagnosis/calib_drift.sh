@@ -4,12 +4,16 @@
 #
 # RUNS fresh profiled runs of one scenario (the acceptance flags). Per run it prints:
 #   calib      profiler_cost.calibration.ns_per_cuda_call (traced - untraced launch, at start)
+#   on         the calibration's traced empty-kernel launch (ns_per_launch_traced), in us
 #   est        profiler_cost.est_added_us_per_step (calls and ranges x the calibration)
 #   launch     the median cudaLaunchKernel duration in the trace's steps (traced, in the window)
+#   est_win    est with each call's cost moved by (launch - on): the window's own traced
+#              launches against the calibration's (a candidate estimate, not used by the model)
 #   added      mean profiled iteration - mean of the same process's unprofiled iterations
 #              (step_periods_s against warmup_periods_s, the first and last of each left out)
 #   predicted  the replay's predicted unprofiled step against the same process's (error)
-# and, over the runs, the correlation of calib and of launch with added. A calibration that
+# and, over the runs, the correlation of calib, launch, est and est_win with added, and the
+# median |est - added| and |est_win - added|. A calibration that
 # tracks the window moves with added; where launch moves with it and calib does not, the
 # traced calls slowed down after the calibration ran (docs/diagnosis.md).
 # Runs and traces are kept in OUT_DIR. Exit: 0; 1 a run failed; 2 bad usage.
@@ -46,35 +50,50 @@ python3 - "$out" "$runs" <<'PY'
 import glob, gzip, json, statistics as st, sys
 out, runs = sys.argv[1], int(sys.argv[2])
 def corr(x, y):
+    pairs = [(a, b) for a, b in zip(x, y) if a == a and b == b]
+    x, y = [p[0] for p in pairs], [p[1] for p in pairs]
     if len(x) < 3 or st.pstdev(x) == 0 or st.pstdev(y) == 0:
         return float("nan")
     mx, my = st.fmean(x), st.fmean(y)
     return sum((a - mx) * (b - my) for a, b in zip(x, y)) / (len(x) * st.pstdev(x) * st.pstdev(y))
 rows = []
-print(f"{'run':>3s} {'calib ns':>9s} {'est us':>7s} {'launch us':>9s} {'added us':>9s} {'pred/same':>10s}")
+print(f"{'run':>3s} {'calib ns':>9s} {'on us':>6s} {'est us':>7s} {'launch us':>9s} {'est_win':>8s} {'added us':>9s} {'pred/same':>10s}")
+nan = float("nan")
 for r in range(1, runs + 1):
     d = json.load(open(f"{out}/run.{r}.json"))
     pc = d.get("profiler_cost") or {}
-    cal = (pc.get("calibration") or {}).get("ns_per_cuda_call")
+    cj = pc.get("calibration") or {}
+    cal = cj.get("ns_per_cuda_call")
+    on = cj.get("ns_per_launch_traced")
+    est = pc.get("est_added_us_per_step")
+    steps = pc.get("steps") or 0
+    calls = (pc.get("api_calls") or 0) / steps if steps else nan
     sp = [p for p in (d.get("step_periods_s") or [])[1:-1] if p]
     wp = [p for p in (d.get("warmup_periods_s") or [])[1:] if p]
-    added = (st.fmean(sp) - st.fmean(wp)) * 1e6 if sp and wp else float("nan")
+    added = (st.fmean(sp) - st.fmean(wp)) * 1e6 if sp and wp else nan
     pred = ((d.get("verdict") or {}).get("replay") or {}).get("predicted_unprofiled_step_us")
-    same = st.fmean(wp) * 1e6 if wp else float("nan")
+    same = st.fmean(wp) * 1e6 if wp else nan
     tr = sorted(glob.glob(f"{out}/trace.{r}/*.json*"))
-    launch = float("nan")
+    launch = nan
     if tr:
         f = gzip.open(tr[-1]) if tr[-1].endswith(".gz") else open(tr[-1])
         ev = json.load(f)["traceEvents"]
-        steps = [(e["ts"], e["ts"] + e["dur"]) for e in ev
-                 if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")]
+        steps_ts = [(e["ts"], e["ts"] + e["dur"]) for e in ev
+                    if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")]
         ls = [e["dur"] for e in ev if e.get("cat") == "cuda_runtime" and e.get("name") == "cudaLaunchKernel"
-              and any(a <= e["ts"] < b for a, b in steps)]
-        launch = st.median(ls) if ls else float("nan")
+              and any(a <= e["ts"] < b for a, b in steps_ts)]
+        launch = st.median(ls) if ls else nan
+    est_win = est + calls * (launch - on / 1e3) if est is not None and on is not None else nan
     err = f"{100 * (pred / same - 1):+.1f}%" if pred and same == same else "-"
-    rows.append((cal or float("nan"), launch, added))
-    print(f"{r:3d} {cal if cal is not None else float('nan'):9.1f} {pc.get('est_added_us_per_step', float('nan')):7.1f} "
-          f"{launch:9.2f} {added:9.1f} {err:>10s}")
-c = [x[0] for x in rows]; l = [x[1] for x in rows]; a = [x[2] for x in rows]
-print(f"correlation with added: calib {corr(c, a):+.2f}, in-window launch {corr(l, a):+.2f} ({len(rows)} runs)")
+    rows.append((cal if cal is not None else nan, launch, est if est is not None else nan, est_win, added))
+    print(f"{r:3d} {cal if cal is not None else nan:9.1f} {on / 1e3 if on is not None else nan:6.2f} "
+          f"{est if est is not None else nan:7.1f} {launch:9.2f} {est_win:8.1f} {added:9.1f} {err:>10s}")
+col = list(zip(*rows)) if rows else [[]] * 5
+a = col[4]
+def mad(e):
+    v = [abs(x - y) for x, y in zip(e, a) if x == x and y == y]
+    return st.median(v) if v else nan
+print(f"correlation with added: calib {corr(col[0], a):+.2f}, in-window launch {corr(col[1], a):+.2f}, "
+      f"est {corr(col[2], a):+.2f}, est_win {corr(col[3], a):+.2f} ({len(rows)} runs)")
+print(f"median |estimate - added|: est {mad(col[2]):.1f} us, est_win {mad(col[3]):.1f} us")
 PY

@@ -253,6 +253,8 @@ typedef struct {
   double parse_ms;        /* parsing the buffers, collecting ranges, sorting the cycle */
   double calib_ns_per_call;  /* < 0: not calibrated (no GPU, or PD_PROF_CALIBRATE=0) */
   double calib_ns_per_range; /* < 0: not calibrated */
+  double calib_ns_launch_untraced; /* the calibration's own figures: an empty kernel's launch */
+  double calib_ns_launch_traced;   /* untraced and traced, ns per launch (< 0: not calibrated) */
   double est_added_us_per_step; /* < 0: unknown (not calibrated, or no step recorded) */
 } pd_prof_cost_t;
 

@@ -1,5 +1,6 @@
 /* calibrate.c: what tracing adds to one CUDA call and one host range, on this host
- * (pd_prof_cost_t's calib_ns_per_call and calib_ns_per_range).
+ * (pd_prof_cost_t's calib_ns_per_call and calib_ns_per_range; the launch times it is the
+ * difference of are kept too, calib_ns_launch_untraced and _traced).
  *
  * GPU only: every path past its first CUDA call needs a device, so the unit tests, which
  * run the profiler on a scripted record source, never come here (gcovr.cfg); the
@@ -66,4 +67,6 @@ void pd_calibrate(pd_record_source_t *src, pd_prof_cost_t *cost) {
   if (!ok) return;
   cost->calib_ns_per_call = on - fmin(off, off2);
   cost->calib_ns_per_range = r_on - fmin(r_off, r_off2);
+  cost->calib_ns_launch_untraced = fmin(off, off2);
+  cost->calib_ns_launch_traced = on;
 }

@@ -315,6 +315,8 @@ static void cost_close_cycle(pd_prof_t *p) {
   c.dropped = pd_trace_dropped(p->cycle);
   c.calib_ns_per_call = t->calib_ns_per_call;
   c.calib_ns_per_range = t->calib_ns_per_range;
+  c.calib_ns_launch_untraced = t->calib_ns_launch_untraced;
+  c.calib_ns_launch_traced = t->calib_ns_launch_traced;
   pd_prof_cost_estimate(&c);
   t->cycles += c.cycles;
   t->steps += c.steps;

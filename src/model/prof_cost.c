@@ -13,6 +13,8 @@ void pd_prof_cost_init(pd_prof_cost_t *c) {
   *c = (pd_prof_cost_t){0};
   c->calib_ns_per_call = -1.0;
   c->calib_ns_per_range = -1.0;
+  c->calib_ns_launch_untraced = -1.0;
+  c->calib_ns_launch_traced = -1.0;
   c->est_added_us_per_step = -1.0;
 }
 
@@ -89,6 +91,10 @@ cJSON *pd_prof_cost_to_json(const pd_prof_cost_t *c, double step_s) {
   ok = cj != NULL;
   ok = ok && add_num(cj, "ns_per_cuda_call", round(c->calib_ns_per_call * 10.0) / 10.0, cal);
   ok = ok && add_num(cj, "ns_per_host_range", round(c->calib_ns_per_range * 10.0) / 10.0, cal);
+  ok = ok && add_num(cj, "ns_per_launch_untraced", round(c->calib_ns_launch_untraced * 10.0) / 10.0,
+                     cal && c->calib_ns_launch_untraced >= 0.0);
+  ok = ok && add_num(cj, "ns_per_launch_traced", round(c->calib_ns_launch_traced * 10.0) / 10.0,
+                     cal && c->calib_ns_launch_traced >= 0.0);
   if (!ok) {
     cJSON_Delete(o);
     return NULL;

@@ -373,6 +373,18 @@ Test(metrics_json, profiler_cost_with_share_of_the_step) {
   cr_expect_float_eq(num(pc, "est_added_us_per_step"), 202.0, 1e-9);
   cr_expect_float_eq(num(pc, "est_added_fraction_of_step"), 0.0505, 1e-9, "202 us of a 4 ms step");
   cr_expect_float_eq(num(pc, "records_per_step"), 420.0, 1e-9);
+  const cJSON *cal = cJSON_GetObjectItem(pc, "calibration");
+  cr_expect_float_eq(num(cal, "ns_per_cuda_call"), 1000.0, 1e-9);
+  /* the launch times the calibration is the difference of: null when not measured */
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cal, "ns_per_launch_untraced")));
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cal, "ns_per_launch_traced")));
+  cJSON_Delete(j);
+  c.calib_ns_launch_untraced = 2500.0, c.calib_ns_launch_traced = 3500.0;
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+  j = pd_test_read_json(path);
+  cal = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "profiler_cost"), "calibration");
+  cr_expect_float_eq(num(cal, "ns_per_launch_untraced"), 2500.0, 1e-9);
+  cr_expect_float_eq(num(cal, "ns_per_launch_traced"), 3500.0, 1e-9);
   cJSON_Delete(j);
 }
 
