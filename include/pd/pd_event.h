@@ -200,9 +200,12 @@ const char *pd_memcpy_kind_name(pd_memcpy_kind_t k);
 const char *pd_mem_kind_name(pd_mem_kind_t k);
 /* Writes the readable form of an Itanium-mangled name ("_ZN...") into buf: the
  * qualified name with its template arguments as c++filt prints them, without return
- * type and parameters ("(anonymous namespace)::k_im2col_nhwc<__half, false>"). Returns
- * false (buf unspecified) for a name that is not mangled or that it does not fully
- * understand; callers then keep the mangled name. Nothing to free. */
+ * type and parameters ("(anonymous namespace)::k_im2col_nhwc<__half, false>"); a name
+ * that form does not cover (lambdas, std::, substitutions: most of PyTorch's kernels) is
+ * given as the C++ runtime's __cxa_demangle prints it, as Kineto writes it, where the
+ * process has that loaded (looked up at run time, cut to fit buf). Returns false (buf
+ * unspecified) for a name that is not mangled or that neither understands; callers then
+ * keep the mangled name. Nothing to free. */
 bool pd_demangle(const char *mangled, char *buf, size_t len);
 /* True for a CUDA driver API name ("cuLaunchKernelEx": "cu" then an upper-case letter),
  * false for runtime names ("cudaLaunchKernel") and NULL. */

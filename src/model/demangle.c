@@ -9,11 +9,19 @@
  * false>"). It covers nested names, anonymous namespaces, template arguments that are
  * builtin types, class names, pointers/references/const, nested templates and integer or
  * bool literals. Anything else (substitutions, template parameters, operators, ctors,
- * local names, ...) makes it give up, and the caller keeps the mangled name: never a
- * wrong name, at worst the raw one.
+ * local names, ...) makes it give up. Then, where the process has the C++ runtime's
+ * demangler (__cxa_demangle, found at run time: a PyTorch or any C++ CUDA program under
+ * pd_run has it loaded; nothing here links it), that one gives the name as Kineto writes
+ * it, with its return type and parameters ("void at::native::vectorized_elementwise_kernel<
+ * 8, ...>(int, ...)"); else the caller keeps the mangled name: never a wrong name, at worst
+ * the raw one.
  */
+#define _GNU_SOURCE
 #include "pd/pd_event.h"
 
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -193,6 +201,30 @@ static void nested_name(dm_t *d) {
   else d->p++;
 }
 
+/* The C++ runtime's demangler, when the process has one loaded (looked up once). */
+typedef char *(*cxa_demangle_fn)(const char *mangled, char *out, size_t *len, int *status);
+static cxa_demangle_fn g_cxa;
+static pthread_once_t g_cxa_once = PTHREAD_ONCE_INIT;
+static void cxa_find(void) { *(void **)&g_cxa = dlsym(RTLD_DEFAULT, "__cxa_demangle"); }
+
+/* Demangles with __cxa_demangle into buf (cut to fit). Returns false where the process has
+ * none or it refuses the name. */
+static bool cxa_demangle(const char *mangled, char *buf, size_t len) {
+  (void)pthread_once(&g_cxa_once, cxa_find);
+  if (g_cxa == NULL) return false;
+  int status = -1;
+  char *s = g_cxa(mangled, NULL, NULL, &status);
+  bool ok = status == 0 && s != NULL && s[0] != 0;
+  if (ok) {
+    size_t n = strlen(s);
+    if (n >= len) n = len - 1;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+  }
+  free(s);
+  return ok;
+}
+
 bool pd_demangle(const char *mangled, char *buf, size_t len) {
   if (mangled == NULL || buf == NULL || len == 0 || strncmp(mangled, "_Z", 2) != 0) return false;
   dm_t d = {.p = mangled + 2, .out = buf, .cap = len};
@@ -205,5 +237,7 @@ bool pd_demangle(const char *mangled, char *buf, size_t len) {
   } else {
     d.fail = true;
   }
-  return !d.fail && d.n > 0;
+  if (!d.fail && d.n > 0) return true;
+  buf[0] = 0;
+  return cxa_demangle(mangled, buf, len);
 }

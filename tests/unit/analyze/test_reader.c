@@ -10,6 +10,7 @@
  *  - bad input: missing file, directory, empty, not JSON, no traceEvents, corrupt gzip.
  */
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -636,6 +637,34 @@ Test(reader, kernel_names_demangled) {
     cr_expect_str_eq(pd_trace_events(t)[i].name, k_names[i].readable, "%s", k_names[i].mangled);
   cr_expect_str_eq(pd_trace_events(t)[count].name, "_Z1fv", "only kernel names are demangled");
   pd_trace_destroy(t);
+}
+
+/* A name the project's demangler gives up on (a lambda, std::, substitutions: most of
+ * PyTorch's kernels) is demangled by the C++ runtime's __cxa_demangle where the process has
+ * it, as Kineto writes it; a PyTorch program under pd_run always has it loaded. Here the
+ * test loads libstdc++ itself (in its own process: Criterion forks per test). */
+Test(reader, cxx_runtime_demangles_what_ours_cannot) {
+  static const char torch_kernel[] = "_ZN2at6native29vectorized_elementwise_kernelILi8EZNS0_24float16_copy_kernel_"
+                                     "cudaERNS_18TensorIteratorBaseEEUlfE_St5arrayIPcLm2EEEEviT0_T1_";
+  char buf[512];
+  void *h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
+  cr_assert_not_null(h, "libstdc++.so.6: %s", dlerror());
+  cr_assert(pd_demangle(torch_kernel, buf, sizeof buf));
+  cr_expect_str_eq(buf,
+                   "void at::native::vectorized_elementwise_kernel<8, at::native::float16_copy_kernel_cuda("
+                   "at::TensorIteratorBase&)::{lambda(float)#1}, std::array<char*, 2ul> >(int, "
+                   "at::native::float16_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda(float)#1}, "
+                   "std::array<char*, 2ul>)");
+  /* ours still answers first where it can: our kernels keep their short names */
+  cr_assert(pd_demangle("_ZN12_GLOBAL__N_17k_adamwEv", buf, sizeof buf));
+  cr_expect_str_eq(buf, "(anonymous namespace)::k_adamw");
+  /* cut to fit, never overrun */
+  char small[16];
+  cr_assert(pd_demangle(torch_kernel, small, sizeof small));
+  cr_expect_eq(strlen(small), sizeof small - 1);
+  /* not mangled, or not a name: false */
+  cr_expect_not(pd_demangle("_Zxyz", buf, sizeof buf));
+  cr_expect_not(pd_demangle("cudaLaunchKernel", buf, sizeof buf));
 }
 
 /* profiler_demo writes each host range once more as a cpu_op (same row, times, name and
