@@ -59,7 +59,13 @@ void pd_calibrate(pd_record_source_t *src, pd_prof_cost_t *cost) {
   (void)pd_ranges_collect(NULL);
   (void)ops->disable(src, err, sizeof(err));
   (void)ops->flush(src, true, err, sizeof(err));
-  (void)ops->collect(src, NULL, 0);
+  /* The traced launches as CUPTI recorded them: the window's launch records are set
+   * against their median (pd_prof_cost_call_ns). */
+  double rec = -1.0;
+  pd_trace_t *cal = pd_trace_create();
+  if (cal != NULL && ops->collect(src, cal, 0) >= 0) rec = pd_prof_cost_launch_median_ns(cal);
+  else (void)ops->collect(src, NULL, 0);
+  pd_trace_destroy(cal);
   (void)ops->detach(src, err, sizeof(err));
   ok = ok && cal_phase(s, &off2, &r_off2);
   (void)cudaStreamDestroy(s);
@@ -69,4 +75,5 @@ void pd_calibrate(pd_record_source_t *src, pd_prof_cost_t *cost) {
   cost->calib_ns_per_range = r_on - fmin(r_off, r_off2);
   cost->calib_ns_launch_untraced = fmin(off, off2);
   cost->calib_ns_launch_traced = on;
+  cost->calib_ns_launch_record = rec;
 }

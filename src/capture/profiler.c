@@ -317,7 +317,10 @@ static void cost_close_cycle(pd_prof_t *p) {
   c.calib_ns_per_range = t->calib_ns_per_range;
   c.calib_ns_launch_untraced = t->calib_ns_launch_untraced;
   c.calib_ns_launch_traced = t->calib_ns_launch_traced;
+  c.calib_ns_launch_record = t->calib_ns_launch_record;
   pd_prof_cost_estimate(&c);
+  t->win_ns_per_launch_sum += c.win_ns_per_launch_sum;
+  t->win_cycles += c.win_cycles;
   t->cycles += c.cycles;
   t->steps += c.steps;
   t->records += c.records;
@@ -345,7 +348,6 @@ static int trace_ready(pd_prof_t *p) {
   uint64_t cycle_dropped = total - p->dropped_seen;
   p->dropped_seen = total;
   pd_trace_set_dropped(p->cycle, cycle_dropped);
-  pd_trace_set_calibration(p->cycle, p->cost_total.calib_ns_per_call, p->cost_total.calib_ns_per_range);
   if (cycle_dropped > 0)
     fprintf(stderr,
             "pd_prof: warning: %s dropped %llu activity records in the cycle ending at step "
@@ -363,6 +365,8 @@ static int trace_ready(pd_prof_t *p) {
   pd_trace_sort(p->cycle);
   p->cost_open.parse_ms += ms_since(t_sort);
   cost_close_cycle(p);
+  /* the cycle's own cost per call (its window's traced launches) where it has one */
+  pd_trace_set_calibration(p->cycle, pd_prof_cost_call_ns(&p->cost_cycle, NULL), p->cost_total.calib_ns_per_range);
   if (rc == 0 && p->cfg.on_trace_ready != NULL) {
     rc = p->cfg.on_trace_ready(p, p->cycle, p->cfg.user);
     if (rc != 0) {

@@ -10,8 +10,9 @@
  * builtin types, class names, pointers/references/const, nested templates and integer or
  * bool literals. Anything else (substitutions, template parameters, operators, ctors,
  * local names, ...) makes it give up. Then, where the process has the C++ runtime's
- * demangler (__cxa_demangle, found at run time: a PyTorch or any C++ CUDA program under
- * pd_run has it loaded; nothing here links it), that one gives the name as Kineto writes
+ * demangler (__cxa_demangle, found at run time in the global scope or in an already loaded
+ * libstdc++.so.6: a PyTorch or any C++ CUDA program under pd_run has it; nothing here
+ * links or loads it), that one gives the name as Kineto writes
  * it, with its return type and parameters ("void at::native::vectorized_elementwise_kernel<
  * 8, ...>(int, ...)"); else the caller keeps the mangled name: never a wrong name, at worst
  * the raw one.
@@ -205,7 +206,16 @@ static void nested_name(dm_t *d) {
 typedef char *(*cxa_demangle_fn)(const char *mangled, char *out, size_t *len, int *status);
 static cxa_demangle_fn g_cxa;
 static pthread_once_t g_cxa_once = PTHREAD_ONCE_INIT;
-static void cxa_find(void) { *(void **)&g_cxa = dlsym(RTLD_DEFAULT, "__cxa_demangle"); }
+static void cxa_find(void) {
+  void *f = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+  if (f == NULL) {
+    /* Loaded but not global: Python loads PyTorch's libraries (and libstdc++ with them)
+     * RTLD_LOCAL. RTLD_NOLOAD finds it there without loading anything new. */
+    void *h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_NOLOAD);
+    if (h != NULL) f = dlsym(h, "__cxa_demangle"); /* the handle stays: the library is in use */
+  }
+  *(void **)&g_cxa = f;
+}
 
 /* Demangles with __cxa_demangle into buf (cut to fit). Returns false where the process has
  * none or it refuses the name. */

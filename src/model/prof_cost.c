@@ -5,7 +5,11 @@
 #include <math.h>
 #include <stdio.h>
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "pd/pd_event.h"
+#include "pd/pd_stats.h"
 #include "pd/pd_writers.h"
 
 void pd_prof_cost_init(pd_prof_cost_t *c) {
@@ -15,13 +19,44 @@ void pd_prof_cost_init(pd_prof_cost_t *c) {
   c->calib_ns_per_range = -1.0;
   c->calib_ns_launch_untraced = -1.0;
   c->calib_ns_launch_traced = -1.0;
+  c->calib_ns_launch_record = -1.0;
   c->est_added_us_per_step = -1.0;
+}
+
+/* A runtime kernel-launch call (cudaLaunchKernel, its _ptsz and Ex forms, and the
+ * __cudaLaunchKernel that nvcc 13 compiles <<<>>> to): what the calibration times. */
+static bool is_runtime_launch(const pd_event_t *e) {
+  return e->kind == PD_EVENT_RUNTIME && e->name != NULL && strstr(e->name, "cudaLaunchKernel") != NULL;
+}
+
+/* The median duration of the cycle's traced runtime launch calls, in ns; -1 when none. */
+static double window_launch_ns(const pd_event_t *ev, size_t n) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) k += is_runtime_launch(&ev[i]);
+  if (k == 0) return -1.0;
+  double *d = malloc(k * sizeof(*d));
+  if (d == NULL) return -1.0;
+  k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (is_runtime_launch(&ev[i])) d[k++] = (double)pd_event_dur_ns(&ev[i]);
+  double m = pd_quantile(d, k, 0.5);
+  free(d);
+  return m;
+}
+
+double pd_prof_cost_launch_median_ns(const pd_trace_t *t) {
+  return t != NULL ? window_launch_ns(pd_trace_events(t), pd_trace_count(t)) : -1.0;
 }
 
 void pd_prof_cost_count(pd_prof_cost_t *c, const pd_trace_t *cycle) {
   if (c == NULL || cycle == NULL) return;
   const pd_event_t *ev = pd_trace_events(cycle);
   const size_t n = pd_trace_count(cycle);
+  const double wl = window_launch_ns(ev, n);
+  if (wl >= 0.0) {
+    c->win_ns_per_launch_sum += wl;
+    c->win_cycles++;
+  }
   for (size_t i = 0; i < n; i++) {
     switch (ev[i].kind) {
       case PD_EVENT_KERNEL:
@@ -50,11 +85,24 @@ void pd_prof_cost_count(pd_prof_cost_t *c, const pd_trace_t *cycle) {
   }
 }
 
+double pd_prof_cost_call_ns(const pd_prof_cost_t *c, bool *window) {
+  if (window != NULL) *window = false;
+  if (c == NULL) return -1.0;
+  if (c->win_cycles > 0 && c->calib_ns_launch_record >= 0.0 && c->calib_ns_per_call >= 0.0) {
+    const double w =
+        c->calib_ns_per_call + c->win_ns_per_launch_sum / (double)c->win_cycles - c->calib_ns_launch_record;
+    if (window != NULL) *window = true;
+    return w > 0.0 ? w : 0.0;
+  }
+  return c->calib_ns_per_call >= 0.0 ? c->calib_ns_per_call : -1.0;
+}
+
 void pd_prof_cost_estimate(pd_prof_cost_t *c) {
   if (c == NULL) return;
   c->est_added_us_per_step = -1.0;
-  if (c->steps <= 0 || !(c->calib_ns_per_call >= 0.0) || !(c->calib_ns_per_range >= 0.0)) return;
-  const double ns = (double)c->api_calls * c->calib_ns_per_call + (double)c->host_ranges * c->calib_ns_per_range;
+  const double call = pd_prof_cost_call_ns(c, NULL);
+  if (c->steps <= 0 || !(call >= 0.0) || !(c->calib_ns_per_range >= 0.0)) return;
+  const double ns = (double)c->api_calls * call + (double)c->host_ranges * c->calib_ns_per_range;
   c->est_added_us_per_step = ns / (double)c->steps / 1000.0;
 }
 
@@ -95,6 +143,15 @@ cJSON *pd_prof_cost_to_json(const pd_prof_cost_t *c, double step_s) {
                      cal && c->calib_ns_launch_untraced >= 0.0);
   ok = ok && add_num(cj, "ns_per_launch_traced", round(c->calib_ns_launch_traced * 10.0) / 10.0,
                      cal && c->calib_ns_launch_traced >= 0.0);
+  bool win = false;
+  const double call = pd_prof_cost_call_ns(c, &win);
+  ok = ok && add_num(cj, "ns_per_launch_record", round(c->calib_ns_launch_record * 10.0) / 10.0,
+                     cal && c->calib_ns_launch_record >= 0.0);
+  ok = ok && add_num(cj, "ns_per_launch_window",
+                     c->win_cycles > 0 ? round(c->win_ns_per_launch_sum / (double)c->win_cycles * 10.0) / 10.0 : 0.0,
+                     c->win_cycles > 0);
+  ok = ok && add_num(cj, "ns_per_cuda_call_window", round(call * 10.0) / 10.0, win);
+  ok = ok && cJSON_AddStringToObject(o, "call_cost_source", win ? "window" : cal ? "calibration" : "none") != NULL;
   if (!ok) {
     cJSON_Delete(o);
     return NULL;

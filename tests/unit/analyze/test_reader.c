@@ -647,7 +647,8 @@ Test(reader, cxx_runtime_demangles_what_ours_cannot) {
   static const char torch_kernel[] = "_ZN2at6native29vectorized_elementwise_kernelILi8EZNS0_24float16_copy_kernel_"
                                      "cudaERNS_18TensorIteratorBaseEEUlfE_St5arrayIPcLm2EEEEviT0_T1_";
   char buf[512];
-  void *h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
+  /* RTLD_LOCAL, as Python loads PyTorch's libraries: not in the global scope */
+  void *h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
   cr_assert_not_null(h, "libstdc++.so.6: %s", dlerror());
   cr_assert(pd_demangle(torch_kernel, buf, sizeof buf));
   cr_expect_str_eq(buf,
@@ -870,6 +871,13 @@ Test(reader, profiler_cost_calibration) {
     cr_expect(!pd_trace_calibration(u, NULL, NULL), "%s", bad[i]);
     pd_trace_destroy(u);
   }
+  /* the window's own cost per call, where the trace has it, is the one the replay takes */
+  const char *win = "{\"profilerCost\":{\"calibration\":{\"ns_per_cuda_call\":1500,\"ns_per_host_range\":400,"
+                    "\"ns_per_cuda_call_window\":3200}},\"traceEvents\":[]}";
+  pd_trace_reset(t);
+  cr_assert_eq(pd_trace_read_buffer(win, strlen(win), t, NULL, err, sizeof err), 0, "%s", err);
+  cr_assert(pd_trace_calibration(t, &call, &range));
+  cr_expect_float_eq(call, 3200.0, 1e-9);
   pd_trace_reset(t);
   cr_expect(!pd_trace_calibration(t, NULL, NULL), "reset clears it");
   pd_trace_destroy(t);
