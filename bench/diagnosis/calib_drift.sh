@@ -5,15 +5,16 @@
 # RUNS fresh profiled runs of one scenario (the acceptance flags). Per run it prints:
 #   calib      profiler_cost.calibration.ns_per_cuda_call (traced - untraced launch, at start)
 #   window     ns_per_cuda_call_window: calib moved by the window's traced launch records
-#              against the calibration's own (pd_prof_cost_call_ns; "-" where not recorded)
+#              against the calibration's own (pd_prof_cost_window_call_ns: recorded, not
+#              used; "-" where not recorded)
 #   launch     the median cudaLaunchKernel duration in the trace's steps (traced, in the window)
-#   est_start  the added host time per step with calib for every call
-#   est        profiler_cost.est_added_us_per_step (with window where recorded)
+#   est        profiler_cost.est_added_us_per_step (calib for every call)
+#   est_win    the same with window for every call
 #   added      mean profiled iteration - mean of the same process's unprofiled iterations
 #              (step_periods_s against warmup_periods_s, the first and last of each left out)
 #   predicted  the replay's predicted unprofiled step against the same process's (error)
-# and, over the runs, the correlation of calib, launch, est_start and est with added, and the
-# median |est_start - added| and |est - added|. A cost figure that tracks the window moves
+# and, over the runs, the correlation of calib, launch, est and est_win with added, and the
+# median |est - added| and |est_win - added|. A cost figure that tracks the window moves
 # with added (docs/diagnosis.md).
 # Runs and traces are kept in OUT_DIR. Exit: 0; 1 a run failed; 2 bad usage.
 set -uo pipefail
@@ -57,7 +58,7 @@ def corr(x, y):
     return sum((a - mx) * (b - my) for a, b in zip(x, y)) / (len(x) * st.pstdev(x) * st.pstdev(y))
 rows = []
 nan = float("nan")
-print(f"{'run':>3s} {'calib ns':>9s} {'window':>7s} {'launch us':>9s} {'est_start':>9s} {'est us':>7s} {'added us':>9s} {'pred/same':>10s}")
+print(f"{'run':>3s} {'calib ns':>9s} {'window':>7s} {'launch us':>9s} {'est us':>7s} {'est_win':>8s} {'added us':>9s} {'pred/same':>10s}")
 for r in range(1, runs + 1):
     d = json.load(open(f"{out}/run.{r}.json"))
     pc = d.get("profiler_cost") or {}
@@ -67,8 +68,8 @@ for r in range(1, runs + 1):
     rng = cj.get("ns_per_host_range") or 0.0
     est = pc.get("est_added_us_per_step")
     steps = pc.get("steps") or 0
-    est_start = ((pc.get("api_calls") or 0) * cal + (pc.get("host_ranges") or 0) * rng) / steps / 1e3 \
-        if steps and cal is not None else nan
+    est_win = ((pc.get("api_calls") or 0) * win + (pc.get("host_ranges") or 0) * rng) / steps / 1e3 \
+        if steps and win is not None else nan
     sp = [p for p in (d.get("step_periods_s") or [])[1:-1] if p]
     wp = [p for p in (d.get("warmup_periods_s") or [])[1:] if p]
     added = (st.fmean(sp) - st.fmean(wp)) * 1e6 if sp and wp else nan
@@ -85,15 +86,15 @@ for r in range(1, runs + 1):
               and any(a <= e["ts"] < b for a, b in steps_ts)]
         launch = st.median(ls) if ls else nan
     err = f"{100 * (pred / same - 1):+.1f}%" if pred and same == same else "-"
-    rows.append((cal if cal is not None else nan, launch, est_start, est if est is not None else nan, added))
+    rows.append((cal if cal is not None else nan, launch, est if est is not None else nan, est_win, added))
     print(f"{r:3d} {cal if cal is not None else nan:9.1f} {'-' if win is None else '%7.1f' % win:>7s} {launch:9.2f} "
-          f"{est_start:9.1f} {est if est is not None else nan:7.1f} {added:9.1f} {err:>10s}")
+          f"{est if est is not None else nan:7.1f} {est_win:8.1f} {added:9.1f} {err:>10s}")
 col = list(zip(*rows)) if rows else [[]] * 5
 a = col[4]
 def mad(e):
     v = [abs(x - y) for x, y in zip(e, a) if x == x and y == y]
     return st.median(v) if v else nan
 print(f"correlation with added: calib {corr(col[0], a):+.2f}, in-window launch {corr(col[1], a):+.2f}, "
-      f"est_start {corr(col[2], a):+.2f}, est {corr(col[3], a):+.2f} ({len(rows)} runs)")
-print(f"median |estimate - added|: est_start {mad(col[2]):.1f} us, est {mad(col[3]):.1f} us")
+      f"est {corr(col[2], a):+.2f}, est_win {corr(col[3], a):+.2f} ({len(rows)} runs)")
+print(f"median |estimate - added|: est {mad(col[2]):.1f} us, est_win {mad(col[3]):.1f} us")
 PY

@@ -272,19 +272,20 @@ void pd_prof_cost_init(pd_prof_cost_t *c);
 /* Counts what `cycle` holds into c (records, api_calls, gpu_activities, host_ranges,
  * steps), adding to what c has. */
 void pd_prof_cost_count(pd_prof_cost_t *c, const pd_trace_t *cycle);
-/* The profiler's cost of one traced call in the recorded window: the calibration's
- * calib_ns_per_call moved by how much longer (or shorter) the window's traced launch calls
- * took than the calibration's own, both as CUPTI recorded them (the mean over cycles of
- * the window's median against calib_ns_launch_record), where both are known: a process
- * whose traced calls slowed down after the calibration ran pays that in the window
- * (bench/diagnosis/calib_drift.sh); else calib_ns_per_call; -1 when uncalibrated. Never
- * below 0. *window (may be NULL) says which. */
-double pd_prof_cost_call_ns(const pd_prof_cost_t *c, bool *window);
+/* A candidate for the profiler's cost of one traced call in the recorded window, recorded
+ * (profiler_cost.calibration.ns_per_cuda_call_window) and not used: the calibration's
+ * calib_ns_per_call moved by how much longer the window's traced launch calls took than the
+ * calibration's own, both as CUPTI recorded them (the mean over cycles of the window's
+ * median against calib_ns_launch_record); never below 0; -1 where either is unknown. It
+ * follows a process whose traced calls slowed down after the calibration ran
+ * (bench/diagnosis/calib_drift.sh), but it also counts a program's launches being heavier
+ * than the calibration's empty kernel as profiler cost (docs/diagnosis.md). */
+double pd_prof_cost_window_call_ns(const pd_prof_cost_t *c);
 /* The median duration of the runtime kernel-launch calls (cudaLaunchKernel and its forms)
  * in t, in ns; -1 when it has none. */
 double pd_prof_cost_launch_median_ns(const pd_trace_t *t);
-/* Sets c->est_added_us_per_step from the counts and the costs: (api_calls x
- * pd_prof_cost_call_ns + host_ranges x calib_ns_per_range) / steps, in us; -1 when not
+/* Sets c->est_added_us_per_step from the counts and the calibration: (api_calls x
+ * calib_ns_per_call + host_ranges x calib_ns_per_range) / steps, in us; -1 when not
  * calibrated or no step. Negative calibrations (noise) count as 0. */
 void pd_prof_cost_estimate(pd_prof_cost_t *c);
 

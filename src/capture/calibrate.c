@@ -60,7 +60,7 @@ void pd_calibrate(pd_record_source_t *src, pd_prof_cost_t *cost) {
   (void)ops->disable(src, err, sizeof(err));
   (void)ops->flush(src, true, err, sizeof(err));
   /* The traced launches as CUPTI recorded them: the window's launch records are set
-   * against their median (pd_prof_cost_call_ns). */
+   * against their median (pd_prof_cost_window_call_ns). */
   double rec = -1.0;
   pd_trace_t *cal = pd_trace_create();
   if (cal != NULL && ops->collect(src, cal, 0) >= 0) rec = pd_prof_cost_launch_median_ns(cal);

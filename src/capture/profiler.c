@@ -365,8 +365,7 @@ static int trace_ready(pd_prof_t *p) {
   pd_trace_sort(p->cycle);
   p->cost_open.parse_ms += ms_since(t_sort);
   cost_close_cycle(p);
-  /* the cycle's own cost per call (its window's traced launches) where it has one */
-  pd_trace_set_calibration(p->cycle, pd_prof_cost_call_ns(&p->cost_cycle, NULL), p->cost_total.calib_ns_per_range);
+  pd_trace_set_calibration(p->cycle, p->cost_total.calib_ns_per_call, p->cost_total.calib_ns_per_range);
   if (rc == 0 && p->cfg.on_trace_ready != NULL) {
     rc = p->cfg.on_trace_ready(p, p->cycle, p->cfg.user);
     if (rc != 0) {

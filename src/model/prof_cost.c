@@ -85,24 +85,19 @@ void pd_prof_cost_count(pd_prof_cost_t *c, const pd_trace_t *cycle) {
   }
 }
 
-double pd_prof_cost_call_ns(const pd_prof_cost_t *c, bool *window) {
-  if (window != NULL) *window = false;
-  if (c == NULL) return -1.0;
-  if (c->win_cycles > 0 && c->calib_ns_launch_record >= 0.0 && c->calib_ns_per_call >= 0.0) {
-    const double w =
-        c->calib_ns_per_call + c->win_ns_per_launch_sum / (double)c->win_cycles - c->calib_ns_launch_record;
-    if (window != NULL) *window = true;
-    return w > 0.0 ? w : 0.0;
-  }
-  return c->calib_ns_per_call >= 0.0 ? c->calib_ns_per_call : -1.0;
+double pd_prof_cost_window_call_ns(const pd_prof_cost_t *c) {
+  if (c == NULL || c->win_cycles <= 0 || !(c->calib_ns_launch_record >= 0.0) || !(c->calib_ns_per_call >= 0.0))
+    return -1.0;
+  const double w =
+      c->calib_ns_per_call + c->win_ns_per_launch_sum / (double)c->win_cycles - c->calib_ns_launch_record;
+  return w > 0.0 ? w : 0.0;
 }
 
 void pd_prof_cost_estimate(pd_prof_cost_t *c) {
   if (c == NULL) return;
   c->est_added_us_per_step = -1.0;
-  const double call = pd_prof_cost_call_ns(c, NULL);
-  if (c->steps <= 0 || !(call >= 0.0) || !(c->calib_ns_per_range >= 0.0)) return;
-  const double ns = (double)c->api_calls * call + (double)c->host_ranges * c->calib_ns_per_range;
+  if (c->steps <= 0 || !(c->calib_ns_per_call >= 0.0) || !(c->calib_ns_per_range >= 0.0)) return;
+  const double ns = (double)c->api_calls * c->calib_ns_per_call + (double)c->host_ranges * c->calib_ns_per_range;
   c->est_added_us_per_step = ns / (double)c->steps / 1000.0;
 }
 
@@ -143,15 +138,13 @@ cJSON *pd_prof_cost_to_json(const pd_prof_cost_t *c, double step_s) {
                      cal && c->calib_ns_launch_untraced >= 0.0);
   ok = ok && add_num(cj, "ns_per_launch_traced", round(c->calib_ns_launch_traced * 10.0) / 10.0,
                      cal && c->calib_ns_launch_traced >= 0.0);
-  bool win = false;
-  const double call = pd_prof_cost_call_ns(c, &win);
+  const double win = pd_prof_cost_window_call_ns(c);
   ok = ok && add_num(cj, "ns_per_launch_record", round(c->calib_ns_launch_record * 10.0) / 10.0,
                      cal && c->calib_ns_launch_record >= 0.0);
   ok = ok && add_num(cj, "ns_per_launch_window",
                      c->win_cycles > 0 ? round(c->win_ns_per_launch_sum / (double)c->win_cycles * 10.0) / 10.0 : 0.0,
                      c->win_cycles > 0);
-  ok = ok && add_num(cj, "ns_per_cuda_call_window", round(call * 10.0) / 10.0, win);
-  ok = ok && cJSON_AddStringToObject(o, "call_cost_source", win ? "window" : cal ? "calibration" : "none") != NULL;
+  ok = ok && add_num(cj, "ns_per_cuda_call_window", round(win * 10.0) / 10.0, win >= 0.0);
   if (!ok) {
     cJSON_Delete(o);
     return NULL;

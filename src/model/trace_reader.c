@@ -969,14 +969,14 @@ static int read_events(conv_t *cv, an_json_t *p) {
 }
 
 /* profiler_demo's "profilerCost" ({..., "calibration": {"ns_per_cuda_call",
- * "ns_per_host_range", "ns_per_cuda_call_window"}}): the calibrated cost of one traced call
- * and range on the recording host (a call's as its window's traced launches show it, where
- * recorded), which the replay takes out to predict the unprofiled step. Other keys are skipped;
+ * "ns_per_host_range"}}): the calibrated cost of one traced call and range on the recording
+ * host, which the replay takes out to predict the unprofiled step (the window's candidate,
+ * "ns_per_cuda_call_window", is not taken: pd_prof_cost_window_call_ns says why). Other keys are skipped;
  * a figure that is not a number, or out of range, leaves the trace uncalibrated. */
 static int read_profiler_cost(conv_t *cv, an_json_t *p) {
   an_json_type_t t = an_json_value(p);
   if (t != AN_JSON_OBJECT) return an_json_skip_rest(p, t);
-  double call = -1, range = -1, call_window = -1;
+  double call = -1, range = -1;
   int r;
   while ((r = an_json_key(p)) > 0) {
     if (!KEY_IS(p, "calibration")) {
@@ -989,21 +989,19 @@ static int read_profiler_cost(conv_t *cv, an_json_t *p) {
       continue;
     }
     while ((r = an_json_key(p)) > 0) {
-      bool is_call = KEY_IS(p, "ns_per_cuda_call"), is_range = KEY_IS(p, "ns_per_host_range"),
-           is_window = KEY_IS(p, "ns_per_cuda_call_window");
-      if (!is_call && !is_range && !is_window) {
+      bool is_call = KEY_IS(p, "ns_per_cuda_call"), is_range = KEY_IS(p, "ns_per_host_range");
+      if (!is_call && !is_range) {
         if (an_json_skip(p) != 0) return -1;
         continue;
       }
       t = an_json_value(p);
-      if (t == AN_JSON_NUMBER) *(is_call ? &call : is_range ? &range : &call_window) = p->num;
+      if (t == AN_JSON_NUMBER) *(is_call ? &call : &range) = p->num;
       else if (an_json_skip_rest(p, t) != 0) return -1;
     }
     if (r < 0) return -1;
   }
   if (r < 0) return -1;
-  /* the window's own cost per call, where recorded, over the one calibrated at start */
-  pd_trace_set_calibration(cv->out, call >= 0 && call_window >= 0 && call_window <= 1e6 ? call_window : call, range);
+  pd_trace_set_calibration(cv->out, call, range);
   return 0;
 }
 

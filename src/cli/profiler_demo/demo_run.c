@@ -389,13 +389,10 @@ static void demo_print_cost(const pd_prof_cost_t *c, double step_s) {
   if (c->est_added_us_per_step >= 0.0) {
     printf("Profiler cost: about %.1f us per step", c->est_added_us_per_step);
     if (step_s > 0.0) printf(" (%.1f%% of the profiled step)", c->est_added_us_per_step * 1e-4 / step_s);
-    bool window = false;
-    const double call = pd_prof_cost_call_ns(c, &window);
     printf(" from %.0f records and %.0f host ranges per step, at +%.0f ns per traced CUDA call and +%.0f ns "
-           "per range (calibrated on this host",
-           per_step, c->steps > 0 ? (double)c->host_ranges / (double)c->steps : 0.0, call, c->calib_ns_per_range);
-    if (window) printf("; a call's cost as the window's traced launches show it, %.0f ns at start", c->calib_ns_per_call);
-    printf(")");
+           "per range (calibrated on this host)",
+           per_step, c->steps > 0 ? (double)c->host_ranges / (double)c->steps : 0.0, c->calib_ns_per_call,
+           c->calib_ns_per_range);
   } else {
     printf("Profiler cost: not estimated (no calibration: PD_PROF_CALIBRATE=0 or it failed); %.0f records per step",
            per_step);

@@ -871,13 +871,13 @@ Test(reader, profiler_cost_calibration) {
     cr_expect(!pd_trace_calibration(u, NULL, NULL), "%s", bad[i]);
     pd_trace_destroy(u);
   }
-  /* the window's own cost per call, where the trace has it, is the one the replay takes */
+  /* the window's candidate cost per call is recorded, not taken: the start calibration is */
   const char *win = "{\"profilerCost\":{\"calibration\":{\"ns_per_cuda_call\":1500,\"ns_per_host_range\":400,"
                     "\"ns_per_cuda_call_window\":3200}},\"traceEvents\":[]}";
   pd_trace_reset(t);
   cr_assert_eq(pd_trace_read_buffer(win, strlen(win), t, NULL, err, sizeof err), 0, "%s", err);
   cr_assert(pd_trace_calibration(t, &call, &range));
-  cr_expect_float_eq(call, 3200.0, 1e-9);
+  cr_expect_float_eq(call, 1500.0, 1e-9);
   pd_trace_reset(t);
   cr_expect(!pd_trace_calibration(t, NULL, NULL), "reset clears it");
   pd_trace_destroy(t);
