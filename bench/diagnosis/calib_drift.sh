@@ -7,15 +7,19 @@
 #   window     ns_per_cuda_call_window: calib moved by the window's traced launch records
 #              against the calibration's own (pd_prof_cost_window_call_ns: recorded, not
 #              used; "-" where not recorded)
+#   end        ns_per_cuda_call_end: the same calibration run again right after the window
+#              ("-" where not recorded)
 #   launch     the median cudaLaunchKernel duration in the trace's steps (traced, in the window)
 #   est        profiler_cost.est_added_us_per_step (calib for every call)
 #   est_win    the same with window for every call
+#   est_end    the same with end for every call and ns_per_host_range_end for every range
+#   est_mid    the same with the mean of calib and end (call and range)
 #   added      mean profiled iteration - mean of the same process's unprofiled iterations
 #              (step_periods_s against warmup_periods_s, the first and last of each left out)
 #   predicted  the replay's predicted unprofiled step against the same process's (error)
-# and, over the runs, the correlation of calib, launch, est and est_win with added, and the
-# median |est - added| and |est_win - added|. A cost figure that tracks the window moves
-# with added (docs/diagnosis.md).
+# and, over the runs, the correlation of calib, end, launch and each estimate with added, and
+# the median |estimate - added|. A cost figure that tracks the window moves with added
+# (docs/diagnosis.md).
 # Runs and traces are kept in OUT_DIR. Exit: 0; 1 a run failed; 2 bad usage.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -51,25 +55,36 @@ import glob, gzip, json, statistics as st, sys
 out, runs = sys.argv[1], int(sys.argv[2])
 def corr(x, y):
     pairs = [(a, b) for a, b in zip(x, y) if a == a and b == b]
-    x, y = [p[0] for p in pairs], [p[1] for p in pairs]
-    if len(x) < 3 or st.pstdev(x) == 0 or st.pstdev(y) == 0:
+    try:
+        return st.correlation([p[0] for p in pairs], [p[1] for p in pairs]) if len(pairs) >= 3 else float("nan")
+    except st.StatisticsError:  # one side constant
         return float("nan")
-    mx, my = st.fmean(x), st.fmean(y)
-    return sum((a - mx) * (b - my) for a, b in zip(x, y)) / (len(x) * st.pstdev(x) * st.pstdev(y))
 rows = []
 nan = float("nan")
-print(f"{'run':>3s} {'calib ns':>9s} {'window':>7s} {'launch us':>9s} {'est us':>7s} {'est_win':>8s} {'added us':>9s} {'pred/same':>10s}")
+print(f"{'run':>3s} {'calib ns':>9s} {'window':>7s} {'end':>7s} {'launch us':>9s} {'est us':>7s} {'est_win':>8s} "
+      f"{'est_end':>8s} {'est_mid':>8s} {'added us':>9s} {'pred/same':>10s}")
+def fmt(v, w):
+    return f"{'-':>{w}s}" if v != v else f"{v:{w}.1f}"
 for r in range(1, runs + 1):
     d = json.load(open(f"{out}/run.{r}.json"))
     pc = d.get("profiler_cost") or {}
     cj = pc.get("calibration") or {}
     cal = cj.get("ns_per_cuda_call")
+    cal = nan if cal is None else cal
     win = cj.get("ns_per_cuda_call_window")
     rng = cj.get("ns_per_host_range") or 0.0
+    end = cj.get("ns_per_cuda_call_end")
+    end = nan if end is None else end
+    rng_end = cj.get("ns_per_host_range_end")
+    rng_end = nan if rng_end is None else rng_end
     est = pc.get("est_added_us_per_step")
     steps = pc.get("steps") or 0
-    est_win = ((pc.get("api_calls") or 0) * win + (pc.get("host_ranges") or 0) * rng) / steps / 1e3 \
-        if steps and win is not None else nan
+    calls, ranges = pc.get("api_calls") or 0, pc.get("host_ranges") or 0
+    def est_with(call_ns, range_ns):
+        return (calls * call_ns + ranges * range_ns) / steps / 1e3 if steps else nan
+    est_win = est_with(win, rng) if win is not None else nan
+    est_end = est_with(end, rng_end)
+    est_mid = est_with((cal + end) / 2, (rng + rng_end) / 2)
     sp = [p for p in (d.get("step_periods_s") or [])[1:-1] if p]
     wp = [p for p in (d.get("warmup_periods_s") or [])[1:] if p]
     added = (st.fmean(sp) - st.fmean(wp)) * 1e6 if sp and wp else nan
@@ -86,15 +101,18 @@ for r in range(1, runs + 1):
               and any(a <= e["ts"] < b for a, b in steps_ts)]
         launch = st.median(ls) if ls else nan
     err = f"{100 * (pred / same - 1):+.1f}%" if pred and same == same else "-"
-    rows.append((cal if cal is not None else nan, launch, est if est is not None else nan, est_win, added))
-    print(f"{r:3d} {cal if cal is not None else nan:9.1f} {'-' if win is None else '%7.1f' % win:>7s} {launch:9.2f} "
-          f"{est if est is not None else nan:7.1f} {est_win:8.1f} {added:9.1f} {err:>10s}")
-col = list(zip(*rows)) if rows else [[]] * 5
+    est = nan if est is None else est
+    rows.append((cal, launch, est, est_win, added, end, est_end, est_mid))
+    print(f"{r:3d} {fmt(cal, 9)} {fmt(nan if win is None else win, 7)} {fmt(end, 7)} {launch:9.2f} {fmt(est, 7)} "
+          f"{fmt(est_win, 8)} {fmt(est_end, 8)} {fmt(est_mid, 8)} {fmt(added, 9)} {err:>10s}")
+col = list(zip(*rows)) if rows else [[]] * 8
 a = col[4]
 def mad(e):
     v = [abs(x - y) for x, y in zip(e, a) if x == x and y == y]
     return st.median(v) if v else nan
-print(f"correlation with added: calib {corr(col[0], a):+.2f}, in-window launch {corr(col[1], a):+.2f}, "
-      f"est {corr(col[2], a):+.2f}, est_win {corr(col[3], a):+.2f} ({len(rows)} runs)")
-print(f"median |estimate - added|: est {mad(col[2]):.1f} us, est_win {mad(col[3]):.1f} us")
+print(f"correlation with added: calib {corr(col[0], a):+.2f}, end {corr(col[5], a):+.2f}, in-window launch "
+      f"{corr(col[1], a):+.2f}, est {corr(col[2], a):+.2f}, est_win {corr(col[3], a):+.2f}, est_end "
+      f"{corr(col[6], a):+.2f}, est_mid {corr(col[7], a):+.2f} ({len(rows)} runs)")
+print(f"median |estimate - added|: est {mad(col[2]):.1f} us, est_win {mad(col[3]):.1f} us, "
+      f"est_end {mad(col[6]):.1f} us, est_mid {mad(col[7]):.1f} us")
 PY

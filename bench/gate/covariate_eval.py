@@ -95,10 +95,10 @@ def adjust(xs, ys):
 
 
 def corr(x, y):
-    mx, my = st.fmean(x), st.fmean(y)
-    sx = math.sqrt(sum((a - mx) ** 2 for a in x))
-    sy = math.sqrt(sum((b - my) ** 2 for b in y))
-    return sum((a - mx) * (b - my) for a, b in zip(x, y)) / (sx * sy) if sx * sy > 0 else float("nan")
+    try:
+        return st.correlation(x, y)
+    except st.StatisticsError:  # fewer than two points, or one side constant
+        return float("nan")
 
 
 def main():

@@ -207,6 +207,10 @@ const char *pd_mem_kind_name(pd_mem_kind_t k);
  * unspecified) for a name that is not mangled or that neither understands; callers then
  * keep the mangled name. Nothing to free. */
 bool pd_demangle(const char *mangled, char *buf, size_t len);
+/* pd_demangle's fallback alone: the C++ runtime's __cxa_demangle (in the global scope, or
+ * in a libstdc++ already loaded RTLD_LOCAL) into buf, cut to fit. Returns false where the
+ * process has none or it refuses the name. */
+bool pd_demangle_cxx_runtime(const char *mangled, char *buf, size_t len);
 /* True for a CUDA driver API name ("cuLaunchKernelEx": "cu" then an upper-case letter),
  * false for runtime names ("cudaLaunchKernel") and NULL. */
 bool pd_api_name_is_driver(const char *name);
@@ -264,6 +268,12 @@ typedef struct {
   double win_ns_per_launch_sum; /* per cycle, the median traced kernel-launch call (runtime
                                    cudaLaunchKernel*) of the cycle's window, summed ... */
   int64_t win_cycles;           /* ... over this many cycles (0: no launch recorded) */
+  double end_ns_per_call_sum;  /* per cycle, the calibration run again at the cycle's end,
+                                  right after its last step (calib_ns_per_call's measure) ... */
+  double end_ns_per_range_sum; /* ... and calib_ns_per_range's, summed ... */
+  int64_t end_cycles;          /* ... over this many cycles (0: never run or failed; not at
+                                  pd_prof_stop(), where the program may be exiting) */
+  double calibrate_ms;         /* calibrating, at start and at the cycles' ends */
   double est_added_us_per_step; /* < 0: unknown (not calibrated, or no step recorded) */
 } pd_prof_cost_t;
 
@@ -281,6 +291,12 @@ void pd_prof_cost_count(pd_prof_cost_t *c, const pd_trace_t *cycle);
  * (bench/diagnosis/calib_drift.sh), but it also counts a program's launches being heavier
  * than the calibration's empty kernel as profiler cost (docs/diagnosis.md). */
 double pd_prof_cost_window_call_ns(const pd_prof_cost_t *c);
+/* The calibration as run again at the cycles' ends (the mean over those cycles of
+ * end_ns_per_call_sum and end_ns_per_range_sum): recorded
+ * (profiler_cost.calibration.ns_per_cuda_call_end, ns_per_host_range_end) to show whether
+ * the start calibration still holds after the window (bench/diagnosis/calib_drift.sh).
+ * Returns false, and -1 in both, where it never ran. Either pointer may be NULL. */
+bool pd_prof_cost_end_calibration(const pd_prof_cost_t *c, double *ns_per_call, double *ns_per_range);
 /* The median duration of the runtime kernel-launch calls (cudaLaunchKernel and its forms)
  * in t, in ns; -1 when it has none. */
 double pd_prof_cost_launch_median_ns(const pd_trace_t *t);

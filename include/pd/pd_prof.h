@@ -101,9 +101,11 @@ void pd_prof_destroy(pd_prof_t *prof);
 uint64_t pd_prof_dropped_records(const pd_prof_t *prof);
 /* The profiler's own cost (pd_prof_cost_t, pd_event.h): over the run so far (*total) and
  * of the last cycle collected (*cycle: inside on_trace_ready, the cycle being handed
- * over). The calibration is made once, in pd_prof_create(), when CUDA activity is traced:
+ * over). The calibration is made in pd_prof_create(), when CUDA activity is traced:
  * a few hundred empty-kernel launches and a few thousand host ranges, timed untraced and
- * traced (about 10-20 ms; PD_PROF_CALIBRATE=0 skips it). Either pointer may be NULL.
+ * traced (about 10-20 ms; PD_PROF_CALIBRATE=0 skips it). It runs again at the end of each
+ * cycle that pd_prof_step() closes, after the cycle's last step and before on_trace_ready
+ * (end_ns_per_call_sum; not at pd_prof_stop()). Either pointer may be NULL.
  * Returns 0 or PD_EINVAL. */
 int pd_prof_cost(const pd_prof_t *prof, pd_prof_cost_t *total, pd_prof_cost_t *cycle);
 /* The step number the profiler is in (0-based). */

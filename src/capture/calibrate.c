@@ -1,6 +1,10 @@
 /* calibrate.c: what tracing adds to one CUDA call and one host range, on this host
  * (pd_prof_cost_t's calib_ns_per_call and calib_ns_per_range; the launch times it is the
- * difference of are kept too, calib_ns_launch_untraced and _traced).
+ * difference of are kept too, calib_ns_launch_untraced and _traced, and the traced
+ * launches' durations as CUPTI recorded them, calib_ns_launch_record). pd_calibrate runs
+ * once, before the first step; pd_calibrate_end runs the same measure again at each
+ * cycle's end (end_ns_per_call_sum, end_ns_per_range_sum), to show whether the first
+ * still holds after the window.
  *
  * GPU only: every path past its first CUDA call needs a device, so the unit tests, which
  * run the profiler on a scripted record source, never come here (gcovr.cfg); the
@@ -39,12 +43,18 @@ static bool cal_phase(cudaStream_t s, double *launch_ns, double *range_ns) {
   return true;
 }
 
-void pd_calibrate(pd_record_source_t *src, pd_prof_cost_t *cost) {
+/* What one calibration measured (ns; -1 where unknown). */
+typedef struct {
+  double per_call, per_range, launch_untraced, launch_traced, launch_record;
+} calib_figures_t;
+
+/* Untraced, traced, untraced again: the differences are what tracing adds. */
+static bool calibrate(pd_record_source_t *src, calib_figures_t *f) {
   const pd_record_source_ops_t *ops = src->ops;
   cudaStream_t s = NULL;
   if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
     (void)cudaGetLastError();
-    return;
+    return false;
   }
   double off = 0, on = 0, off2 = 0, r_off = 0, r_on = 0, r_off2 = 0;
   char err[256];
@@ -70,10 +80,37 @@ void pd_calibrate(pd_record_source_t *src, pd_prof_cost_t *cost) {
   ok = ok && cal_phase(s, &off2, &r_off2);
   (void)cudaStreamDestroy(s);
   (void)cudaGetLastError();
-  if (!ok) return;
-  cost->calib_ns_per_call = on - fmin(off, off2);
-  cost->calib_ns_per_range = r_on - fmin(r_off, r_off2);
-  cost->calib_ns_launch_untraced = fmin(off, off2);
-  cost->calib_ns_launch_traced = on;
-  cost->calib_ns_launch_record = rec;
+  if (!ok) return false;
+  *f = (calib_figures_t){
+      .per_call = on - fmin(off, off2),
+      .per_range = r_on - fmin(r_off, r_off2),
+      .launch_untraced = fmin(off, off2),
+      .launch_traced = on,
+      .launch_record = rec,
+  };
+  return true;
+}
+
+void pd_calibrate(pd_record_source_t *src, pd_prof_cost_t *cost) {
+  const int64_t t0 = pd_clock_now_ns();
+  calib_figures_t f;
+  if (calibrate(src, &f)) {
+    cost->calib_ns_per_call = f.per_call;
+    cost->calib_ns_per_range = f.per_range;
+    cost->calib_ns_launch_untraced = f.launch_untraced;
+    cost->calib_ns_launch_traced = f.launch_traced;
+    cost->calib_ns_launch_record = f.launch_record;
+  }
+  cost->calibrate_ms += (double)(pd_clock_now_ns() - t0) * 1e-6;
+}
+
+void pd_calibrate_end(pd_record_source_t *src, pd_prof_cost_t *cost) {
+  const int64_t t0 = pd_clock_now_ns();
+  calib_figures_t f;
+  if (calibrate(src, &f)) {
+    cost->end_ns_per_call_sum += f.per_call;
+    cost->end_ns_per_range_sum += f.per_range;
+    cost->end_cycles++;
+  }
+  cost->calibrate_ms += (double)(pd_clock_now_ns() - t0) * 1e-6;
 }

@@ -60,6 +60,11 @@ int pd_calibration_launch(int n, void *stream);
  * unknown. Everything it records is discarded and src is detached again (calibrate.c;
  * needs a GPU). */
 void pd_calibrate(pd_record_source_t *src, pd_prof_cost_t *cost);
+/* The same measure again, after a cycle's last step (src disabled and its records
+ * collected): adds its figures to cost->end_ns_per_call_sum and end_ns_per_range_sum and
+ * counts cost->end_cycles; a failure adds nothing. Both add their own time to
+ * cost->calibrate_ms. */
+void pd_calibrate_end(pd_record_source_t *src, pd_prof_cost_t *cost);
 
 /* ---- environment knobs (knobs.c) --------------------------------------------------------- */
 

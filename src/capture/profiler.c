@@ -332,13 +332,20 @@ static void cost_close_cycle(pd_prof_t *p) {
   t->enable_ms += c.enable_ms;
   t->flush_ms += c.flush_ms;
   t->parse_ms += c.parse_ms;
+  t->calibrate_ms += c.calibrate_ms;
+  t->end_ns_per_call_sum += c.end_ns_per_call_sum;
+  t->end_ns_per_range_sum += c.end_ns_per_range_sum;
+  t->end_cycles += c.end_cycles;
   pd_prof_cost_estimate(t);
   p->cost_cycle = c;
   p->buffers_seen = buffers;
   pd_prof_cost_init(&p->cost_open);
 }
 
-static int trace_ready(pd_prof_t *p) {
+/* Hands the collected cycle to on_trace_ready. With `calibrate_end` (a cycle ended by
+ * pd_prof_step, not pd_prof_stop, where the program may be exiting), the calibration runs
+ * again first, right after the cycle's last step (calibrate.c). */
+static int trace_ready(pd_prof_t *p, bool calibrate_end) {
   int rc = 0;
   const pd_record_source_ops_t *ops = p->src->ops;
   const pd_device_props_t *dev = ops->device(p->src);
@@ -360,6 +367,12 @@ static int trace_ready(pd_prof_t *p) {
             "(dropped-record count or record parsing); the trace may be incomplete\n",
             (unsigned long long)(errs - p->errors_seen), p->src->ops->name, (long long)p->step);
     p->errors_seen = errs;
+  }
+  if (calibrate_end && p->owns_src && pd_knob_calibrate()) {
+    /* its CUPTI buffers are no part of the cycle's */
+    const int64_t b0 = (int64_t)ops->buffers(p->src);
+    pd_calibrate_end(p->src, &p->cost_open);
+    p->buffers_seen += (int64_t)ops->buffers(p->src) - b0;
   }
   int64_t t_sort = pd_clock_now_ns();
   pd_trace_sort(p->cycle);
@@ -403,7 +416,7 @@ static int transit(pd_prof_t *p, pd_sched_action_t prev, int cur) {
     case PD_SCHED_RECORD:
       if (stopping) {
         rc = stop_trace(p, true);
-        rc = first_err(rc, trace_ready(p));
+        rc = first_err(rc, trace_ready(p, false));
       } else if (cur == PD_SCHED_NONE || cur == PD_SCHED_WARMUP) {
         /* Only an invalid schedule gets here (torch warns); the partial cycle is dropped. */
         rc = stop_trace(p, false);
@@ -413,7 +426,7 @@ static int transit(pd_prof_t *p, pd_sched_action_t prev, int cur) {
       break;
     case PD_SCHED_RECORD_AND_SAVE:
       rc = stop_trace(p, stopping);
-      rc = first_err(rc, trace_ready(p));
+      rc = first_err(rc, trace_ready(p, !stopping));
       if (cur == PD_SCHED_WARMUP) rc = first_err(rc, prepare_trace(p));
       if (cur_records) {
         rc = first_err(rc, prepare_trace(p));

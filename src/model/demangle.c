@@ -217,9 +217,8 @@ static void cxa_find(void) {
   *(void **)&g_cxa = f;
 }
 
-/* Demangles with __cxa_demangle into buf (cut to fit). Returns false where the process has
- * none or it refuses the name. */
-static bool cxa_demangle(const char *mangled, char *buf, size_t len) {
+bool pd_demangle_cxx_runtime(const char *mangled, char *buf, size_t len) {
+  if (mangled == NULL || buf == NULL || len == 0) return false;
   (void)pthread_once(&g_cxa_once, cxa_find);
   if (g_cxa == NULL) return false;
   int status = -1;
@@ -249,5 +248,5 @@ bool pd_demangle(const char *mangled, char *buf, size_t len) {
   }
   if (!d.fail && d.n > 0) return true;
   buf[0] = 0;
-  return cxa_demangle(mangled, buf, len);
+  return pd_demangle_cxx_runtime(mangled, buf, len);
 }

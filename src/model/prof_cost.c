@@ -4,7 +4,6 @@
 #include <cJSON.h>
 #include <math.h>
 #include <stdio.h>
-
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +92,13 @@ double pd_prof_cost_window_call_ns(const pd_prof_cost_t *c) {
   return w > 0.0 ? w : 0.0;
 }
 
+bool pd_prof_cost_end_calibration(const pd_prof_cost_t *c, double *ns_per_call, double *ns_per_range) {
+  const bool ok = c != NULL && c->end_cycles > 0;
+  if (ns_per_call != NULL) *ns_per_call = ok ? c->end_ns_per_call_sum / (double)c->end_cycles : -1.0;
+  if (ns_per_range != NULL) *ns_per_range = ok ? c->end_ns_per_range_sum / (double)c->end_cycles : -1.0;
+  return ok;
+}
+
 void pd_prof_cost_estimate(pd_prof_cost_t *c) {
   if (c == NULL) return;
   c->est_added_us_per_step = -1.0;
@@ -130,6 +136,7 @@ cJSON *pd_prof_cost_to_json(const pd_prof_cost_t *c, double step_s) {
   ok = ok && add_num(o, "enable_ms", round(c->enable_ms * 1000.0) / 1000.0, true);
   ok = ok && add_num(o, "flush_ms", round(c->flush_ms * 1000.0) / 1000.0, true);
   ok = ok && add_num(o, "parse_ms", round(c->parse_ms * 1000.0) / 1000.0, true);
+  ok = ok && add_num(o, "calibrate_ms", round(c->calibrate_ms * 1000.0) / 1000.0, true);
   cJSON *cj = ok ? cJSON_AddObjectToObject(o, "calibration") : NULL;
   ok = cj != NULL;
   ok = ok && add_num(cj, "ns_per_cuda_call", round(c->calib_ns_per_call * 10.0) / 10.0, cal);
@@ -145,6 +152,10 @@ cJSON *pd_prof_cost_to_json(const pd_prof_cost_t *c, double step_s) {
                      c->win_cycles > 0 ? round(c->win_ns_per_launch_sum / (double)c->win_cycles * 10.0) / 10.0 : 0.0,
                      c->win_cycles > 0);
   ok = ok && add_num(cj, "ns_per_cuda_call_window", round(win * 10.0) / 10.0, win >= 0.0);
+  double end_call = -1.0, end_range = -1.0;
+  const bool end = pd_prof_cost_end_calibration(c, &end_call, &end_range);
+  ok = ok && add_num(cj, "ns_per_cuda_call_end", round(end_call * 10.0) / 10.0, end);
+  ok = ok && add_num(cj, "ns_per_host_range_end", round(end_range * 10.0) / 10.0, end);
   if (!ok) {
     cJSON_Delete(o);
     return NULL;

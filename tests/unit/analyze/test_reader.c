@@ -622,23 +622,8 @@ static const struct {
 
 /* The C++ runtime's demangling of m where this process has it, else m itself: what
  * pd_demangle's fallback gives for a name the project's own demangler does not cover. */
-typedef char *(*cxa_fn)(const char *, char *, size_t *, int *);
 static const char *runtime_or_raw(const char *m, char *buf, size_t len) {
-  void *f = dlsym(RTLD_DEFAULT, "__cxa_demangle");
-  if (f == NULL) {
-    void *h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_NOLOAD);
-    if (h != NULL) f = dlsym(h, "__cxa_demangle");
-  }
-  if (f == NULL) return m;
-  int status = -1;
-  char *d = ((cxa_fn)f)(m, NULL, NULL, &status);
-  const char *out = m;
-  if (status == 0 && d != NULL && d[0] != 0) {
-    snprintf(buf, len, "%s", d);
-    out = buf;
-  }
-  free(d);
-  return out;
+  return pd_demangle_cxx_runtime(m, buf, len) ? buf : m;
 }
 
 Test(reader, kernel_names_demangled) {

@@ -147,6 +147,36 @@ Test(prof_cost, window_call_cost_is_recorded_not_used) {
   cJSON_Delete(j);
 }
 
+/* The calibration run again at cycle ends: the mean over the cycles it ran in, in the
+ * JSON beside the start's; unknown (null, -1) where it never ran. */
+Test(prof_cost, end_calibration_is_the_mean_over_cycles) {
+  pd_prof_cost_t c;
+  pd_prof_cost_init(&c);
+  double call = 0.0, range = 0.0;
+  cr_expect_not(pd_prof_cost_end_calibration(&c, &call, &range));
+  cr_expect_eq(call, -1.0);
+  cr_expect_eq(range, -1.0);
+  cr_expect_not(pd_prof_cost_end_calibration(NULL, &call, NULL));
+  cJSON *j = pd_prof_cost_to_json(&c, 0.001);
+  cr_assert_not_null(j);
+  const cJSON *cal = cJSON_GetObjectItem(j, "calibration");
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cal, "ns_per_cuda_call_end")));
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cal, "ns_per_host_range_end")));
+  cJSON_Delete(j);
+  c.end_ns_per_call_sum = 1800.0 + 2600.0, c.end_ns_per_range_sum = 90.0 + 130.0, c.end_cycles = 2;
+  c.calibrate_ms = 41.25;
+  cr_expect(pd_prof_cost_end_calibration(&c, &call, &range));
+  cr_expect_float_eq(call, 2200.0, 1e-9);
+  cr_expect_float_eq(range, 110.0, 1e-9);
+  j = pd_prof_cost_to_json(&c, 0.001);
+  cr_assert_not_null(j);
+  cal = cJSON_GetObjectItem(j, "calibration");
+  cr_expect_float_eq(cJSON_GetObjectItem(cal, "ns_per_cuda_call_end")->valuedouble, 2200.0, 1e-9);
+  cr_expect_float_eq(cJSON_GetObjectItem(cal, "ns_per_host_range_end")->valuedouble, 110.0, 1e-9);
+  cr_expect_float_eq(cJSON_GetObjectItem(j, "calibrate_ms")->valuedouble, 41.25, 1e-9);
+  cJSON_Delete(j);
+}
+
 static double num(const cJSON *o, const char *k) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
   cr_assert(cJSON_IsNumber(v), "\"%s\" missing or not a number", k);
