@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pd_run_overhead.sh BUILD_DIR OUT_DIR [ROUNDS]: where pd_run's added time on a PyTorch step
+# pd_run_overhead.sh BUILD_DIR OUT_DIR [ROUNDS] [MODES]: where pd_run's added time on a PyTorch step
 # goes, measured two ways, side by side with torch.profiler. GPU host with torch; about
 # 40 s per round.
 #
@@ -20,12 +20,14 @@
 #   within  mean profiled step minus the same process's unprofiled steps (median over rounds)
 # "within" cancels the 15-25% between processes (docs/gate.md); under --step_kernel its
 # unprofiled steps already carry CUPTI's attached cost, so "within" misses that part there.
+# MODES (comma-separated, default all seven) runs only those; "off" is always run, since
+# "across" is measured against it.
 # Also printed: pd_run's profiler_cost estimate (est_added_us_per_step, its source) and
 # records per step. Exit 0; 2 bad setup.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 root=$PWD
-usage="usage: bench/overhead/pd_run_overhead.sh BUILD_DIR OUT_DIR [ROUNDS]"
+usage="usage: bench/overhead/pd_run_overhead.sh BUILD_DIR OUT_DIR [ROUNDS] [MODES]"
 [ "$#" -ge 2 ] || { echo "$usage" >&2; exit 2; }
 build=$1
 out=$2
@@ -33,6 +35,17 @@ rounds=${3:-4}
 case "$rounds" in '' | *[!0-9]*) echo "pd_run_overhead: ROUNDS must be a whole number, got '$rounds'" >&2; exit 2 ;; esac
 case "$build" in /*) ;; *) build=$root/$build ;; esac
 case "$out" in /*) ;; *) out=$root/$out ;; esac
+all_modes=(off kernel range konly tdef tfull tcuda)
+modes=(off)
+if [ -n "${4:-}" ]; then
+  IFS=, read -r -a want <<<"$4"
+  for w in "${want[@]}"; do
+    case " ${all_modes[*]} " in *" $w "*) ;; *) echo "pd_run_overhead: unknown mode '$w' (one of: ${all_modes[*]})" >&2; exit 2 ;; esac
+    [ "$w" = off ] || modes+=("$w")
+  done
+else
+  modes=("${all_modes[@]}")
+fi
 pd_run=$build/src/cli/pd_run/pd_run
 [ -x "$pd_run" ] || { echo "pd_run_overhead: $pd_run missing: build the tree first" >&2; exit 2; }
 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1 ||
@@ -44,7 +57,6 @@ W=14
 N=30
 step=$root/tests/torch/train_step.py
 sched=(--skip_first "$W" --wait 0 --warmup 1 --active "$N")
-modes=(off kernel range konly tdef tfull tcuda)
 for r in $(seq 1 "$rounds"); do
   order=()
   for i in "${!modes[@]}"; do order+=("${modes[$(((i + r - 1) % ${#modes[@]}))]}"); done
