@@ -22,8 +22,10 @@
 # unprofiled steps already carry CUPTI's attached cost, so "within" misses that part there.
 # MODES (comma-separated, default all seven) runs only those; "off" is always run, since
 # "across" is measured against it.
-# Also printed: pd_run's profiler_cost estimate (est_added_us_per_step, its source) and
-# records per step. Exit 0; 2 bad setup.
+# Also printed: pd_run's profiler_cost estimate (est_added_us_per_step, its source), the added
+# time it measured in its own process (measured_added_us_per_step: median recorded step
+# against median untraced step before the window, as its library timed them) and records
+# per step. Exit 0; 2 bad setup.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 root=$PWD
@@ -88,10 +90,10 @@ def load(p):
 t = {(m, r): load(f"{d}/timing_{m}_{r}.json") for m in modes for r in range(1, rounds + 1)}
 def mean_us(x):
     return st.fmean(x) * 1e3
-print(f"{'mode':7s} {'step us':>9s} {'pre us':>9s} {'across us':>10s} {'within us':>10s} {'est us':>8s} {'est from':>12s} {'rec/step':>9s}  rounds (within)")
+print(f"{'mode':7s} {'step us':>9s} {'pre us':>9s} {'across us':>10s} {'within us':>10s} {'est us':>8s} {'meas us':>8s} {'est from':>12s} {'rec/step':>9s}  rounds (within)")
 res = {}
 for m in modes:
-    step, pre, across, within, est, src, rps = [], [], [], [], [], [], []
+    step, pre, across, within, est, meas, src, rps = [], [], [], [], [], [], [], []
     for r in range(1, rounds + 1):
         x, off = t[(m, r)], t[("off", r)]
         if not x or not x.get("step_ms") or len(x.get("pre_step_ms", [])) < 3:
@@ -106,11 +108,13 @@ for m in modes:
         if isinstance(c.get("est_added_us_per_step"), (int, float)):
             est.append(c["est_added_us_per_step"])
             src.append(str(c.get("est_source", "calibration")))
+        if isinstance(c.get("measured_added_us_per_step"), (int, float)):
+            meas.append(c["measured_added_us_per_step"])
         if isinstance(c.get("records_per_step"), (int, float)):
             rps.append(c["records_per_step"])
     med = lambda v: st.median(v) if v else float("nan")
     res[m] = {"across": med(across), "within": med(within)}
-    print(f"{m:7s} {med(step):9.1f} {med(pre):9.1f} {med(across):10.1f} {med(within):10.1f} {med(est):8.1f} "
+    print(f"{m:7s} {med(step):9.1f} {med(pre):9.1f} {med(across):10.1f} {med(within):10.1f} {med(est):8.1f} {med(meas):8.1f} "
           f"{(src[0] if src else '-'):>12s} {med(rps):9.0f}  {' '.join(f'{w:.0f}' for w in within)}")
 for ours in ("kernel", "range", "tcuda"):
     for how in ("across", "within"):

@@ -280,9 +280,14 @@ typedef struct {
                                   pd_prof_stop(), where the program may be exiting) */
   double calibrate_ms;         /* calibrating, at start and at the cycles' ends */
   double est_added_us_per_step; /* < 0: unknown (not calibrated, or no step recorded) */
+  double measured_added_us_per_step; /* measured in the process (pd_prof_cost_measure); NaN:
+                                        not measured */
+  int64_t measured_untraced_steps;   /* the untraced step periods it compared ... */
+  int64_t measured_traced_steps;     /* ... with this many recorded ones */
 } pd_prof_cost_t;
 
-/* Sets every count to 0 and the calibration and estimate to -1 (unknown). */
+/* Sets every count to 0, the calibration and estimate to -1 (unknown) and the measured
+ * added time to NaN (not measured). */
 void pd_prof_cost_init(pd_prof_cost_t *c);
 /* Counts what `cycle` holds into c (records, api_calls, gpu_activities, host_ranges,
  * steps), adding to what c has. */
@@ -315,6 +320,17 @@ bool pd_prof_cost_per_event(const pd_prof_cost_t *c, double *ns_per_call, double
 /* Sets c->est_added_us_per_step from the counts and pd_prof_cost_per_event: (api_calls x
  * per call + host_ranges x per range) / steps, in us; -1 when not calibrated or no step. */
 void pd_prof_cost_estimate(pd_prof_cost_t *c);
+/* What the profiler added to a step, measured in the process rather than estimated: the
+ * median period (seconds, one iteration each, whatever the step does between its work) of
+ * the recorded steps minus the median of the same process's untraced ones, in us, into
+ * c->measured_added_us_per_step with the two counts. It holds everything tracing cost the
+ * step, including what the calibration does not see (calls CUPTI instruments without
+ * recording them, a program's heavier calls); it can be negative where the two medians
+ * differ by less than the steps' own spread. The caller leaves out periods that carry
+ * anything else (the trace write, an injected slowdown, one-time warm-up). Fewer than 3 of
+ * either, or a period that is not a finite number in (0, 1e4) s: NaN and counts 0. */
+void pd_prof_cost_measure(pd_prof_cost_t *c, const double *untraced_s, size_t n_untraced, const double *traced_s,
+                          size_t n_traced);
 
 #ifdef __cplusplus
 }

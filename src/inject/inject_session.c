@@ -39,6 +39,10 @@
 #define LOG_PREFIX "pd_inject"
 /* Kernel-name cache: distinct kernel names a program launches (a torch step: a few hundred). */
 #define MATCH_SLOTS 4096
+/* Step periods kept for the measured added time, per kind (untraced, recorded). */
+#define PERIOD_SLOTS 4096
+/* Untraced periods left out at the run's start: one-time warm-up (allocator, autotuning). */
+#define PERIODS_SKIPPED 2
 /* Open NVTX start/end ranges at once; more are not recorded (counted). */
 #define SPAN_SLOTS 1024
 
@@ -66,6 +70,13 @@ struct pd_inject_session {
   atomic_bool stopped;  /* failed or finished: nothing more is recorded */
   pd_prof_t *prof;
   int64_t steps_taken;
+  /* step periods (under lock): the time from one step's end to the next's, by whether the
+   * step was untraced or recorded, for pd_prof_cost_measure */
+  int64_t last_boundary_ns; /* 0: none yet */
+  int64_t untraced_seen;    /* untraced periods met, kept or not */
+  bool after_cycle;         /* the period now running carries a cycle's write */
+  double untraced_s[PERIOD_SLOTS], traced_s[PERIOD_SLOTS];
+  size_t nuntraced, ntraced;
   /* accumulators, under lock */
   pd_op_table_t *ops, *kernels;
   double *step_s, *wait_s;
@@ -327,6 +338,7 @@ static void profiler_start(pd_inject_session_t *s) {
     atomic_store(&s->stopped, true);
   } else {
     rc = pd_prof_start(s->prof);
+    s->last_boundary_ns = pd_clock_now_ns(); /* step 0 begins */
     atomic_store(&s->started, true);
     if (rc != 0) give_up(s, "profiler start", rc);
   }
@@ -334,11 +346,29 @@ static void profiler_start(pd_inject_session_t *s) {
   pthread_mutex_unlock(&s->lock);
 }
 
+/* Keeps the period of the step ending now, by its schedule action: untraced ones (not the
+ * run's first PERIODS_SKIPPED, not one that follows a cycle's end, which carries its trace
+ * write and calibration) and recorded ones; warmup steps are neither. */
+static void period_note(pd_inject_session_t *s, int64_t now_ns, pd_sched_action_t a) {
+  if (s->last_boundary_ns > 0) {
+    const double p = (double)(now_ns - s->last_boundary_ns) * 1e-9;
+    if (a == PD_SCHED_NONE && !s->after_cycle) {
+      if (s->untraced_seen++ >= PERIODS_SKIPPED && s->nuntraced < PERIOD_SLOTS) s->untraced_s[s->nuntraced++] = p;
+    } else if ((a == PD_SCHED_RECORD || a == PD_SCHED_RECORD_AND_SAVE) && s->ntraced < PERIOD_SLOTS) {
+      s->traced_s[s->ntraced++] = p;
+    }
+  }
+  s->after_cycle = a == PD_SCHED_RECORD_AND_SAVE;
+  s->last_boundary_ns = now_ns;
+}
+
 /* Ends the current step (ProfilerStep#N) and begins the next. */
 static void profiler_step(pd_inject_session_t *s) {
+  const int64_t now = pd_clock_now_ns(); /* the step's end, before any of the profiler's work */
   pthread_mutex_lock(&s->lock);
   if (s->prof != NULL && !atomic_load(&s->stopped)) {
     t_busy = true;
+    period_note(s, now, pd_schedule_action(&s->cfg.schedule, pd_prof_current_step(s->prof)));
     if (step_closes_cycle(s) && s->env.device_sync != NULL) s->env.device_sync();
     int rc = pd_prof_step(s->prof);
     s->steps_taken = pd_prof_current_step(s->prof);
@@ -543,6 +573,7 @@ int pd_inject_session_finish(pd_inject_session_t *s) {
   }
   pd_prof_cost_t cost;
   (void)pd_prof_cost(s->prof, &cost, NULL);
+  pd_prof_cost_measure(&cost, s->untraced_s, s->nuntraced, s->traced_s, s->ntraced);
   const double dropped = (double)pd_prof_dropped_records(s->prof);
   atomic_store(&s->stopped, true);
   char path[PD_INJECT_PATH_MAX + 64];

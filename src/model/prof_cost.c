@@ -20,6 +20,7 @@ void pd_prof_cost_init(pd_prof_cost_t *c) {
   c->calib_ns_launch_traced = -1.0;
   c->calib_ns_launch_record = -1.0;
   c->est_added_us_per_step = -1.0;
+  c->measured_added_us_per_step = NAN;
 }
 
 /* A runtime kernel-launch call (cudaLaunchKernel, its _ptsz and Ex forms, and the
@@ -127,6 +128,25 @@ void pd_prof_cost_estimate(pd_prof_cost_t *c) {
   c->est_added_us_per_step = ns / (double)c->steps / 1000.0;
 }
 
+/* The median of n periods into *med; false where n < 3 or one is not in (0, 1e4) s. */
+static bool periods_median(const double *p, size_t n, double *med) {
+  if (p == NULL || n < 3) return false;
+  for (size_t i = 0; i < n; i++)
+    if (!(p[i] > 0.0 && p[i] < 1e4)) return false;
+  *med = pd_quantile(p, n, 0.5);
+  return true;
+}
+
+void pd_prof_cost_measure(pd_prof_cost_t *c, const double *untraced_s, size_t n_untraced, const double *traced_s,
+                          size_t n_traced) {
+  if (c == NULL) return;
+  double u, t;
+  const bool ok = periods_median(untraced_s, n_untraced, &u) && periods_median(traced_s, n_traced, &t);
+  c->measured_added_us_per_step = ok ? (t - u) * 1e6 : NAN;
+  c->measured_untraced_steps = ok ? (int64_t)n_untraced : 0;
+  c->measured_traced_steps = ok ? (int64_t)n_traced : 0;
+}
+
 static bool add_num(cJSON *o, const char *key, double v, bool known) {
   cJSON *item = known && isfinite(v) ? cJSON_AddNumberToObject(o, key, v) : cJSON_AddNullToObject(o, key);
   return item != NULL;
@@ -143,6 +163,10 @@ cJSON *pd_prof_cost_to_json(const pd_prof_cost_t *c, double step_s) {
   ok = ok && add_num(o, "est_added_fraction_of_step",
                      step_s > 0.0 ? round(c->est_added_us_per_step * 1e-6 / step_s * 1e4) / 1e4 : 0.0,
                      est && step_s > 0.0 && isfinite(step_s));
+  const bool meas = isfinite(c->measured_added_us_per_step);
+  ok = ok && add_num(o, "measured_added_us_per_step", round(c->measured_added_us_per_step * 100.0) / 100.0, meas);
+  ok = ok && add_num(o, "measured_untraced_steps", (double)c->measured_untraced_steps, meas);
+  ok = ok && add_num(o, "measured_traced_steps", (double)c->measured_traced_steps, meas);
   ok = ok && add_num(o, "cycles", (double)c->cycles, true);
   ok = ok && add_num(o, "steps", steps, true);
   ok = ok && add_num(o, "records", (double)c->records, true);

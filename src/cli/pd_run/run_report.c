@@ -44,6 +44,12 @@ static double num(const cJSON *obj, const char *key) {
   return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble >= 0 ? v->valuedouble : NAN;
 }
 
+/* A number that may be negative (a measured difference), within +-1e9; else NaN. */
+static double signed_num(const cJSON *obj, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  return cJSON_IsNumber(v) && isfinite(v->valuedouble) && fabs(v->valuedouble) <= 1e9 ? v->valuedouble : NAN;
+}
+
 static const char *str(const cJSON *obj, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
   return cJSON_IsString(v) ? v->valuestring : NULL;
@@ -137,7 +143,17 @@ int pd_run_report_file(FILE *out, const char *path, int top_n) {
   print_verdict(out, cJSON_GetObjectItemCaseSensitive(root, "verdict"));
   const cJSON *cost = cJSON_GetObjectItemCaseSensitive(root, "profiler_cost");
   double est = num(cost, "est_added_us_per_step");
-  if (!isnan(est)) fprintf(out, "Profiler cost: about %.1f us per step (estimate, calibrated on this host)\n", est);
+  double meas = signed_num(cost, "measured_added_us_per_step");
+  if (!isnan(est) || !isnan(meas)) {
+    fprintf(out, "Profiler cost:");
+    if (!isnan(est)) fprintf(out, " about %.1f us per step (estimate, calibrated on this host)", est);
+    /* the counts are range-checked like every number read here */
+    double nt = num(cost, "measured_traced_steps"), nu = num(cost, "measured_untraced_steps");
+    if (!isnan(meas) && nt >= 3 && nt <= 1e9 && nu >= 3 && nu <= 1e9)
+      fprintf(out, "%s%+.1f us per step measured in the process (median of %.0f recorded steps against %.0f untraced)",
+              isnan(est) ? " " : "; ", meas, nt, nu);
+    fprintf(out, "\n");
+  }
   const cJSON *tf;
   cJSON_ArrayForEach(tf, cJSON_GetObjectItemCaseSensitive(root, "trace_files")) {
     if (cJSON_IsString(tf)) fprintf(out, "Trace:   %s\n", pd_term_escape_line(shown, sizeof shown, tf->valuestring));

@@ -20,6 +20,7 @@
  */
 #include <inttypes.h>
 #include <malloc.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -399,6 +400,9 @@ static void demo_print_cost(const pd_prof_cost_t *c, double step_s) {
     printf("Profiler cost: not estimated (no calibration: PD_PROF_CALIBRATE=0 or it failed); %.0f records per step",
            per_step);
   }
+  if (isfinite(c->measured_added_us_per_step))
+    printf("; measured in this process: %+.1f us per step (median of %lld recorded steps against %lld untraced)",
+           c->measured_added_us_per_step, (long long)c->measured_traced_steps, (long long)c->measured_untraced_steps);
   printf("; outside the steps: flush %.1f ms, parse %.1f ms, %lld buffers\n", c->flush_ms, c->parse_ms,
          (long long)c->buffers);
 }
@@ -921,6 +925,11 @@ static int demo_phase_verdict(demo_run_t *r) {
   if (cfg->no_profile || r->pl.cycles > 1) m->steps = r->nsamples;
   if (!cfg->no_profile) {
     (void)pd_prof_cost(r->prof, &r->cost, NULL);
+    /* The warmup's periods are the same loop untraced; the last recorded one carries the
+     * trace write. An injected slowdown (test only) starts after the warmup: no measure. */
+    if (cfg->inject_slowdown <= 0 && cfg->inject_gpu_slowdown <= 0 && r->nsamples > 1)
+      pd_prof_cost_measure(&r->cost, r->warm_period_s, (size_t)r->nwarm_period, r->period_s,
+                           (size_t)r->nsamples - 1);
     const double dropped = (double)pd_prof_dropped_records(r->prof);
     if (dropped > m->dropped_records) m->dropped_records = dropped;
     if (m->dropped_records > 0)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "inject.h"
 #include "pd/pd_common.h"
@@ -176,6 +177,42 @@ Test(inject_session, each_matching_launch_ends_a_step) {
   free(trace);
   cJSON_Delete(j);
   cr_assert_not_null(strstr(log_text(), "2 profiled steps"), "%s", log_text());
+  pd_inject_session_destroy(s);
+}
+
+static void sleep_us(long us) {
+  struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+/* The added time measured in the process: recorded steps 4 ms longer than the untraced ones
+ * before the window give about +4000 us, from the untraced periods after the run's first
+ * two and the recorded ones (the warmup step's is neither). */
+Test(inject_session, the_added_time_is_measured_against_the_untraced_steps) {
+  pd_inject_config_t c;
+  pd_inject_config_init(&c);
+  snprintf(c.step_kernel, sizeof c.step_kernel, "^optim_step$");
+  c.schedule = (pd_schedule_t){.skip_first = 0, .wait = 6, .warmup = 1, .active = 4, .repeat = 1};
+  c.schedule_set = true;
+  pd_inject_session_t *s = session_make(&c);
+  for (int step = 0; step < 11; step++) {
+    launch(s, "_Z7forwardPf");
+    sleep_us(step >= 7 ? 6000 : 2000); /* steps 7..10 are recorded */
+    launch(s, "_Z10optim_stepPf");
+  }
+  cr_assert_eq(pd_inject_session_finish(s), 0, "%s", log_text());
+  char path[300];
+  snprintf(path, sizeof path, "%s/m.json", g_dir);
+  cJSON *j = pd_test_json_read(path);
+  const cJSON *pc = cJSON_GetObjectItem(j, "profiler_cost");
+  const cJSON *added = cJSON_GetObjectItem(pc, "measured_added_us_per_step");
+  cr_assert(cJSON_IsNumber(added), "measured_added_us_per_step missing");
+  /* sleeps overshoot on a busy host, both kinds alike: the difference stays near 4000 */
+  cr_expect(added->valuedouble > 3000 && added->valuedouble < 8000, "got %.1f us", added->valuedouble);
+  cr_expect_eq(cJSON_GetObjectItem(pc, "measured_untraced_steps")->valuedouble, 4.0, "steps 2..5");
+  cr_expect_eq(cJSON_GetObjectItem(pc, "measured_traced_steps")->valuedouble, 4.0, "steps 7..10");
+  cJSON_Delete(j);
   pd_inject_session_destroy(s);
 }
 

@@ -197,6 +197,44 @@ Test(prof_cost, end_calibration_is_the_mean_over_cycles) {
   cr_expect_not(with_end);
 }
 
+/* The added time measured in the process: median recorded period minus median untraced
+ * period; NaN (null in the JSON) with fewer than 3 of either or a period out of range. */
+Test(prof_cost, measured_added_time_is_the_difference_of_medians) {
+  pd_prof_cost_t c;
+  pd_prof_cost_init(&c);
+  cr_expect(isnan(c.measured_added_us_per_step), "not measured after init");
+  const double untraced[] = {0.0010, 0.0011, 0.0050, 0.0012}; /* median 1.15 ms: the outlier does not move it */
+  const double traced[] = {0.0014, 0.0013, 0.0015};            /* median 1.4 ms */
+  pd_prof_cost_measure(&c, untraced, 4, traced, 3);
+  cr_expect_float_eq(c.measured_added_us_per_step, 250.0, 1e-6, "got %f", c.measured_added_us_per_step);
+  cr_expect_eq(c.measured_untraced_steps, 4);
+  cr_expect_eq(c.measured_traced_steps, 3);
+  cJSON *j = pd_prof_cost_to_json(&c, 0.0014);
+  cr_assert_not_null(j);
+  cr_expect_float_eq(cJSON_GetObjectItem(j, "measured_added_us_per_step")->valuedouble, 250.0, 1e-6);
+  cr_expect_eq(cJSON_GetObjectItem(j, "measured_traced_steps")->valuedouble, 3.0);
+  cJSON_Delete(j);
+  pd_prof_cost_measure(&c, traced, 3, untraced, 4); /* faster when traced: negative, kept */
+  cr_expect_float_eq(c.measured_added_us_per_step, -250.0, 1e-6);
+  pd_prof_cost_measure(&c, untraced, 2, traced, 3);
+  cr_expect(isnan(c.measured_added_us_per_step), "two untraced periods are too few");
+  cr_expect_eq(c.measured_untraced_steps, 0);
+  const double bad[] = {0.001, -0.001, 0.001};
+  pd_prof_cost_measure(&c, bad, 3, traced, 3);
+  cr_expect(isnan(c.measured_added_us_per_step), "a negative period");
+  const double huge[] = {0.001, 1e5, 0.001};
+  pd_prof_cost_measure(&c, untraced, 4, huge, 3);
+  cr_expect(isnan(c.measured_added_us_per_step), "a period over 1e4 s");
+  pd_prof_cost_measure(&c, NULL, 3, traced, 3);
+  cr_expect(isnan(c.measured_added_us_per_step));
+  j = pd_prof_cost_to_json(&c, 0.0014);
+  cr_assert_not_null(j);
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "measured_added_us_per_step")));
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "measured_traced_steps")));
+  cJSON_Delete(j);
+  pd_prof_cost_measure(NULL, untraced, 4, traced, 3); /* no crash */
+}
+
 static double num(const cJSON *o, const char *k) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
   cr_assert(cJSON_IsNumber(v), "\"%s\" missing or not a number", k);
