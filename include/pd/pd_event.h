@@ -237,11 +237,6 @@ void pd_trace_set_calibration(pd_trace_t *trace, double ns_per_call, double ns_p
 /* Returns true and the figures when the trace carries a calibration (either pointer may be
  * NULL). */
 bool pd_trace_calibration(const pd_trace_t *trace, double *ns_per_call, double *ns_per_range);
-/* Says that the calibration is the mean of the one taken at start and the one taken at the
- * cycle's end (pd_prof_cost_per_event), not the start's alone; the replay names it. */
-void pd_trace_set_calibration_with_end(pd_trace_t *trace, bool with_end);
-/* True when the trace carries a calibration and it spans the window that way. */
-bool pd_trace_calibration_with_end(const pd_trace_t *trace);
 
 /* What the profiler itself cost: for one cycle (pd_prof_cycle_cost) or the whole run
  * (pd_prof_cost). The estimate of the time it added inside the recorded steps comes from
@@ -302,23 +297,18 @@ void pd_prof_cost_count(pd_prof_cost_t *c, const pd_trace_t *cycle);
  * than the calibration's empty kernel as profiler cost (docs/diagnosis.md). */
 double pd_prof_cost_window_call_ns(const pd_prof_cost_t *c);
 /* The calibration as run again at the cycles' ends (the mean over those cycles of
- * end_ns_per_call_sum and end_ns_per_range_sum): recorded
- * (profiler_cost.calibration.ns_per_cuda_call_end, ns_per_host_range_end) to show whether
- * the start calibration still holds after the window (bench/diagnosis/calib_drift.sh).
+ * end_ns_per_call_sum and end_ns_per_range_sum): recorded, not used
+ * (profiler_cost.calibration.ns_per_cuda_call_end, ns_per_host_range_end), to show whether
+ * the start calibration still holds after the window (bench/diagnosis/calib_drift.sh; the
+ * mean of both predicted the unprofiled step no better than the start's, docs/diagnosis.md).
  * Returns false, and -1 in both, where it never ran. Either pointer may be NULL. */
 bool pd_prof_cost_end_calibration(const pd_prof_cost_t *c, double *ns_per_call, double *ns_per_range);
 /* The median duration of the runtime kernel-launch calls (cudaLaunchKernel and its forms)
  * in t, in ns; -1 when it has none. */
 double pd_prof_cost_launch_median_ns(const pd_trace_t *t);
-/* The profiler's cost of one traced call and one host range that the estimate and the
- * replay use (ns): the mean of the calibration taken at start and the one taken at the
- * cycles' ends (pd_prof_cost_end_calibration), which bracket the recorded window, where the
- * end's ran; else the start's. Negative figures (noise) count as 0. Returns false, and -1
- * in both, when not calibrated at start; *with_end says whether the end's took part.
- * Any pointer may be NULL. */
-bool pd_prof_cost_per_event(const pd_prof_cost_t *c, double *ns_per_call, double *ns_per_range, bool *with_end);
-/* Sets c->est_added_us_per_step from the counts and pd_prof_cost_per_event: (api_calls x
- * per call + host_ranges x per range) / steps, in us; -1 when not calibrated or no step. */
+/* Sets c->est_added_us_per_step from the counts and the calibration: (api_calls x
+ * calib_ns_per_call + host_ranges x calib_ns_per_range) / steps, in us; -1 when not
+ * calibrated or no step. Negative calibrations (noise) count as 0. */
 void pd_prof_cost_estimate(pd_prof_cost_t *c);
 /* What the profiler added to a step, measured in the process rather than estimated: the
  * median period (seconds, one iteration each, whatever the step does between its work) of

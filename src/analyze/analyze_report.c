@@ -82,10 +82,7 @@ static int whole_trace_verdict(const pd_trace_t *trace, pd_analysis_t *a) {
   for (size_t i = 0; i < pd_trace_device_count(trace) && rc == 0; i++)
     rc = pd_trace_add_device(w, &pd_trace_devices(trace)[i]);
   double call, range;
-  if (pd_trace_calibration(trace, &call, &range)) {
-    pd_trace_set_calibration(w, call, range);
-    pd_trace_set_calibration_with_end(w, pd_trace_calibration_with_end(trace));
-  }
+  if (pd_trace_calibration(trace, &call, &range)) pd_trace_set_calibration(w, call, range);
   pd_trace_sort(w);
   pd_trace_index_t ix;
   if (rc == 0) rc = pd_trace_index_build(w, &ix);

@@ -378,13 +378,7 @@ static int trace_ready(pd_prof_t *p, bool calibrate_end) {
   pd_trace_sort(p->cycle);
   p->cost_open.parse_ms += ms_since(t_sort);
   cost_close_cycle(p);
-  /* the cycle's own: the start's with this cycle's end, which bracket its window */
-  double call, range;
-  bool with_end;
-  if (pd_prof_cost_per_event(&p->cost_cycle, &call, &range, &with_end)) {
-    pd_trace_set_calibration(p->cycle, call, range);
-    pd_trace_set_calibration_with_end(p->cycle, with_end);
-  }
+  pd_trace_set_calibration(p->cycle, p->cost_total.calib_ns_per_call, p->cost_total.calib_ns_per_range);
   if (rc == 0 && p->cfg.on_trace_ready != NULL) {
     rc = p->cfg.on_trace_ready(p, p->cycle, p->cfg.user);
     if (rc != 0) {

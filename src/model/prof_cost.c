@@ -100,31 +100,11 @@ bool pd_prof_cost_end_calibration(const pd_prof_cost_t *c, double *ns_per_call, 
   return ok;
 }
 
-bool pd_prof_cost_per_event(const pd_prof_cost_t *c, double *ns_per_call, double *ns_per_range, bool *with_end) {
-  double call = -1.0, range = -1.0, end_call, end_range;
-  bool end = false;
-  const bool ok = c != NULL && c->calib_ns_per_call >= 0.0 && c->calib_ns_per_range >= 0.0;
-  if (ok) {
-    call = c->calib_ns_per_call, range = c->calib_ns_per_range;
-    end = pd_prof_cost_end_calibration(c, &end_call, &end_range) && isfinite(end_call) && isfinite(end_range);
-    if (end) {
-      /* a negative end figure is noise around 0, like a negative start */
-      call = (call + fmax(end_call, 0.0)) / 2.0;
-      range = (range + fmax(end_range, 0.0)) / 2.0;
-    }
-  }
-  if (ns_per_call != NULL) *ns_per_call = call;
-  if (ns_per_range != NULL) *ns_per_range = range;
-  if (with_end != NULL) *with_end = end;
-  return ok;
-}
-
 void pd_prof_cost_estimate(pd_prof_cost_t *c) {
   if (c == NULL) return;
   c->est_added_us_per_step = -1.0;
-  double call, range;
-  if (c->steps <= 0 || !pd_prof_cost_per_event(c, &call, &range, NULL)) return;
-  const double ns = (double)c->api_calls * call + (double)c->host_ranges * range;
+  if (c->steps <= 0 || !(c->calib_ns_per_call >= 0.0) || !(c->calib_ns_per_range >= 0.0)) return;
+  const double ns = (double)c->api_calls * c->calib_ns_per_call + (double)c->host_ranges * c->calib_ns_per_range;
   c->est_added_us_per_step = ns / (double)c->steps / 1000.0;
 }
 

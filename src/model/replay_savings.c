@@ -51,9 +51,7 @@ int pd_replay_fill_metrics(const pd_trace_t *trace, const pd_trace_index_t *ix, 
   if (trace == NULL || ix == NULL || m == NULL) return PD_EINVAL;
   pd_replay_cost_t dflt = pd_replay_cost_default(looks_like_torch(trace));
   if (pd_trace_calibration(trace, &dflt.ns_per_call, &dflt.ns_per_range))
-    dflt.source = pd_trace_calibration_with_end(trace)
-                      ? "calibration of the recording host, mean of start and cycle end (profilerCost)"
-                      : "calibration of the recording host (profilerCost)";
+    dflt.source = "calibration of the recording host (profilerCost)";
   if (cost == NULL || !(cost->ns_per_call >= 0) || !(cost->ns_per_range >= 0)) cost = &dflt;
   pd_replay_t *r = NULL;
   int rc = pd_replay_build(trace, ix, cost, &r);

@@ -75,7 +75,6 @@ struct pd_trace {
 
   uint64_t dropped;
   double calib_ns_per_call, calib_ns_per_range; /* < 0: not calibrated */
-  bool calib_with_end; /* the figures are the mean of the start's and the cycle end's */
 };
 
 pd_trace_t *pd_trace_create(void) {
@@ -107,7 +106,6 @@ void pd_trace_reset(pd_trace_t *trace) {
   trace->ndevices = 0;
   trace->dropped = 0;
   trace->calib_ns_per_call = trace->calib_ns_per_range = -1.0;
-  trace->calib_with_end = false;
   if (trace->slots != NULL) memset(trace->slots, 0, trace->nslots * sizeof(*trace->slots));
   trace->nstrings = 0;
   /* Keep the newest chunk (the usual case: one cycle's strings fit in a few chunks);
@@ -337,14 +335,6 @@ void pd_trace_set_calibration(pd_trace_t *trace, double ns_per_call, double ns_p
   bool ok = ns_per_call >= 0 && ns_per_call <= 1e6 && ns_per_range >= 0 && ns_per_range <= 1e6;
   trace->calib_ns_per_call = ok ? ns_per_call : -1.0;
   trace->calib_ns_per_range = ok ? ns_per_range : -1.0;
-}
-
-void pd_trace_set_calibration_with_end(pd_trace_t *trace, bool with_end) {
-  if (trace != NULL) trace->calib_with_end = with_end;
-}
-
-bool pd_trace_calibration_with_end(const pd_trace_t *trace) {
-  return trace != NULL && trace->calib_ns_per_call >= 0 && trace->calib_with_end;
 }
 
 bool pd_trace_calibration(const pd_trace_t *trace, double *ns_per_call, double *ns_per_range) {

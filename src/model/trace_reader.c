@@ -969,19 +969,14 @@ static int read_events(conv_t *cv, an_json_t *p) {
 }
 
 /* profiler_demo's "profilerCost" ({..., "calibration": {"ns_per_cuda_call",
- * "ns_per_host_range", "ns_per_cuda_call_end", "ns_per_host_range_end"}}): the calibrated
- * cost of one traced call and range on the recording host, at start and at the cycle's end,
- * which the replay takes out to predict the unprofiled step, combined as the recording
- * profiler combined them (pd_prof_cost_per_event; the window's candidate,
+ * "ns_per_host_range"}}): the calibrated cost of one traced call and range on the recording
+ * host, which the replay takes out to predict the unprofiled step (the window's candidate,
  * "ns_per_cuda_call_window", is not taken: pd_prof_cost_window_call_ns says why). Other keys are skipped;
- * a start figure that is not a number, or out of range, leaves the trace uncalibrated; an end
- * figure that is not a number, or out of range, is left out. */
+ * a figure that is not a number, or out of range, leaves the trace uncalibrated. */
 static int read_profiler_cost(conv_t *cv, an_json_t *p) {
   an_json_type_t t = an_json_value(p);
   if (t != AN_JSON_OBJECT) return an_json_skip_rest(p, t);
-  double fig[4] = {-1, -1, NAN, NAN}; /* call, range, call at the end, range at the end */
-  static const char *const keys[4] = {"ns_per_cuda_call", "ns_per_host_range", "ns_per_cuda_call_end",
-                                      "ns_per_host_range_end"};
+  double call = -1, range = -1;
   int r;
   while ((r = an_json_key(p)) > 0) {
     if (!KEY_IS(p, "calibration")) {
@@ -994,32 +989,19 @@ static int read_profiler_cost(conv_t *cv, an_json_t *p) {
       continue;
     }
     while ((r = an_json_key(p)) > 0) {
-      int k = 0;
-      while (k < 4 && !key_is(p, keys[k], strlen(keys[k]))) k++;
-      if (k == 4) {
+      bool is_call = KEY_IS(p, "ns_per_cuda_call"), is_range = KEY_IS(p, "ns_per_host_range");
+      if (!is_call && !is_range) {
         if (an_json_skip(p) != 0) return -1;
         continue;
       }
       t = an_json_value(p);
-      if (t == AN_JSON_NUMBER) fig[k] = p->num;
+      if (t == AN_JSON_NUMBER) *(is_call ? &call : &range) = p->num;
       else if (an_json_skip_rest(p, t) != 0) return -1;
     }
     if (r < 0) return -1;
   }
   if (r < 0) return -1;
-  pd_prof_cost_t c;
-  pd_prof_cost_init(&c);
-  c.calib_ns_per_call = fig[0], c.calib_ns_per_range = fig[1];
-  /* the same range as a start figure (pd_trace_set_calibration): 0 .. 1 ms; a slightly
-   * negative end figure is noise, as pd_prof_cost_per_event takes it */
-  if (fig[2] >= -1e6 && fig[2] <= 1e6 && fig[3] >= -1e6 && fig[3] <= 1e6)
-    c.end_ns_per_call_sum = fig[2], c.end_ns_per_range_sum = fig[3], c.end_cycles = 1;
-  double call, range;
-  bool with_end = false;
-  if (!(fig[0] <= 1e6 && fig[1] <= 1e6) || !pd_prof_cost_per_event(&c, &call, &range, &with_end))
-    call = range = -1.0; /* out of range or not calibrated: uncalibrated */
   pd_trace_set_calibration(cv->out, call, range);
-  pd_trace_set_calibration_with_end(cv->out, with_end);
   return 0;
 }
 

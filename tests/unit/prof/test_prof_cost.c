@@ -175,26 +175,6 @@ Test(prof_cost, end_calibration_is_the_mean_over_cycles) {
   cr_expect_float_eq(cJSON_GetObjectItem(cal, "ns_per_host_range_end")->valuedouble, 110.0, 1e-9);
   cr_expect_float_eq(cJSON_GetObjectItem(j, "calibrate_ms")->valuedouble, 41.25, 1e-9);
   cJSON_Delete(j);
-  /* the estimate and the replay take the mean of start and end where the end ran */
-  bool with_end = false;
-  cr_expect_not(pd_prof_cost_per_event(&c, &call, &range, &with_end), "no start calibration: none");
-  cr_expect_eq(call, -1.0);
-  c.calib_ns_per_call = 1000.0, c.calib_ns_per_range = 50.0;
-  cr_expect(pd_prof_cost_per_event(&c, &call, &range, &with_end));
-  cr_expect_float_eq(call, 1600.0, 1e-9); /* (1000 + 2200) / 2 */
-  cr_expect_float_eq(range, 80.0, 1e-9);  /* (50 + 110) / 2 */
-  cr_expect(with_end);
-  c.steps = 2, c.api_calls = 10, c.host_ranges = 4;
-  pd_prof_cost_estimate(&c);
-  cr_expect_float_eq(c.est_added_us_per_step, 8.16, 1e-9, "(10 x 1600 + 4 x 80) / 2 ns, got %f", c.est_added_us_per_step);
-  c.end_ns_per_call_sum = -400.0, c.end_ns_per_range_sum = -20.0, c.end_cycles = 1; /* noise below 0 */
-  cr_expect(pd_prof_cost_per_event(&c, &call, &range, NULL));
-  cr_expect_float_eq(call, 500.0, 1e-9);
-  cr_expect_float_eq(range, 25.0, 1e-9);
-  c.end_cycles = 0;
-  cr_expect(pd_prof_cost_per_event(&c, &call, &range, &with_end));
-  cr_expect_float_eq(call, 1000.0, 1e-9, "no end: the start's alone");
-  cr_expect_not(with_end);
 }
 
 /* The added time measured in the process: median recorded period minus median untraced
