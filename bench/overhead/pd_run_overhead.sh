@@ -34,7 +34,7 @@ usage="usage: bench/overhead/pd_run_overhead.sh BUILD_DIR OUT_DIR [ROUNDS] [MODE
 build=$1
 out=$2
 rounds=${3:-4}
-case "$rounds" in '' | *[!0-9]*) echo "pd_run_overhead: ROUNDS must be a whole number, got '$rounds'" >&2; exit 2 ;; esac
+case "$rounds" in '' | *[!0-9]* | 0) echo "pd_run_overhead: ROUNDS must be a positive whole number, got '$rounds'" >&2; exit 2 ;; esac
 case "$build" in /*) ;; *) build=$root/$build ;; esac
 case "$out" in /*) ;; *) out=$root/$out ;; esac
 all_modes=(off kernel range konly tdef tfull tcuda)
