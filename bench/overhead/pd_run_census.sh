@@ -15,29 +15,17 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 root=$PWD
-usage="usage: bench/overhead/pd_run_census.sh BUILD_DIR OUT_DIR [ROUNDS=2]"
-[ "$#" -ge 2 ] || { echo "$usage" >&2; exit 2; }
-build=$1
-out=$2
-rounds=${3:-2}
-case "$rounds" in '' | *[!0-9]* | 0) echo "pd_run_census: ROUNDS must be a positive whole number, got '$rounds'" >&2; exit 2 ;; esac
-case "$build" in /*) ;; *) build=$root/$build ;; esac
-case "$out" in /*) ;; *) out=$root/$out ;; esac
-pd_run=$build/src/cli/pd_run/pd_run
-[ -x "$pd_run" ] || { echo "pd_run_census: $pd_run missing: build the tree first" >&2; exit 2; }
-python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1 ||
-  { echo "pd_run_census: python3 cannot import torch with CUDA here" >&2; exit 2; }
-# shellcheck source=scripts/gpu_libpath.sh
-. scripts/gpu_libpath.sh
+# shellcheck source=bench/overhead/pd_run_bench.sh
+. bench/overhead/pd_run_bench.sh
+pdb_args pd_run_census "usage: bench/overhead/pd_run_census.sh BUILD_DIR OUT_DIR [ROUNDS=2]" 2 "$@"
+pdb_ready pd_run_census
 mkdir -p "$out" || exit 2
-W=14
-N=30
 rc=0
 for r in $(seq 1 "$rounds"); do
   for lvl in lean full; do
     if ! "$pd_run" --trace_dir "$out/trace_${lvl}_$r" --output_json "$out/pd_${lvl}_$r.json" --skip_first "$W" \
       --wait 0 --warmup 1 --active "$N" --step_range train_step --profile_level "$lvl" -- \
-      python3 "$root/tests/torch/train_step.py" --warmup "$W" --active "$N" --nvtx \
+      python3 "$step" --warmup "$W" --active "$N" --nvtx \
       --timing_json "$out/timing_${lvl}_$r.json" >"$out/log_${lvl}_$r.txt" 2>&1; then
       echo "pd_run_census: $lvl round $r failed (log $out/log_${lvl}_$r.txt)" >&2
       rc=1

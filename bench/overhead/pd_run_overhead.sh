@@ -29,14 +29,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 root=$PWD
-usage="usage: bench/overhead/pd_run_overhead.sh BUILD_DIR OUT_DIR [ROUNDS] [MODES]"
-[ "$#" -ge 2 ] || { echo "$usage" >&2; exit 2; }
-build=$1
-out=$2
-rounds=${3:-4}
-case "$rounds" in '' | *[!0-9]* | 0) echo "pd_run_overhead: ROUNDS must be a positive whole number, got '$rounds'" >&2; exit 2 ;; esac
-case "$build" in /*) ;; *) build=$root/$build ;; esac
-case "$out" in /*) ;; *) out=$root/$out ;; esac
+# shellcheck source=bench/overhead/pd_run_bench.sh
+. bench/overhead/pd_run_bench.sh
+pdb_args pd_run_overhead "usage: bench/overhead/pd_run_overhead.sh BUILD_DIR OUT_DIR [ROUNDS] [MODES]" 4 "$@"
 all_modes=(off kernel range konly tdef tfull tcuda)
 modes=(off)
 if [ -n "${4:-}" ]; then
@@ -48,16 +43,8 @@ if [ -n "${4:-}" ]; then
 else
   modes=("${all_modes[@]}")
 fi
-pd_run=$build/src/cli/pd_run/pd_run
-[ -x "$pd_run" ] || { echo "pd_run_overhead: $pd_run missing: build the tree first" >&2; exit 2; }
-python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1 ||
-  { echo "pd_run_overhead: python3 cannot import torch with CUDA here" >&2; exit 2; }
-# shellcheck source=scripts/gpu_libpath.sh
-. scripts/gpu_libpath.sh
+pdb_ready pd_run_overhead
 mkdir -p "$out/json" "$out/logs" "$out/traces" || exit 2
-W=14
-N=30
-step=$root/tests/torch/train_step.py
 sched=(--skip_first "$W" --wait 0 --warmup 1 --active "$N")
 for r in $(seq 1 "$rounds"); do
   order=()
