@@ -250,6 +250,7 @@ typedef struct {
   int64_t steps;          /* recorded steps (ProfilerStep ranges) in them */
   int64_t records;        /* events kept from CUPTI: GPU activity, API calls, syncs, memory */
   int64_t api_calls;      /* of those, runtime and driver API calls */
+  int64_t launch_calls;   /* of those, kernel launches (cudaLaunch*, cuLaunch*, cuGraphLaunch) */
   int64_t gpu_activities; /* of those, kernels, copies and memsets */
   int64_t host_ranges;    /* host ranges recorded (step ranges included) */
   int64_t buffers;        /* CUPTI activity buffers completed */
@@ -274,6 +275,20 @@ typedef struct {
   int64_t end_cycles;          /* ... over this many cycles (0: never run or failed; not at
                                   pd_prof_stop(), where the program may be exiting) */
   double calibrate_ms;         /* calibrating, at start and at the cycles' ends */
+  /* Per kind of call, what tracing adds (ns, < 0: not calibrated): a recorded call that
+   * launches nothing (cudaStreamQuery on an idle stream), and calls the capture instruments
+   * without recording them, a runtime query (cudaGetDevice) and a driver call
+   * (cuCtxGetCurrent). Set by the same calibration as calib_ns_per_call. */
+  double calib_ns_per_recorded_call;
+  double calib_ns_per_unrecorded_runtime;
+  double calib_ns_per_unrecorded_driver;
+  /* The API census over the cycles' warmup steps (pd_source.h): steps counted (0: none, as
+   * with no warmup step or a source that cannot count), and the calls seen there, recorded
+   * and not. */
+  int64_t census_steps;
+  int64_t census_recorded;
+  int64_t census_runtime_unrecorded;
+  int64_t census_driver_unrecorded;
   double est_added_us_per_step; /* < 0: unknown (not calibrated, or no step recorded) */
   double measured_added_us_per_step; /* measured in the process (pd_prof_cost_measure); NaN:
                                         not measured */
@@ -306,9 +321,13 @@ bool pd_prof_cost_end_calibration(const pd_prof_cost_t *c, double *ns_per_call, 
 /* The median duration of the runtime kernel-launch calls (cudaLaunchKernel and its forms)
  * in t, in ns; -1 when it has none. */
 double pd_prof_cost_launch_median_ns(const pd_trace_t *t);
-/* Sets c->est_added_us_per_step from the counts and the calibration: (api_calls x
- * calib_ns_per_call + host_ranges x calib_ns_per_range) / steps, in us; -1 when not
- * calibrated or no step. Negative calibrations (noise) count as 0. */
+/* Sets c->est_added_us_per_step from the counts and the calibration, in us per recorded
+ * step: (launch_calls x calib_ns_per_call + the other api_calls x calib_ns_per_recorded_call
+ * (calib_ns_per_call where that is not calibrated) + host_ranges x calib_ns_per_range) /
+ * steps, plus, where the census counted warmup steps and both unrecorded kinds are
+ * calibrated, the census's unrecorded runtime and driver calls per step times their
+ * calibrated costs. -1 when calib_ns_per_call or calib_ns_per_range is unknown or no step
+ * was recorded. Negative calibrations (noise) count as 0. */
 void pd_prof_cost_estimate(pd_prof_cost_t *c);
 /* What the profiler added to a step, measured in the process rather than estimated: the
  * median period (seconds, one iteration each, whatever the step does between its work) of

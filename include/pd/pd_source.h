@@ -28,6 +28,16 @@ extern "C" {
 
 typedef struct pd_record_source pd_record_source_t;
 
+/* The API calls a source saw over a census (the warmup steps of a cycle): those it
+ * records, and those it instruments without recording (with CUPTI: the query-only runtime
+ * calls such as cudaGetDevice and cudaGetLastError, and the driver calls other than kernel
+ * launches, each still costing the program time). pd_prof_cost_t counts them per step. */
+typedef struct {
+  int64_t recorded;           /* calls whose records the source keeps */
+  int64_t runtime_unrecorded; /* runtime calls seen and not recorded */
+  int64_t driver_unrecorded;  /* driver calls seen and not recorded */
+} pd_api_census_t;
+
 /* Every operation gets the source itself. Calls that can fail return 0 or a negative
  * PD_E* code and then write one line of detail into err (errlen > 0). */
 typedef struct {
@@ -57,6 +67,12 @@ typedef struct {
   size_t (*buffer_bytes)(const pd_record_source_t *src);
   /* Frees the source (and the object holding it). */
   void (*destroy)(pd_record_source_t *src);
+  /* Optional (NULL: the source counts nothing). on = true starts counting every API call
+   * the source sees (from now until the next census call, while enabled); on = false stops
+   * and writes the counts into *out (may be NULL to discard them). The profiler runs it
+   * over the warmup steps only, whose records are dropped anyway: counting costs each call
+   * a callback. Returns 0, or a PD_E* code with err (then *out is zeroed). */
+  int (*census)(pd_record_source_t *src, bool on, pd_api_census_t *out, char *err, size_t errlen);
 } pd_record_source_ops_t;
 
 /* A source is its operations and the implementation's state; implementations embed it

@@ -4,7 +4,10 @@
  * launches' durations as CUPTI recorded them, calib_ns_launch_record). pd_calibrate runs
  * once, before the first step; pd_calibrate_end runs the same measure again at each
  * cycle's end (end_ns_per_call_sum, end_ns_per_range_sum), to show whether the first
- * still holds after the window.
+ * still holds after the window. The same phases also time three other kinds of call, for
+ * the estimate's per-kind costs: a recorded call that launches nothing, and a runtime and a
+ * driver call the capture instruments without recording (calib_ns_per_recorded_call,
+ * calib_ns_per_unrecorded_runtime, _driver; start calibration only).
  *
  * GPU only: every path past its first CUDA call needs a device, so the unit tests, which
  * run the profiler on a scripted record source, never come here (gcovr.cfg); the
@@ -20,12 +23,42 @@
 #define CAL_LAUNCHES 256 /* per timed batch: well under a stream's queue, so launches never block */
 #define CAL_BATCHES 7
 #define CAL_RANGES 2000
+#define CAL_CALLS 500 /* per timed batch of the other calls */
+
+typedef int (*cu_ctx_get_current_fn)(void **ctx); /* CUresult cuCtxGetCurrent(CUcontext *) */
+
+/* What one phase measured, ns per item (see calib_figures_t). */
+typedef struct {
+  double launch, range, recorded, runtime, driver;
+} cal_times_t;
+
+/* The median ns per call of CAL_BATCHES batches of CAL_CALLS calls of one kind: 0 a
+ * recorded call that launches nothing (cudaStreamQuery on the idle stream), 1 a runtime
+ * query (cudaGetDevice), 2 a driver call (cuCtxGetCurrent). -1 when a call failed. */
+static double cal_calls(int kind, cudaStream_t s, cu_ctx_get_current_fn drv) {
+  double batch[CAL_BATCHES];
+  int dev = 0;
+  void *ctx = NULL;
+  for (int i = 0; i < CAL_BATCHES; i++) {
+    bool ok = true;
+    int64_t t0 = pd_clock_now_ns();
+    for (int k = 0; k < CAL_CALLS; k++) {
+      if (kind == 0) ok &= cudaStreamQuery(s) == cudaSuccess;
+      else if (kind == 1) ok &= cudaGetDevice(&dev) == cudaSuccess;
+      else ok &= drv(&ctx) == 0;
+    }
+    batch[i] = (double)(pd_clock_now_ns() - t0) / CAL_CALLS;
+    if (!ok) return -1.0;
+  }
+  return pd_quantile(batch, CAL_BATCHES, 0.5);
+}
 
 /* One phase of the calibration: the median ns per launch over CAL_BATCHES batches of
  * CAL_LAUNCHES empty kernels (the host's issue time only; the stream is drained after each
- * batch, untimed), then ns per push+pop over CAL_RANGES host ranges. Returns false when a
- * CUDA call failed. */
-static bool cal_phase(cudaStream_t s, double *launch_ns, double *range_ns) {
+ * batch, untimed), then ns per push+pop over CAL_RANGES host ranges, then ns per call of
+ * the three other kinds (cal_calls; the driver kind only where drv is known, else -1).
+ * Returns false when a CUDA call failed. */
+static bool cal_phase(cudaStream_t s, cu_ctx_get_current_fn drv, cal_times_t *t) {
   double batch[CAL_BATCHES];
   for (int i = 0; i < CAL_BATCHES; i++) {
     int64_t t0 = pd_clock_now_ns();
@@ -33,20 +66,46 @@ static bool cal_phase(cudaStream_t s, double *launch_ns, double *range_ns) {
     batch[i] = (double)(pd_clock_now_ns() - t0) / CAL_LAUNCHES;
     if (cudaStreamSynchronize(s) != cudaSuccess) return false;
   }
-  *launch_ns = pd_quantile(batch, CAL_BATCHES, 0.5);
+  t->launch = pd_quantile(batch, CAL_BATCHES, 0.5);
   int64_t t0 = pd_clock_now_ns();
   for (int i = 0; i < CAL_RANGES; i++) {
     (void)pd_range_push("pd_calibration");
     (void)pd_range_pop();
   }
-  *range_ns = (double)(pd_clock_now_ns() - t0) / CAL_RANGES;
+  t->range = (double)(pd_clock_now_ns() - t0) / CAL_RANGES;
+  t->recorded = cal_calls(0, s, drv);
+  t->runtime = cal_calls(1, s, drv);
+  t->driver = drv != NULL ? cal_calls(2, s, drv) : -1.0;
   return true;
 }
 
 /* What one calibration measured (ns; -1 where unknown). */
 typedef struct {
   double per_call, per_range, launch_untraced, launch_traced, launch_record;
+  double recorded, runtime, driver; /* added per call of the other kinds (cal_calls); NaN unknown */
 } calib_figures_t;
+
+/* What tracing added to one kind of call: traced against the faster untraced phase; NaN
+ * where a phase could not time it. */
+static double added(double on, double off, double off2) {
+  return on >= 0.0 && off >= 0.0 && off2 >= 0.0 ? on - fmin(off, off2) : NAN;
+}
+
+/* A per-kind figure as pd_prof_cost_t keeps it: -1 unknown, noise below 0 as 0. */
+static double kept(double v) { return isnan(v) ? -1.0 : fmax(0.0, v); }
+
+/* The driver's cuCtxGetCurrent through the runtime (the profiler links no driver library);
+ * NULL when the driver does not give it. */
+static cu_ctx_get_current_fn driver_call(void) {
+  void *fn = NULL;
+  enum cudaDriverEntryPointQueryResult st;
+  if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &st) != cudaSuccess ||
+      st != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  return (cu_ctx_get_current_fn)fn;
+}
 
 /* Untraced, traced, untraced again: the differences are what tracing adds. */
 static bool calibrate(pd_record_source_t *src, calib_figures_t *f) {
@@ -56,15 +115,16 @@ static bool calibrate(pd_record_source_t *src, calib_figures_t *f) {
     (void)cudaGetLastError();
     return false;
   }
-  double off = 0, on = 0, off2 = 0, r_off = 0, r_on = 0, r_off2 = 0;
+  const cu_ctx_get_current_fn drv = driver_call();
+  cal_times_t off = {0}, on = {0}, off2 = {0};
   char err[256];
   /* The first launch loads the module: untimed. */
   bool ok = pd_calibration_launch(8, s) == 0 && cudaStreamSynchronize(s) == cudaSuccess;
-  ok = ok && cal_phase(s, &off, &r_off);
+  ok = ok && cal_phase(s, drv, &off);
   ok = ok && ops->enable(src, err, sizeof(err)) == 0;
   pd_ranges_session_begin();
   ok = ok && pd_calibration_launch(8, s) == 0 && cudaStreamSynchronize(s) == cudaSuccess;
-  ok = ok && cal_phase(s, &on, &r_on);
+  ok = ok && cal_phase(s, drv, &on);
   pd_ranges_session_end();
   (void)pd_ranges_collect(NULL);
   (void)ops->disable(src, err, sizeof(err));
@@ -77,16 +137,19 @@ static bool calibrate(pd_record_source_t *src, calib_figures_t *f) {
   else (void)ops->collect(src, NULL, 0);
   pd_trace_destroy(cal);
   (void)ops->detach(src, err, sizeof(err));
-  ok = ok && cal_phase(s, &off2, &r_off2);
+  ok = ok && cal_phase(s, drv, &off2);
   (void)cudaStreamDestroy(s);
   (void)cudaGetLastError();
   if (!ok) return false;
   *f = (calib_figures_t){
-      .per_call = on - fmin(off, off2),
-      .per_range = r_on - fmin(r_off, r_off2),
-      .launch_untraced = fmin(off, off2),
-      .launch_traced = on,
+      .per_call = on.launch - fmin(off.launch, off2.launch),
+      .per_range = on.range - fmin(off.range, off2.range),
+      .launch_untraced = fmin(off.launch, off2.launch),
+      .launch_traced = on.launch,
       .launch_record = rec,
+      .recorded = added(on.recorded, off.recorded, off2.recorded),
+      .runtime = added(on.runtime, off.runtime, off2.runtime),
+      .driver = added(on.driver, off.driver, off2.driver),
   };
   return true;
 }
@@ -100,6 +163,9 @@ void pd_calibrate(pd_record_source_t *src, pd_prof_cost_t *cost) {
     cost->calib_ns_launch_untraced = f.launch_untraced;
     cost->calib_ns_launch_traced = f.launch_traced;
     cost->calib_ns_launch_record = f.launch_record;
+    cost->calib_ns_per_recorded_call = kept(f.recorded);
+    cost->calib_ns_per_unrecorded_runtime = kept(f.runtime);
+    cost->calib_ns_per_unrecorded_driver = kept(f.driver);
   }
   cost->calibrate_ms += (double)(pd_clock_now_ns() - t0) * 1e-6;
 }

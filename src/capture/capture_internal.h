@@ -55,9 +55,10 @@ extern "C"
 int pd_calibration_launch(int n, void *stream);
 
 /* Measures what tracing through src adds to one CUDA call and one host range on this
- * host (empty kernels and host ranges timed untraced, traced, untraced again; about
- * 10-20 ms) into cost->calib_ns_per_call and calib_ns_per_range; a failure leaves them
- * unknown. Everything it records is discarded and src is detached again (calibrate.c;
+ * host (empty kernels and host ranges timed untraced, traced, untraced again; 35-100 ms
+ * measured on H100 and H200) into cost->calib_ns_per_call and calib_ns_per_range, and to
+ * the other kinds of call (calib_ns_per_recorded_call, calib_ns_per_unrecorded_runtime,
+ * _driver); a failure leaves them unknown. Everything it records is discarded and src is detached again (calibrate.c;
  * needs a GPU). */
 void pd_calibrate(pd_record_source_t *src, pd_prof_cost_t *cost);
 /* The same measure again, after a cycle's last step (src disabled and its records

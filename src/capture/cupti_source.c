@@ -528,7 +528,10 @@ int pd_cupti_capture_parse(const char *text, unsigned *bits, char *err, size_t e
                {"pthread_ids", PD_CUPTI_CAPTURE_PTHREAD_IDS},
                {"shared_buffers", PD_CUPTI_CAPTURE_SHARED_BUFFERS},
                {"kernels_only", PD_CUPTI_CAPTURE_KERNELS_ONLY},
-               {"launch_callbacks", PD_CUPTI_CAPTURE_LAUNCH_CALLBACKS}};
+               {"launch_callbacks", PD_CUPTI_CAPTURE_LAUNCH_CALLBACKS},
+               {"runtime_ids", PD_CUPTI_CAPTURE_RUNTIME_IDS},
+               {"no_driver", PD_CUPTI_CAPTURE_NO_DRIVER},
+               {"driver_ids", PD_CUPTI_CAPTURE_DRIVER_IDS}};
   if (bits == NULL) return PD_EINVAL;
   *bits = 0;
   if (text == NULL) return 0;
@@ -546,7 +549,7 @@ int pd_cupti_capture_parse(const char *text, unsigned *bits, char *err, size_t e
       if (err != NULL && errlen > 0)
         snprintf(err, errlen,
                  "unknown CUPTI capture option '%.*s' (known: default, cupti_clock, pthread_ids, "
-                 "shared_buffers, kernels_only, launch_callbacks)",
+                 "shared_buffers, kernels_only, launch_callbacks, runtime_ids, no_driver, driver_ids)",
                  (int)(n > 64 ? 64 : n), p);
       return PD_EINVAL;
     }
@@ -804,8 +807,12 @@ static const struct {
 static bool kind_wanted(const pd_cupti_source_t *src, size_t i) {
   if (src->opt.capture & PD_CUPTI_CAPTURE_KERNELS_ONLY)
     return k_kinds[i].kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  if (k_kinds[i].kind == CUPTI_ACTIVITY_KIND_RUNTIME && (src->opt.capture & PD_CUPTI_CAPTURE_RUNTIME_IDS))
+    return false; /* enabled id by id in api_filter_apply() */
   switch (k_kinds[i].when) {
     case KIND_DRIVER:
+      if (src->opt.capture & PD_CUPTI_CAPTURE_NO_DRIVER) return false;
+      if ((src->opt.capture & PD_CUPTI_CAPTURE_DRIVER_IDS) && !src->opt.driver_api) return false;
       return src->opt.driver_api || src->opt.driver_launches; /* see api_filter_apply() */
     case KIND_MEMORY:
       return src->opt.memory;
@@ -830,16 +837,34 @@ static const CUpti_CallbackId k_quiet_runtime[] = {
  * switched off one callback id at a time: enabling just the launch ids without the DRIVER
  * kind produced no records on CUDA 13 (H100, driver 580), so the kind stays on and the
  * rest are turned off. on = false needs no undo for the driver ids: the kind goes off. */
+static bool runtime_cbid_quiet(uint32_t cbid) {
+  for (size_t i = 0; i < sizeof(k_quiet_runtime) / sizeof(k_quiet_runtime[0]); i++)
+    if (k_quiet_runtime[i] == cbid) return true;
+  return false;
+}
+
 static int api_filter_apply(const pd_cupti_source_t *src, bool on, char *err, size_t errlen) {
+  if (src->opt.capture & PD_CUPTI_CAPTURE_KERNELS_ONLY) return 0;
+  if (src->opt.capture & PD_CUPTI_CAPTURE_RUNTIME_IDS) {
+    /* best effort per id: retired ids may refuse */
+    for (uint32_t cbid = CUPTI_RUNTIME_TRACE_CBID_INVALID + 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; cbid++)
+      if (src->opt.driver_api || !runtime_cbid_quiet(cbid)) (void)cuptiActivityEnableRuntimeApi(cbid, on ? 1 : 0);
+  }
   if (src->opt.driver_api) return 0; /* full API tracing: every call recorded */
-  for (size_t i = 0; i < sizeof(k_quiet_runtime) / sizeof(k_quiet_runtime[0]); i++) {
+  for (size_t i = 0; !(src->opt.capture & PD_CUPTI_CAPTURE_RUNTIME_IDS) && i < sizeof(k_quiet_runtime) / sizeof(k_quiet_runtime[0]); i++) {
     CUptiResult r = cuptiActivityEnableRuntimeApi(k_quiet_runtime[i], on ? 0 : 1);
     if (r != CUPTI_SUCCESS) {
       cupti_errtext(err, errlen, "cuptiActivityEnableRuntimeApi", r);
       return cupti_code(r);
     }
   }
-  if (!on || !src->opt.driver_launches) return 0;
+  if (!src->opt.driver_launches || (src->opt.capture & PD_CUPTI_CAPTURE_NO_DRIVER)) return 0;
+  if (src->opt.capture & PD_CUPTI_CAPTURE_DRIVER_IDS) {
+    for (uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_INVALID + 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; cbid++)
+      if (pd_cupti_driver_cbid_is_launch(cbid)) (void)cuptiActivityEnableDriverApi(cbid, on ? 1 : 0);
+    return 0;
+  }
+  if (!on) return 0;
   for (uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_INVALID + 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE;
        cbid++)
     if (!pd_cupti_driver_cbid_is_launch(cbid))
@@ -1123,10 +1148,123 @@ static struct {
   void *user;
 } g_hook;
 
+/* ---- the API census (pd_source.h) ------------------------------------------------------------ */
+
+/* Every runtime and driver call's entry while on, sorted by whether the source's capture
+ * records it (the same rules as kind_wanted() and api_filter_apply()). The callbacks come
+ * from the launch hook's subscriber where it is installed (CUPTI allows one), else from a
+ * subscriber of the census's own. */
+static struct {
+  atomic_bool on;
+  atomic_int_fast64_t recorded, runtime_unrecorded, driver_unrecorded;
+  bool runtime_kept, driver_all, driver_launches; /* what the capture records */
+  CUpti_SubscriberHandle own;
+} g_census;
+
+static void census_count(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  if (cb == NULL || cb->callbackSite != CUPTI_API_ENTER) return;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    if (g_census.runtime_kept && (g_census.driver_all || !runtime_cbid_quiet(cbid)))
+      atomic_fetch_add(&g_census.recorded, 1);
+    else
+      atomic_fetch_add(&g_census.runtime_unrecorded, 1);
+  } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    if (g_census.driver_all || (g_census.driver_launches && pd_cupti_driver_cbid_is_launch(cbid)))
+      atomic_fetch_add(&g_census.recorded, 1);
+    else
+      atomic_fetch_add(&g_census.driver_unrecorded, 1);
+  }
+}
+
+static void CUPTIAPI census_cb(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
+  if (atomic_load_explicit(&g_census.on, memory_order_relaxed)) census_count(domain, cbid, data);
+}
+
+static int hook_enable_launches(CUpti_SubscriberHandle sub);
+
+static int census_domains(CUpti_SubscriberHandle sub, bool on) {
+  CUptiResult r = cuptiEnableDomain(on ? 1 : 0, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+  if (r == CUPTI_SUCCESS) r = cuptiEnableDomain(on ? 1 : 0, sub, CUPTI_CB_DOMAIN_DRIVER_API);
+  return r;
+}
+
+static int census_stop(void) {
+  atomic_store(&g_census.on, false);
+  CUptiResult r = CUPTI_SUCCESS;
+  if (g_census.own != NULL) {
+    r = cuptiUnsubscribe(g_census.own);
+    g_census.own = NULL;
+  } else if (g_hook.sub != NULL) {
+    r = census_domains(g_hook.sub, false);
+    if (r == CUPTI_SUCCESS) r = hook_enable_launches(g_hook.sub); /* back to the launches only */
+  }
+  return r;
+}
+
+static int census_start(const pd_cupti_source_t *src, char *err, size_t errlen) {
+  const unsigned cap = src->opt.capture;
+  g_census.runtime_kept = !(cap & (PD_CUPTI_CAPTURE_KERNELS_ONLY | PD_CUPTI_CAPTURE_RUNTIME_IDS));
+  g_census.driver_all = src->opt.driver_api && !(cap & PD_CUPTI_CAPTURE_KERNELS_ONLY);
+  g_census.driver_launches = src->opt.driver_launches &&
+                             !(cap & (PD_CUPTI_CAPTURE_KERNELS_ONLY | PD_CUPTI_CAPTURE_NO_DRIVER |
+                                      PD_CUPTI_CAPTURE_DRIVER_IDS));
+  atomic_store(&g_census.recorded, 0);
+  atomic_store(&g_census.runtime_unrecorded, 0);
+  atomic_store(&g_census.driver_unrecorded, 0);
+  CUptiResult r;
+  if (g_hook.sub != NULL) {
+    r = census_domains(g_hook.sub, true);
+  } else {
+    r = cuptiSubscribe(&g_census.own, census_cb, NULL);
+    if (r == CUPTI_SUCCESS) {
+      r = census_domains(g_census.own, true);
+      if (r != CUPTI_SUCCESS) {
+        (void)cuptiUnsubscribe(g_census.own);
+        g_census.own = NULL;
+      }
+    } else {
+      g_census.own = NULL;
+    }
+  }
+  if (r != CUPTI_SUCCESS) {
+    if (g_hook.sub != NULL) (void)census_stop();
+    cupti_errtext(err, errlen, "API census", r);
+    return cupti_code(r);
+  }
+  atomic_store(&g_census.on, true);
+  return 0;
+}
+
+static int rs_census(pd_record_source_t *s, bool on, pd_api_census_t *out, char *err, size_t errlen) {
+  const pd_cupti_source_t *src = s->impl;
+  if (out != NULL) *out = (pd_api_census_t){0};
+  if (on) {
+    if (atomic_load(&g_census.on)) (void)census_stop();
+    return src->enabled ? census_start(src, err, errlen) : PD_ESTATE;
+  }
+  if (!atomic_load(&g_census.on)) return 0;
+  const CUptiResult r = census_stop();
+  if (out != NULL)
+    *out = (pd_api_census_t){.recorded = atomic_load(&g_census.recorded),
+                             .runtime_unrecorded = atomic_load(&g_census.runtime_unrecorded),
+                             .driver_unrecorded = atomic_load(&g_census.driver_unrecorded)};
+  if (r != CUPTI_SUCCESS) {
+    cupti_errtext(err, errlen, "API census end", r);
+    return cupti_code(r);
+  }
+  return 0;
+}
+
+static bool hook_cbid_is_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
+
 static void CUPTIAPI launch_hook_cb(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                     const void *data) {
   const CUpti_CallbackData *cb = data;
   if (cb == NULL || (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API)) return;
+  if (atomic_load_explicit(&g_census.on, memory_order_relaxed)) {
+    census_count(domain, cbid, cb);
+    if (!hook_cbid_is_launch(domain, cbid)) return; /* the census enabled every call */
+  }
   g_hook.cb(g_hook.user, cb->symbolName, domain == CUPTI_CB_DOMAIN_RUNTIME_API, cb->callbackSite == CUPTI_API_EXIT);
 }
 
@@ -1144,6 +1282,27 @@ static const CUpti_CallbackId k_runtime_launches[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
 };
 
+static bool hook_cbid_is_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API)
+    return pd_cupti_driver_cbid_is_launch(cbid) && cbid != CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch &&
+           cbid != CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz;
+  for (size_t i = 0; i < sizeof(k_runtime_launches) / sizeof(k_runtime_launches[0]); i++)
+    if (k_runtime_launches[i] == cbid) return true;
+  return false;
+}
+
+/* The hook's callbacks: the kernel launch calls, runtime and driver (graph launches are no
+ * kernel's launch). */
+static int hook_enable_launches(CUpti_SubscriberHandle sub) {
+  CUptiResult r = CUPTI_SUCCESS;
+  for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof(k_runtime_launches) / sizeof(k_runtime_launches[0]); i++)
+    r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, k_runtime_launches[i]);
+  for (uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_INVALID + 1; r == CUPTI_SUCCESS && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE;
+       cbid++)
+    if (hook_cbid_is_launch(CUPTI_CB_DOMAIN_DRIVER_API, cbid)) r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+  return r;
+}
+
 bool pd_cupti_launch_hook_installed(void) { return g_hook.sub != NULL; }
 
 int pd_cupti_launch_hook_install(pd_cupti_launch_cb cb, void *user, char *err, size_t errlen) {
@@ -1160,13 +1319,7 @@ int pd_cupti_launch_hook_install(pd_cupti_launch_cb cb, void *user, char *err, s
     cupti_errtext(err, errlen, "cuptiSubscribe", r);
     return cupti_code(r);
   }
-  for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof(k_runtime_launches) / sizeof(k_runtime_launches[0]); i++)
-    r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, k_runtime_launches[i]);
-  for (uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_INVALID + 1; r == CUPTI_SUCCESS && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE;
-       cbid++)
-    if (pd_cupti_driver_cbid_is_launch(cbid) && cbid != CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch &&
-        cbid != CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz)
-      r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+  r = hook_enable_launches(sub);
   if (r != CUPTI_SUCCESS) {
     cupti_errtext(err, errlen, "cuptiEnableCallback(kernel launches)", r);
     (void)cuptiUnsubscribe(sub);
@@ -1213,6 +1366,7 @@ static const pd_record_source_ops_t cupti_ops = {
     .buffers = rs_buffers,
     .buffer_bytes = rs_buffer_bytes,
     .destroy = rs_destroy,
+    .census = rs_census,
 };
 
 int pd_cupti_record_source_create(const pd_cupti_options_t *opt, pd_record_source_t **out, char *err,

@@ -53,9 +53,19 @@ enum {
   /* A callback-API subscriber on the kernel launch calls (runtime and driver), doing
    * nothing: what a callback per launch costs, to weigh against a runtime record. */
   PD_CUPTI_CAPTURE_LAUNCH_CALLBACKS = 1u << 4,
+  /* Runtime records by per-call-id enabling (cuptiActivityEnableRuntimeApi on every id
+   * but the query-only ones) instead of the RUNTIME kind with those ids turned off: whether
+   * CUPTI then leaves the unrecorded calls alone. */
+  PD_CUPTI_CAPTURE_RUNTIME_IDS = 1u << 5,
+  /* No DRIVER kind: driver-API launches (cuBLAS, Triton) get no launching call
+   * (measurement only). */
+  PD_CUPTI_CAPTURE_NO_DRIVER = 1u << 6,
+  /* Driver-API launch records by per-call-id enabling (cuptiActivityEnableDriverApi on the
+   * launch ids) instead of the DRIVER kind with every other id turned off. */
+  PD_CUPTI_CAPTURE_DRIVER_IDS = 1u << 7,
 };
 /* Parses a comma-separated list of capture names ("cupti_clock,pthread_ids,
- * shared_buffers,kernels_only,launch_callbacks"; "" or "default" is 0). Returns 0 and sets
+ * shared_buffers,kernels_only,launch_callbacks,runtime_ids,no_driver,driver_ids"; "" or "default" is 0). Returns 0 and sets
  * *bits, or PD_EINVAL naming the unknown word in err. */
 int pd_cupti_capture_parse(const char *text, unsigned *bits, char *err, size_t errlen);
 

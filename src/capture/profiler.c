@@ -58,6 +58,10 @@ struct pd_prof {
   pd_prof_cost_t cost_cycle;
   pd_prof_cost_t cost_open;
   int64_t buffers_seen; /* source buffers completed before the cycle being recorded */
+  /* The API census over a cycle's warmup steps (pd_source.h): running, and the step it
+   * started at. */
+  bool census_on;
+  int64_t census_step0;
 };
 
 static atomic_flag g_one_profiler = ATOMIC_FLAG_INIT;
@@ -247,7 +251,28 @@ fail:
 
 /* ---- the four transition actions ---------------------------------------------------------- */
 
-static int prepare_trace(pd_prof_t *p) {
+/* Ends a running census: with keep, its counts go into the open cycle's cost as per-step
+ * figures over the warmup steps it ran (none when it ran over none or failed). */
+static void census_end(pd_prof_t *p, bool keep) {
+  if (!p->census_on) return;
+  p->census_on = false;
+  pd_api_census_t c;
+  char err[256];
+  const int rc = p->src->ops->census(p->src, false, &c, err, sizeof err);
+  const int64_t steps = p->step - p->census_step0;
+  if (!keep || rc != 0 || steps <= 0) return;
+  pd_prof_cost_t *o = &p->cost_open;
+  o->census_steps = steps;
+  o->census_recorded = c.recorded;
+  o->census_runtime_unrecorded = c.runtime_unrecorded;
+  o->census_driver_unrecorded = c.driver_unrecorded;
+}
+
+/* Tracing on. census: the steps until start_trace are warmup, whose records are dropped:
+ * the source also counts the API calls it sees there (pd_source.h), for the estimate of
+ * what the recorded steps' unrecorded calls cost. A census that cannot start costs
+ * nothing but that count. */
+static int prepare_trace(pd_prof_t *p, bool census) {
   if (p->tracing) return 0;
   pd_ranges_session_begin();
   p->window_start_ns = pd_clock_now_ns();
@@ -255,6 +280,11 @@ static int prepare_trace(pd_prof_t *p) {
   int64_t t0 = pd_clock_now_ns();
   int rc = p->src->ops->enable(p->src, p->last_error, sizeof(p->last_error));
   p->cost_open.enable_ms += ms_since(t0);
+  if (rc == 0 && census && p->src->ops->census != NULL) {
+    char err[256];
+    p->census_on = p->src->ops->census(p->src, true, NULL, err, sizeof err) == 0;
+    p->census_step0 = p->step;
+  }
   return rc;
 }
 
@@ -262,6 +292,7 @@ static int start_trace(pd_prof_t *p) {
   /* Everything traced so far was warmup: a new range session orphans warmup ranges,
    * queued CUPTI buffers are dropped, and records still inside CUPTI are filtered out at
    * collection because they start before the window. */
+  census_end(p, true);
   pd_ranges_session_begin();
   pd_trace_reset(p->cycle);
   int64_t rc = p->src->ops->collect(p->src, NULL, 0);
@@ -277,6 +308,7 @@ static int start_trace(pd_prof_t *p) {
 static int stop_trace(pd_prof_t *p, bool forced) {
   int rc = 0;
   if (!p->tracing) return 0;
+  census_end(p, false); /* a warmup that never reached a recorded step */
   int64_t t0 = pd_clock_now_ns();
   int64_t n = pd_ranges_collect(p->cycle);
   if (n < 0) {
@@ -318,6 +350,9 @@ static void cost_close_cycle(pd_prof_t *p) {
   c.calib_ns_launch_untraced = t->calib_ns_launch_untraced;
   c.calib_ns_launch_traced = t->calib_ns_launch_traced;
   c.calib_ns_launch_record = t->calib_ns_launch_record;
+  c.calib_ns_per_recorded_call = t->calib_ns_per_recorded_call;
+  c.calib_ns_per_unrecorded_runtime = t->calib_ns_per_unrecorded_runtime;
+  c.calib_ns_per_unrecorded_driver = t->calib_ns_per_unrecorded_driver;
   pd_prof_cost_estimate(&c);
   t->win_ns_per_launch_sum += c.win_ns_per_launch_sum;
   t->win_cycles += c.win_cycles;
@@ -325,6 +360,11 @@ static void cost_close_cycle(pd_prof_t *p) {
   t->steps += c.steps;
   t->records += c.records;
   t->api_calls += c.api_calls;
+  t->launch_calls += c.launch_calls;
+  t->census_steps += c.census_steps;
+  t->census_recorded += c.census_recorded;
+  t->census_runtime_unrecorded += c.census_runtime_unrecorded;
+  t->census_driver_unrecorded += c.census_driver_unrecorded;
   t->gpu_activities += c.gpu_activities;
   t->host_ranges += c.host_ranges;
   t->buffers += c.buffers;
@@ -398,9 +438,9 @@ static int transit(pd_prof_t *p, pd_sched_action_t prev, int cur) {
   bool cur_records = cur == PD_SCHED_RECORD || cur == PD_SCHED_RECORD_AND_SAVE;
   switch (prev) {
     case PD_SCHED_NONE:
-      if (cur == PD_SCHED_WARMUP) rc = prepare_trace(p);
+      if (cur == PD_SCHED_WARMUP) rc = prepare_trace(p, true);
       if (cur_records) {
-        rc = prepare_trace(p);
+        rc = prepare_trace(p, false);
         rc = first_err(rc, start_trace(p));
       }
       break;
@@ -421,15 +461,15 @@ static int transit(pd_prof_t *p, pd_sched_action_t prev, int cur) {
         /* Only an invalid schedule gets here (torch warns); the partial cycle is dropped. */
         rc = stop_trace(p, false);
         pd_trace_reset(p->cycle);
-        if (cur == PD_SCHED_WARMUP) rc = first_err(rc, prepare_trace(p));
+        if (cur == PD_SCHED_WARMUP) rc = first_err(rc, prepare_trace(p, true));
       }
       break;
     case PD_SCHED_RECORD_AND_SAVE:
       rc = stop_trace(p, stopping);
       rc = first_err(rc, trace_ready(p, !stopping));
-      if (cur == PD_SCHED_WARMUP) rc = first_err(rc, prepare_trace(p));
+      if (cur == PD_SCHED_WARMUP) rc = first_err(rc, prepare_trace(p, true));
       if (cur_records) {
-        rc = first_err(rc, prepare_trace(p));
+        rc = first_err(rc, prepare_trace(p, false));
         rc = first_err(rc, start_trace(p));
       }
       break;

@@ -19,6 +19,9 @@ void pd_prof_cost_init(pd_prof_cost_t *c) {
   c->calib_ns_launch_untraced = -1.0;
   c->calib_ns_launch_traced = -1.0;
   c->calib_ns_launch_record = -1.0;
+  c->calib_ns_per_recorded_call = -1.0;
+  c->calib_ns_per_unrecorded_runtime = -1.0;
+  c->calib_ns_per_unrecorded_driver = -1.0;
   c->est_added_us_per_step = -1.0;
   c->measured_added_us_per_step = NAN;
 }
@@ -27,6 +30,15 @@ void pd_prof_cost_init(pd_prof_cost_t *c) {
  * __cudaLaunchKernel that nvcc 13 compiles <<<>>> to): what the calibration times. */
 static bool is_runtime_launch(const pd_event_t *e) {
   return e->kind == PD_EVENT_RUNTIME && e->name != NULL && strstr(e->name, "cudaLaunchKernel") != NULL;
+}
+
+/* Any kernel launch call, runtime or driver (graph launches included): what costs a launch
+ * record and a kernel record. */
+static bool is_launch_call(const pd_event_t *e) {
+  if (e->name == NULL) return false;
+  if (e->kind == PD_EVENT_RUNTIME) return strstr(e->name, "cudaLaunch") != NULL || strstr(e->name, "cudaGraphLaunch") != NULL;
+  if (e->kind == PD_EVENT_DRIVER) return strncmp(e->name, "cuLaunch", 8) == 0 || strncmp(e->name, "cuGraphLaunch", 13) == 0;
+  return false;
 }
 
 /* The median duration of the cycle's traced runtime launch calls, in ns; -1 when none. */
@@ -69,6 +81,7 @@ void pd_prof_cost_count(pd_prof_cost_t *c, const pd_trace_t *cycle) {
       case PD_EVENT_DRIVER:
         c->records++;
         c->api_calls++;
+        c->launch_calls += is_launch_call(&ev[i]);
         break;
       case PD_EVENT_SYNC:
       case PD_EVENT_MEMORY:
@@ -104,8 +117,17 @@ void pd_prof_cost_estimate(pd_prof_cost_t *c) {
   if (c == NULL) return;
   c->est_added_us_per_step = -1.0;
   if (c->steps <= 0 || !(c->calib_ns_per_call >= 0.0) || !(c->calib_ns_per_range >= 0.0)) return;
-  const double ns = (double)c->api_calls * c->calib_ns_per_call + (double)c->host_ranges * c->calib_ns_per_range;
-  c->est_added_us_per_step = ns / (double)c->steps / 1000.0;
+  const double launch = fmax(0.0, c->calib_ns_per_call);
+  const double other = c->calib_ns_per_recorded_call >= 0.0 ? c->calib_ns_per_recorded_call : launch;
+  const int64_t others = c->api_calls > c->launch_calls ? c->api_calls - c->launch_calls : 0;
+  const double ns = (double)(c->api_calls - others) * launch + (double)others * other +
+                    (double)c->host_ranges * fmax(0.0, c->calib_ns_per_range);
+  double us = ns / (double)c->steps / 1000.0;
+  if (c->census_steps > 0 && c->calib_ns_per_unrecorded_runtime >= 0.0 && c->calib_ns_per_unrecorded_driver >= 0.0)
+    us += ((double)c->census_runtime_unrecorded * c->calib_ns_per_unrecorded_runtime +
+           (double)c->census_driver_unrecorded * c->calib_ns_per_unrecorded_driver) /
+          (double)c->census_steps / 1000.0;
+  c->est_added_us_per_step = us;
 }
 
 /* The median of n periods into *med; false where n < 3 or one is not in (0, 1e4) s. */
@@ -152,6 +174,7 @@ cJSON *pd_prof_cost_to_json(const pd_prof_cost_t *c, double step_s) {
   ok = ok && add_num(o, "records", (double)c->records, true);
   ok = ok && add_num(o, "records_per_step", round((double)c->records / steps * 10.0) / 10.0, c->steps > 0);
   ok = ok && add_num(o, "api_calls", (double)c->api_calls, true);
+  ok = ok && add_num(o, "launch_calls", (double)c->launch_calls, true);
   ok = ok && add_num(o, "gpu_activities", (double)c->gpu_activities, true);
   ok = ok && add_num(o, "host_ranges", (double)c->host_ranges, true);
   ok = ok && add_num(o, "buffers", (double)c->buffers, true);
@@ -176,10 +199,29 @@ cJSON *pd_prof_cost_to_json(const pd_prof_cost_t *c, double step_s) {
                      c->win_cycles > 0 ? round(c->win_ns_per_launch_sum / (double)c->win_cycles * 10.0) / 10.0 : 0.0,
                      c->win_cycles > 0);
   ok = ok && add_num(cj, "ns_per_cuda_call_window", round(win * 10.0) / 10.0, win >= 0.0);
+  ok = ok && add_num(cj, "ns_per_recorded_call", round(c->calib_ns_per_recorded_call * 10.0) / 10.0,
+                     c->calib_ns_per_recorded_call >= 0.0);
+  ok = ok && add_num(cj, "ns_per_unrecorded_runtime_call", round(c->calib_ns_per_unrecorded_runtime * 10.0) / 10.0,
+                     c->calib_ns_per_unrecorded_runtime >= 0.0);
+  ok = ok && add_num(cj, "ns_per_unrecorded_driver_call", round(c->calib_ns_per_unrecorded_driver * 10.0) / 10.0,
+                     c->calib_ns_per_unrecorded_driver >= 0.0);
   double end_call = -1.0, end_range = -1.0;
   const bool end = pd_prof_cost_end_calibration(c, &end_call, &end_range);
   ok = ok && add_num(cj, "ns_per_cuda_call_end", round(end_call * 10.0) / 10.0, end);
   ok = ok && add_num(cj, "ns_per_host_range_end", round(end_range * 10.0) / 10.0, end);
+  if (ok && c->census_steps > 0) {
+    const double n = (double)c->census_steps;
+    cJSON *ce = cJSON_AddObjectToObject(o, "api_census");
+    ok = ce != NULL;
+    ok = ok && add_num(ce, "steps", n, true);
+    ok = ok && add_num(ce, "recorded_per_step", round((double)c->census_recorded / n * 10.0) / 10.0, true);
+    ok = ok && add_num(ce, "runtime_unrecorded_per_step", round((double)c->census_runtime_unrecorded / n * 10.0) / 10.0,
+                       true);
+    ok = ok && add_num(ce, "driver_unrecorded_per_step", round((double)c->census_driver_unrecorded / n * 10.0) / 10.0,
+                       true);
+  } else if (ok) {
+    ok = cJSON_AddNullToObject(o, "api_census") != NULL;
+  }
   if (!ok) {
     cJSON_Delete(o);
     return NULL;

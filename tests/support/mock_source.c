@@ -33,12 +33,15 @@ struct pd_mock_source {
   uint64_t drops_pending, errors_pending;
   uint64_t dropped, errors, buffers;
   uint64_t taken_n, ignored_n, collected_n, discarded_n;
+  bool census_on;
+  pd_api_census_t census; /* counted since the census started */
   int calls_of[PD_MOCK_OP_COUNT];
   int fail_from[PD_MOCK_OP_COUNT]; /* 0: never */
   int fail_rc[PD_MOCK_OP_COUNT];
 };
 
-static const char *const op_names[PD_MOCK_OP_COUNT] = {"enable", "disable", "flush", "collect", "detach"};
+static const char *const op_names[PD_MOCK_OP_COUNT] = {"enable", "disable", "flush", "collect", "detach",
+                                                              "census"};
 
 static pd_mock_source_t *mock_of(const pd_record_source_t *s) { return s->impl; }
 
@@ -120,6 +123,20 @@ static int mock_detach(pd_record_source_t *s, char *err, size_t errlen) {
   return 0;
 }
 
+static int mock_census(pd_record_source_t *s, bool on, pd_api_census_t *out, char *err, size_t errlen) {
+  pd_mock_source_t *m = mock_of(s);
+  if (out != NULL) *out = (pd_api_census_t){0};
+  int rc = op_call(m, PD_MOCK_CENSUS, err, errlen);
+  if (rc != 0) {
+    m->census_on = false;
+    return rc;
+  }
+  if (!on && out != NULL) *out = m->census;
+  m->census = (pd_api_census_t){0};
+  m->census_on = on;
+  return 0;
+}
+
 static const pd_device_props_t *mock_device(const pd_record_source_t *s) {
   const pd_mock_source_t *m = mock_of(s);
   return m->has_device ? &m->device : NULL;
@@ -144,6 +161,7 @@ static const pd_record_source_ops_t mock_ops = {
     .buffers = mock_buffers,
     .buffer_bytes = mock_buffer_bytes,
     .destroy = mock_destroy,
+    .census = mock_census,
 };
 
 /* ---- making and scripting ------------------------------------------------------------------ */
@@ -230,8 +248,16 @@ uint64_t pd_mock_source_call(pd_mock_source_t *m, const char *api, int64_t call_
                    .name = api,
                    .pid = c->pid,
                    .tid = c->tid};
-  (void)pd_mock_source_record(m, &ev);
+  if (pd_mock_source_record(m, &ev) == 1 && m->census_on) m->census.recorded++;
   return corr;
+}
+
+void pd_mock_source_unrecorded_call(pd_mock_source_t *m, bool driver) {
+  if (!m->enabled || !m->census_on) return;
+  if (driver)
+    m->census.driver_unrecorded++;
+  else
+    m->census.runtime_unrecorded++;
 }
 
 static const mock_call_t *call_of(const pd_mock_source_t *m, uint64_t corr) {

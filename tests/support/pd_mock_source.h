@@ -37,6 +37,7 @@ typedef enum {
   PD_MOCK_FLUSH,
   PD_MOCK_COLLECT,
   PD_MOCK_DETACH,
+  PD_MOCK_CENSUS,
   PD_MOCK_OP_COUNT
 } pd_mock_op_t;
 
@@ -59,6 +60,9 @@ int pd_mock_source_record(pd_mock_source_t *m, const pd_event_t *ev);
  * RUNTIME. Returns the correlation id (also when ignored), to give to the call's GPU
  * work below. */
 uint64_t pd_mock_source_call(pd_mock_source_t *m, const char *api, int64_t call_ns);
+/* A CUDA API call the source sees and does not record (as CUPTI instruments cudaGetDevice
+ * in the default capture): counted only by a running census (pd_source.h), while enabled. */
+void pd_mock_source_unrecorded_call(pd_mock_source_t *m, bool driver);
 /* GPU work of call `corr` on `stream`: it starts when both the call has ended and the
  * stream is free, and lasts gpu_ns. Each returns what pd_mock_source_record() does. */
 int pd_mock_source_kernel(pd_mock_source_t *m, uint64_t corr, uint32_t stream, const char *name, int64_t gpu_ns);

@@ -147,6 +147,11 @@ int pd_run_report_file(FILE *out, const char *path, int top_n) {
   if (!isnan(est) || !isnan(meas)) {
     fprintf(out, "Profiler cost:");
     if (!isnan(est)) fprintf(out, " about %.1f us per step (estimate, calibrated on this host)", est);
+    /* what the estimate counted beyond the records: the warmup's census, range-checked */
+    const cJSON *ce = cJSON_GetObjectItemCaseSensitive(cost, "api_census");
+    double ur = num(ce, "runtime_unrecorded_per_step"), ud = num(ce, "driver_unrecorded_per_step");
+    if (!isnan(est) && ur >= 0 && ur <= 1e9 && ud >= 0 && ud <= 1e9)
+      fprintf(out, ", with %.0f API calls per step traced but not recorded", ur + ud);
     /* the counts are range-checked like every number read here */
     double nt = num(cost, "measured_traced_steps"), nu = num(cost, "measured_untraced_steps");
     if (!isnan(meas) && nt >= 3 && nt <= 1e9 && nu >= 3 && nu <= 1e9)

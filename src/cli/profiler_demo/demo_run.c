@@ -390,10 +390,13 @@ static void demo_print_cost(const pd_prof_cost_t *c, double step_s) {
   if (c->est_added_us_per_step >= 0.0) {
     printf("Profiler cost: about %.1f us per step", c->est_added_us_per_step);
     if (step_s > 0.0) printf(" (%.1f%% of the profiled step)", c->est_added_us_per_step * 1e-4 / step_s);
-    printf(" from %.0f records and %.0f host ranges per step, at +%.0f ns per traced CUDA call and +%.0f ns "
+    printf(" from %.0f records and %.0f host ranges per step, at +%.0f ns per traced launch and +%.0f ns "
            "per range (calibrated on this host)",
            per_step, c->steps > 0 ? (double)c->host_ranges / (double)c->steps : 0.0, c->calib_ns_per_call,
            c->calib_ns_per_range);
+    if (c->census_steps > 0)
+      printf(", with %.0f API calls per step traced but not recorded (counted in the warmup)",
+             (double)(c->census_runtime_unrecorded + c->census_driver_unrecorded) / (double)c->census_steps);
   } else {
     printf("Profiler cost: not estimated (no calibration: PD_PROF_CALIBRATE=0 or it failed); %.0f records per step",
            per_step);

@@ -280,7 +280,9 @@ static const char *k_metrics =
     "\"verdict\":{\"bottleneck\":\"launch_overhead\",\"evidence\":\"GPU idle\",\"advice\":\"use CUDA graphs\","
     "\"findings\":[{\"cause\":\"sync\",\"evidence\":\"3 syncs\"}]},"
     "\"profiler_cost\":{\"est_added_us_per_step\":12.5,\"measured_added_us_per_step\":-3.25,"
-    "\"measured_traced_steps\":3,\"measured_untraced_steps\":9},\"trace_files\":[\"t/a.pt.trace.json\"]}";
+    "\"measured_traced_steps\":3,\"measured_untraced_steps\":9,"
+    "\"api_census\":{\"steps\":1,\"runtime_unrecorded_per_step\":832,\"driver_unrecorded_per_step\":318}},"
+    "\"trace_files\":[\"t/a.pt.trace.json\"]}";
 
 static void write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
@@ -323,6 +325,7 @@ Test(pd_run_report, reads_the_metrics_json_back) {
   const char *want[] = {"toy on NVIDIA H100, 3 profiled steps (steps by step_kernel)", "GPU busy", "50%",
                         "avg kernel time              n/a", "dropped records", "forward", "Verdict: launch_overhead",
                         "advice:   use CUDA graphs", "finding:  sync: 3 syncs", "about 12.5 us per step",
+                        "with 1150 API calls per step traced but not recorded",
                         "-3.2 us per step measured in the process (median of 3 recorded steps against 9 untraced)",
                         "Trace:   t/a.pt.trace.json", "m.pid42.rank1.json"};
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)

@@ -280,3 +280,67 @@ Test(prof_cost, trace_carries_profiler_cost) {
   cJSON_Delete(j);
   pd_trace_destroy(t);
 }
+
+/* Per kind of call: the launches (runtime cudaLaunch*, driver cuLaunch* and cuGraphLaunch)
+ * at the launch calibration, every other recorded call at the recorded-call calibration,
+ * and the census's unrecorded calls per step at theirs; without a recorded-call
+ * calibration the launch's stands in, without the unrecorded ones they are left out. */
+static void add_call(pd_trace_t *t, pd_event_kind_t kind, const char *name) {
+  pd_event_t e;
+  memset(&e, 0, sizeof e);
+  e.kind = kind;
+  e.name = name;
+  e.start_ns = 10, e.end_ns = 20;
+  cr_assert_eq(pd_trace_add(t, &e), 0);
+}
+
+Test(prof_cost, estimate_per_kind_of_call) {
+  pd_trace_t *t = pd_trace_create();
+  cr_assert_not_null(t);
+  add(t, PD_EVENT_RANGE, 0);
+  add_call(t, PD_EVENT_RUNTIME, "cudaLaunchKernel");
+  add_call(t, PD_EVENT_RUNTIME, "cudaLaunchKernelExC");
+  add_call(t, PD_EVENT_DRIVER, "cuLaunchKernel");
+  add_call(t, PD_EVENT_DRIVER, "cuGraphLaunch");
+  add_call(t, PD_EVENT_RUNTIME, "cudaMemcpyAsync");
+  add_call(t, PD_EVENT_RUNTIME, "cudaGetErrorString");
+  add_call(t, PD_EVENT_DRIVER, "cuCtxGetCurrent");
+  add_call(t, PD_EVENT_RUNTIME, NULL); /* no name: not a launch */
+  pd_prof_cost_t c;
+  pd_prof_cost_init(&c);
+  pd_prof_cost_count(&c, t);
+  pd_trace_destroy(t);
+  cr_expect_eq(c.api_calls, 8);
+  cr_expect_eq(c.launch_calls, 4);
+  c.calib_ns_per_call = 3000.0, c.calib_ns_per_range = 0.0;
+  pd_prof_cost_estimate(&c);
+  cr_expect_float_eq(c.est_added_us_per_step, 24.0, 1e-9, "8 calls at the launch's 3 us: %.4f", c.est_added_us_per_step);
+  c.calib_ns_per_recorded_call = 500.0;
+  pd_prof_cost_estimate(&c);
+  cr_expect_float_eq(c.est_added_us_per_step, 14.0, 1e-9, "4 x 3 us + 4 x 0.5 us: %.4f", c.est_added_us_per_step);
+  c.census_steps = 2, c.census_runtime_unrecorded = 2000, c.census_driver_unrecorded = 600;
+  pd_prof_cost_estimate(&c);
+  cr_expect_float_eq(c.est_added_us_per_step, 14.0, 1e-9, "unrecorded calls not calibrated: left out");
+  c.calib_ns_per_unrecorded_runtime = 200.0, c.calib_ns_per_unrecorded_driver = 50.0;
+  pd_prof_cost_estimate(&c);
+  /* + (1000 x 0.2 us + 300 x 0.05 us) a step */
+  cr_expect_float_eq(c.est_added_us_per_step, 14.0 + 200.0 + 15.0, 1e-9, "got %.4f", c.est_added_us_per_step);
+  c.census_steps = 0;
+  pd_prof_cost_estimate(&c);
+  cr_expect_float_eq(c.est_added_us_per_step, 14.0, 1e-9, "no census: the recorded calls only");
+  cJSON *j = pd_prof_cost_to_json(&c, 0.001);
+  cr_assert_not_null(j);
+  const cJSON *cal = cJSON_GetObjectItemCaseSensitive(j, "calibration");
+  cr_expect_float_eq(cJSON_GetObjectItemCaseSensitive(cal, "ns_per_recorded_call")->valuedouble, 500.0, 1e-9);
+  cr_expect_float_eq(cJSON_GetObjectItemCaseSensitive(cal, "ns_per_unrecorded_runtime_call")->valuedouble, 200.0, 1e-9);
+  cr_expect_float_eq(cJSON_GetObjectItemCaseSensitive(cal, "ns_per_unrecorded_driver_call")->valuedouble, 50.0, 1e-9);
+  cr_expect_float_eq(cJSON_GetObjectItemCaseSensitive(j, "launch_calls")->valuedouble, 4.0, 1e-9);
+  cJSON_Delete(j);
+  pd_prof_cost_init(&c);
+  j = pd_prof_cost_to_json(&c, 0.001);
+  cr_assert_not_null(j);
+  cal = cJSON_GetObjectItemCaseSensitive(j, "calibration");
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cal, "ns_per_recorded_call")), "not calibrated: null");
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cal, "ns_per_unrecorded_runtime_call")));
+  cJSON_Delete(j);
+}

@@ -340,6 +340,8 @@ Test(cupti_convert, capture_options_parse) {
   cr_expect_eq(pd_cupti_capture_parse("kernels_only,,launch_callbacks,shared_buffers", &bits, err, sizeof err), 0);
   cr_expect_eq(bits, (unsigned)(PD_CUPTI_CAPTURE_KERNELS_ONLY | PD_CUPTI_CAPTURE_LAUNCH_CALLBACKS |
                                 PD_CUPTI_CAPTURE_SHARED_BUFFERS));
+  cr_expect_eq(pd_cupti_capture_parse("runtime_ids,no_driver,driver_ids", &bits, err, sizeof err), 0);
+  cr_expect_eq(bits, (unsigned)(PD_CUPTI_CAPTURE_RUNTIME_IDS | PD_CUPTI_CAPTURE_NO_DRIVER | PD_CUPTI_CAPTURE_DRIVER_IDS));
   bits = 7;
   cr_expect_eq(pd_cupti_capture_parse("cupti_clock,fast", &bits, err, sizeof err), PD_EINVAL);
   cr_expect_eq(bits, 0u, "nothing half-applied");

@@ -420,3 +420,94 @@ Test(mock_source, cycles_through_the_pipeline_to_json_match_the_traces_read_back
   finish(p);
   pd_test_tmpdir_remove(dir);
 }
+
+/* ---- the API census over the warmup steps ---------------------------------------------------------- */
+
+/* A step that also makes calls the source sees without recording them (as CUPTI sees
+ * cudaGetDevice in the default capture): five runtime and two driver calls. */
+static int run_steps_with_unrecorded(pd_prof_t *p, int n) {
+  for (int i = 0; i < n; i++) {
+    step_work();
+    for (int k = 0; k < 5; k++) pd_mock_source_unrecorded_call(g_mock, false);
+    for (int k = 0; k < 2; k++) pd_mock_source_unrecorded_call(g_mock, true);
+    int rc = pd_prof_step(p);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+Test(mock_source, census_counts_the_calls_of_the_warmup_steps_only) {
+  seen_t seen = {0};
+  pd_prof_t *p = make_profiler((pd_schedule_t){.wait = 1, .warmup = 2, .active = 2, .repeat = 1}, &seen);
+  cr_assert_eq(pd_prof_start(p), 0);
+  cr_assert_eq(run_steps_with_unrecorded(p, 6), 0, "%s", pd_prof_last_error(p));
+  cr_assert_eq(pd_prof_stop(p), 0);
+  cr_assert_eq(seen.cycles, 1);
+  cr_expect_eq(pd_mock_source_calls(g_mock, PD_MOCK_CENSUS), 2, "started at the warmup, ended at the first active step");
+  pd_prof_cost_t total;
+  cr_assert_eq(pd_prof_cost(p, &total, NULL), 0);
+  cr_expect_eq(total.census_steps, 2, "the two warmup steps");
+  cr_expect_eq(total.census_runtime_unrecorded, 10, "5 a warmup step; the wait and active steps' not counted");
+  cr_expect_eq(total.census_driver_unrecorded, 4);
+  cr_expect_eq(total.census_recorded, 2 * (KERNELS_PER_STEP + 6), "the recorded calls of the warmup steps");
+  cr_expect_eq(total.launch_calls, 2 * KERNELS_PER_STEP, "the active steps' launches");
+  /* Calibrated, the unrecorded calls add their cost per step to the estimate: the active
+   * steps' (3 launches x 2 us + 6 other calls x 0.5 us) + 5 x 0.1 us + 2 x 0.2 us a step. */
+  total.calib_ns_per_call = 2000.0, total.calib_ns_per_range = 0.0, total.host_ranges = 0;
+  total.calib_ns_per_recorded_call = 500.0;
+  total.calib_ns_per_unrecorded_runtime = 100.0, total.calib_ns_per_unrecorded_driver = 200.0;
+  pd_prof_cost_estimate(&total);
+  cr_expect_float_eq(total.est_added_us_per_step, 6.0 + 3.0 + 0.5 + 0.4, 1e-9, "got %.4f", total.est_added_us_per_step);
+  cJSON *j = pd_prof_cost_to_json(&total, 0.001);
+  cr_assert_not_null(j);
+  const cJSON *ce = cJSON_GetObjectItemCaseSensitive(j, "api_census");
+  cr_assert(cJSON_IsObject(ce));
+  cr_expect_float_eq(cJSON_GetObjectItemCaseSensitive(ce, "steps")->valuedouble, 2.0, 1e-9);
+  cr_expect_float_eq(cJSON_GetObjectItemCaseSensitive(ce, "runtime_unrecorded_per_step")->valuedouble, 5.0, 1e-9);
+  cr_expect_float_eq(cJSON_GetObjectItemCaseSensitive(ce, "driver_unrecorded_per_step")->valuedouble, 2.0, 1e-9);
+  cr_expect_float_eq(cJSON_GetObjectItemCaseSensitive(ce, "recorded_per_step")->valuedouble, KERNELS_PER_STEP + 6.0, 1e-9);
+  cJSON_Delete(j);
+  finish(p);
+}
+
+Test(mock_source, census_that_cannot_start_leaves_the_cycle_and_counts_nothing) {
+  seen_t seen = {0};
+  pd_prof_t *p = make_profiler((pd_schedule_t){.wait = 0, .warmup = 1, .active = 2, .repeat = 1}, &seen);
+  pd_mock_source_fail(g_mock, PD_MOCK_CENSUS, 1, PD_ECUPTI);
+  cr_assert_eq(pd_prof_start(p), 0);
+  cr_assert_eq(run_steps_with_unrecorded(p, 4), 0, "a census is no reason to fail a step: %s", pd_prof_last_error(p));
+  cr_assert_eq(pd_prof_stop(p), 0);
+  cr_expect_eq(seen.cycles, 1);
+  cr_expect_eq(seen.kernels[0], 2u * KERNELS_PER_STEP);
+  pd_prof_cost_t total;
+  cr_assert_eq(pd_prof_cost(p, &total, NULL), 0);
+  cr_expect_eq(total.census_steps, 0);
+  cr_expect_eq(total.census_runtime_unrecorded, 0);
+  cJSON *j = pd_prof_cost_to_json(&total, 0.001);
+  cr_assert_not_null(j);
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "api_census")), "no census: null, not zeros");
+  cJSON_Delete(j);
+  finish(p);
+}
+
+Test(mock_source, census_needs_a_warmup_step_and_ends_with_a_stop_inside_it) {
+  seen_t seen = {0};
+  pd_prof_t *p = make_profiler((pd_schedule_t){.wait = 1, .warmup = 0, .active = 2, .repeat = 1}, &seen);
+  cr_assert_eq(pd_prof_start(p), 0);
+  cr_assert_eq(run_steps_with_unrecorded(p, 4), 0, "%s", pd_prof_last_error(p));
+  cr_assert_eq(pd_prof_stop(p), 0);
+  cr_expect_eq(pd_mock_source_calls(g_mock, PD_MOCK_CENSUS), 0, "no warmup step: no census");
+  finish(p);
+
+  seen = (seen_t){0};
+  p = make_profiler((pd_schedule_t){.wait = 0, .warmup = 3, .active = 2, .repeat = 1}, &seen);
+  cr_assert_eq(pd_prof_start(p), 0);
+  cr_assert_eq(run_steps_with_unrecorded(p, 1), 0, "%s", pd_prof_last_error(p));
+  cr_assert_eq(pd_prof_stop(p), 0); /* inside the warmup */
+  cr_expect_eq(seen.cycles, 0);
+  cr_expect_eq(pd_mock_source_calls(g_mock, PD_MOCK_CENSUS), 2, "the census ended with the warmup");
+  pd_prof_cost_t total;
+  cr_assert_eq(pd_prof_cost(p, &total, NULL), 0);
+  cr_expect_eq(total.census_steps, 0, "a warmup that never reached a recorded step counts nothing");
+  finish(p);
+}
