@@ -8,8 +8,9 @@
 # driver calls not) and full (every runtime and driver call recorded). Prints, per process,
 # the API calls recorded per step, pd_run's estimate of its added time, the added time it
 # measured in its own process and the program's own (its profiled steps against its steps
-# 2..13); then, from the first round's traces, the API calls per step by name in each
-# mode. The difference between the two lists is what CUPTI handles without recording in
+# 2..13), the warmup's API census (calls per step recorded, and instrumented without being
+# recorded, runtime and driver) and the calibration per kind of call; then, from the first
+# round's traces, the API calls per step by name in each mode. The difference between the two lists is what CUPTI handles without recording in
 # lean (docs/performance.md, "The census"). Runs, traces and JSON are kept in OUT_DIR.
 # Exit: 0; 1 a process failed; 2 bad usage or setup.
 set -uo pipefail
@@ -40,7 +41,8 @@ def load(p):
         return json.load(open(p))
     except Exception:
         return None
-print(f"{'process':10s} {'api/step':>9s} {'est us':>8s} {'measured us':>12s} {'program us':>11s}")
+print(f"{'process':10s} {'api/step':>9s} {'est us':>8s} {'measured us':>12s} {'program us':>11s}"
+      f" {'census rec':>10s} {'rt unrec':>9s} {'drv unrec':>9s} {'ns launch':>9s} {'ns rec':>7s} {'ns rt':>6s} {'ns drv':>6s}")
 for r in range(1, rounds + 1):
     for lvl in ("lean", "full"):
         pd, t = load(f"{out}/pd_{lvl}_{r}.json"), load(f"{out}/timing_{lvl}_{r}.json")
@@ -53,7 +55,12 @@ for r in range(1, rounds + 1):
         est, meas = c.get("est_added_us_per_step"), c.get("measured_added_us_per_step")
         prog = (st.fmean(t["step_ms"]) - st.fmean(t["pre_step_ms"])) * 1e3 if t.get("step_ms") and t.get("pre_step_ms") else float("nan")
         f = lambda v: f"{v:.1f}" if isinstance(v, (int, float)) else "-"
-        print(f"{lvl + '_' + str(r):10s} {api:9.1f} {f(est):>8s} {f(meas):>12s} {prog:11.1f}")
+        ce, cal = c.get("api_census") or {}, c.get("calibration") or {}
+        print(f"{lvl + '_' + str(r):10s} {api:9.1f} {f(est):>8s} {f(meas):>12s} {prog:11.1f}"
+              f" {f(ce.get('recorded_per_step')):>10s} {f(ce.get('runtime_unrecorded_per_step')):>9s}"
+              f" {f(ce.get('driver_unrecorded_per_step')):>9s} {f(cal.get('ns_per_cuda_call')):>9s}"
+              f" {f(cal.get('ns_per_recorded_call')):>7s} {f(cal.get('ns_per_unrecorded_runtime_call')):>6s}"
+              f" {f(cal.get('ns_per_unrecorded_driver_call')):>6s}")
 for lvl in ("lean", "full"):
     tr = sorted(glob.glob(f"{out}/trace_{lvl}_1/*.json*"))
     if not tr:
