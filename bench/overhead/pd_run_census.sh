@@ -42,7 +42,7 @@ def load(p):
     except Exception:
         return None
 print(f"{'process':10s} {'api/step':>9s} {'est us':>8s} {'measured us':>12s} {'program us':>11s}"
-      f" {'census rec':>10s} {'rt unrec':>9s} {'drv unrec':>9s} {'ns launch':>9s} {'ns rec':>7s} {'ns rt':>6s} {'ns drv':>6s}")
+      f" {'census rec':>10s} {'rt unrec':>9s} {'drv unrec':>9s} {'drv intern':>10s} {'ns launch':>9s} {'ns rec':>7s} {'ns rt':>6s} {'ns drv':>6s}")
 for r in range(1, rounds + 1):
     for lvl in ("lean", "full"):
         pd, t = load(f"{out}/pd_{lvl}_{r}.json"), load(f"{out}/timing_{lvl}_{r}.json")
@@ -58,7 +58,8 @@ for r in range(1, rounds + 1):
         ce, cal = c.get("api_census") or {}, c.get("calibration") or {}
         print(f"{lvl + '_' + str(r):10s} {api:9.1f} {f(est):>8s} {f(meas):>12s} {prog:11.1f}"
               f" {f(ce.get('recorded_per_step')):>10s} {f(ce.get('runtime_unrecorded_per_step')):>9s}"
-              f" {f(ce.get('driver_unrecorded_per_step')):>9s} {f(cal.get('ns_per_cuda_call')):>9s}"
+              f" {f(ce.get('driver_unrecorded_per_step')):>9s} {f(ce.get('driver_internal_per_step')):>10s}"
+              f" {f(cal.get('ns_per_cuda_call')):>9s}"
               f" {f(cal.get('ns_per_recorded_call')):>7s} {f(cal.get('ns_per_unrecorded_runtime_call')):>6s}"
               f" {f(cal.get('ns_per_unrecorded_driver_call')):>6s}")
 for lvl in ("lean", "full"):

@@ -289,6 +289,7 @@ typedef struct {
   int64_t census_recorded;
   int64_t census_runtime_unrecorded;
   int64_t census_driver_unrecorded;
+  int64_t census_driver_internal; /* made inside runtime calls: in their calibrated cost */
   double est_added_us_per_step; /* < 0: unknown (not calibrated, or no step recorded) */
   double measured_added_us_per_step; /* measured in the process (pd_prof_cost_measure); NaN:
                                         not measured */

@@ -36,6 +36,9 @@ typedef struct {
   int64_t recorded;           /* calls whose records the source keeps */
   int64_t runtime_unrecorded; /* runtime calls seen and not recorded */
   int64_t driver_unrecorded;  /* driver calls seen and not recorded */
+  int64_t driver_internal;    /* driver calls made inside a runtime call (cudaLaunchKernel's own
+                                 launch): CUPTI records none of them, and their cost is part of
+                                 the runtime call's */
 } pd_api_census_t;
 
 /* Every operation gets the source itself. Calls that can fail return 0 or a negative

@@ -1151,24 +1151,43 @@ static struct {
 /* ---- the API census (pd_source.h) ------------------------------------------------------------ */
 
 /* Every runtime and driver call's entry while on, sorted by whether the source's capture
- * records it (the same rules as kind_wanted() and api_filter_apply()). The callbacks come
+ * records it (the same rules as kind_wanted() and api_filter_apply()); the driver calls a
+ * runtime call makes inside itself are counted apart. The callbacks come
  * from the launch hook's subscriber where it is installed (CUPTI allows one), else from a
  * subscriber of the census's own. */
 static struct {
   atomic_bool on;
-  atomic_int_fast64_t recorded, runtime_unrecorded, driver_unrecorded;
+  atomic_uint generation; /* one per census: a thread's depth from an earlier one is stale */
+  atomic_int_fast64_t recorded, runtime_unrecorded, driver_unrecorded, driver_internal;
   bool runtime_kept, driver_all, driver_launches; /* what the capture records */
   CUpti_SubscriberHandle own;
 } g_census;
 
+/* How deep the calling thread is inside runtime calls, for this census: a driver call
+ * there is the runtime's own (CUPTI's activity API records none of those). */
+static _Thread_local struct {
+  unsigned generation;
+  int depth;
+} t_census;
+
 static void census_count(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
-  if (cb == NULL || cb->callbackSite != CUPTI_API_ENTER) return;
+  if (cb == NULL) return;
+  const unsigned gen = atomic_load_explicit(&g_census.generation, memory_order_relaxed);
+  if (t_census.generation != gen) t_census.generation = gen, t_census.depth = 0;
+  const bool enter = cb->callbackSite == CUPTI_API_ENTER;
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    if (!enter) {
+      if (t_census.depth > 0) t_census.depth--; /* a call entered before the census: no count */
+      return;
+    }
+    t_census.depth++;
     if (g_census.runtime_kept && (g_census.driver_all || !runtime_cbid_quiet(cbid)))
       atomic_fetch_add(&g_census.recorded, 1);
     else
       atomic_fetch_add(&g_census.runtime_unrecorded, 1);
-  } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+  } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && enter && t_census.depth > 0) {
+    atomic_fetch_add(&g_census.driver_internal, 1);
+  } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && enter) {
     if (g_census.driver_all || (g_census.driver_launches && pd_cupti_driver_cbid_is_launch(cbid)))
       atomic_fetch_add(&g_census.recorded, 1);
     else
@@ -1211,6 +1230,8 @@ static int census_start(const pd_cupti_source_t *src, char *err, size_t errlen) 
   atomic_store(&g_census.recorded, 0);
   atomic_store(&g_census.runtime_unrecorded, 0);
   atomic_store(&g_census.driver_unrecorded, 0);
+  atomic_store(&g_census.driver_internal, 0);
+  atomic_fetch_add(&g_census.generation, 1);
   CUptiResult r;
   if (g_hook.sub != NULL) {
     r = census_domains(g_hook.sub, true);
@@ -1247,7 +1268,8 @@ static int rs_census(pd_record_source_t *s, bool on, pd_api_census_t *out, char 
   if (out != NULL)
     *out = (pd_api_census_t){.recorded = atomic_load(&g_census.recorded),
                              .runtime_unrecorded = atomic_load(&g_census.runtime_unrecorded),
-                             .driver_unrecorded = atomic_load(&g_census.driver_unrecorded)};
+                             .driver_unrecorded = atomic_load(&g_census.driver_unrecorded),
+                             .driver_internal = atomic_load(&g_census.driver_internal)};
   if (r != CUPTI_SUCCESS) {
     cupti_errtext(err, errlen, "API census end", r);
     return cupti_code(r);

@@ -266,6 +266,7 @@ static void census_end(pd_prof_t *p, bool keep) {
   o->census_recorded = c.recorded;
   o->census_runtime_unrecorded = c.runtime_unrecorded;
   o->census_driver_unrecorded = c.driver_unrecorded;
+  o->census_driver_internal = c.driver_internal;
 }
 
 /* Tracing on. census: the steps until start_trace are warmup, whose records are dropped:
@@ -365,6 +366,7 @@ static void cost_close_cycle(pd_prof_t *p) {
   t->census_recorded += c.census_recorded;
   t->census_runtime_unrecorded += c.census_runtime_unrecorded;
   t->census_driver_unrecorded += c.census_driver_unrecorded;
+  t->census_driver_internal += c.census_driver_internal;
   t->gpu_activities += c.gpu_activities;
   t->host_ranges += c.host_ranges;
   t->buffers += c.buffers;

@@ -219,6 +219,7 @@ cJSON *pd_prof_cost_to_json(const pd_prof_cost_t *c, double step_s) {
                        true);
     ok = ok && add_num(ce, "driver_unrecorded_per_step", round((double)c->census_driver_unrecorded / n * 10.0) / 10.0,
                        true);
+    ok = ok && add_num(ce, "driver_internal_per_step", round((double)c->census_driver_internal / n * 10.0) / 10.0, true);
   } else if (ok) {
     ok = cJSON_AddNullToObject(o, "api_census") != NULL;
   }
