@@ -25,7 +25,8 @@
 # Also printed: pd_run's profiler_cost estimate (est_added_us_per_step, its source), the added
 # time it measured in its own process (measured_added_us_per_step: median recorded step
 # against median untraced step before the window, as its library timed them) and records
-# per step. Exit 0; 2 bad setup.
+# per step, and the estimate's error against the added time measured each way. Exit 0; 2
+# bad setup.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 root=$PWD
@@ -100,7 +101,7 @@ for m in modes:
         if isinstance(c.get("records_per_step"), (int, float)):
             rps.append(c["records_per_step"])
     med = lambda v: st.median(v) if v else float("nan")
-    res[m] = {"across": med(across), "within": med(within)}
+    res[m] = {"across": med(across), "within": med(within), "est": med(est), "meas": med(meas)}
     print(f"{m:7s} {med(step):9.1f} {med(pre):9.1f} {med(across):10.1f} {med(within):10.1f} {med(est):8.1f} {med(meas):8.1f} "
           f"{(src[0] if src else '-'):>12s} {med(rps):9.0f}  {' '.join(f'{w:.0f}' for w in within)}")
 for ours in ("kernel", "range", "tcuda"):
@@ -108,4 +109,10 @@ for ours in ("kernel", "range", "tcuda"):
         a = res[ours][how]
         print(f"{ours:6s} / torch ({how:6s}): default {a / res['tdef'][how]:.3f}  shapes+mem {a / res['tfull'][how]:.3f}"
               if res["tdef"][how] > 0 and res["tfull"][how] > 0 else f"{ours} {how}: n/a")
+# the estimate against the added time measured three ways (target: within 25%)
+for ours in ("kernel", "range"):
+    e = res[ours]["est"]
+    errs = [f"{how} {(e / res[ours][how] - 1) * 100:+.0f}%" for how in ("across", "within", "meas")
+            if res[ours][how] > 0 and e == e]
+    print(f"{ours:6s} estimate {e:.1f} us against: " + (", ".join(errs) if errs else "n/a"))
 PY
