@@ -832,17 +832,20 @@ static const CUpti_CallbackId k_quiet_runtime[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceCount_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetAttribute_v5000,
 };
-/* Applies the per-API selections after the kinds are enabled (enabling the RUNTIME or
- * DRIVER kind resets them). With launches only, every other driver call's record is
- * switched off one callback id at a time: enabling just the launch ids without the DRIVER
- * kind produced no records on CUDA 13 (H100, driver 580), so the kind stays on and the
- * rest are turned off. on = false needs no undo for the driver ids: the kind goes off. */
+/* Whether a runtime call is one of the query-only ones above. */
 static bool runtime_cbid_quiet(uint32_t cbid) {
   for (size_t i = 0; i < sizeof(k_quiet_runtime) / sizeof(k_quiet_runtime[0]); i++)
     if (k_quiet_runtime[i] == cbid) return true;
   return false;
 }
 
+/* Applies the per-API selections after the kinds are enabled (enabling the RUNTIME or
+ * DRIVER kind resets them). With launches only, every other driver call's record is
+ * switched off one callback id at a time: enabling just the launch ids without the DRIVER
+ * kind produced no records on CUDA 13 (H100, driver 580), nor did the runtime's ids
+ * without the RUNTIME kind (the runtime_ids and driver_ids capture variants,
+ * docs/performance.md), so the kinds stay on and the rest are turned off. on = false needs
+ * no undo for the driver ids: the kind goes off. */
 static int api_filter_apply(const pd_cupti_source_t *src, bool on, char *err, size_t errlen) {
   if (src->opt.capture & PD_CUPTI_CAPTURE_KERNELS_ONLY) return 0;
   if (src->opt.capture & PD_CUPTI_CAPTURE_RUNTIME_IDS) {
