@@ -33,9 +33,9 @@ static bool is_runtime_launch(const pd_event_t *e) {
 }
 
 /* Any kernel launch call, runtime or driver (graph launches included): what costs a launch
- * record and a kernel record. */
+ * record and a kernel record. A host function's launch runs no kernel. */
 static bool is_launch_call(const pd_event_t *e) {
-  if (e->name == NULL) return false;
+  if (e->name == NULL || strstr(e->name, "LaunchHostFunc") != NULL) return false;
   if (e->kind == PD_EVENT_RUNTIME) return strstr(e->name, "cudaLaunch") != NULL || strstr(e->name, "cudaGraphLaunch") != NULL;
   if (e->kind == PD_EVENT_DRIVER) return strncmp(e->name, "cuLaunch", 8) == 0 || strncmp(e->name, "cuGraphLaunch", 13) == 0;
   return false;

@@ -306,28 +306,29 @@ Test(prof_cost, estimate_per_kind_of_call) {
   add_call(t, PD_EVENT_RUNTIME, "cudaGetErrorString");
   add_call(t, PD_EVENT_DRIVER, "cuCtxGetCurrent");
   add_call(t, PD_EVENT_RUNTIME, NULL); /* no name: not a launch */
+  add_call(t, PD_EVENT_RUNTIME, "cudaLaunchHostFunc"); /* runs no kernel */
   pd_prof_cost_t c;
   pd_prof_cost_init(&c);
   pd_prof_cost_count(&c, t);
   pd_trace_destroy(t);
-  cr_expect_eq(c.api_calls, 8);
+  cr_expect_eq(c.api_calls, 9);
   cr_expect_eq(c.launch_calls, 4);
   c.calib_ns_per_call = 3000.0, c.calib_ns_per_range = 0.0;
   pd_prof_cost_estimate(&c);
-  cr_expect_float_eq(c.est_added_us_per_step, 24.0, 1e-9, "8 calls at the launch's 3 us: %.4f", c.est_added_us_per_step);
+  cr_expect_float_eq(c.est_added_us_per_step, 27.0, 1e-9, "9 calls at the launch's 3 us: %.4f", c.est_added_us_per_step);
   c.calib_ns_per_recorded_call = 500.0;
   pd_prof_cost_estimate(&c);
-  cr_expect_float_eq(c.est_added_us_per_step, 14.0, 1e-9, "4 x 3 us + 4 x 0.5 us: %.4f", c.est_added_us_per_step);
+  cr_expect_float_eq(c.est_added_us_per_step, 14.5, 1e-9, "4 x 3 us + 5 x 0.5 us: %.4f", c.est_added_us_per_step);
   c.census_steps = 2, c.census_runtime_unrecorded = 2000, c.census_driver_unrecorded = 600;
   pd_prof_cost_estimate(&c);
-  cr_expect_float_eq(c.est_added_us_per_step, 14.0, 1e-9, "unrecorded calls not calibrated: left out");
+  cr_expect_float_eq(c.est_added_us_per_step, 14.5, 1e-9, "unrecorded calls not calibrated: left out");
   c.calib_ns_per_unrecorded_runtime = 200.0, c.calib_ns_per_unrecorded_driver = 50.0;
   pd_prof_cost_estimate(&c);
   /* + (1000 x 0.2 us + 300 x 0.05 us) a step */
-  cr_expect_float_eq(c.est_added_us_per_step, 14.0 + 200.0 + 15.0, 1e-9, "got %.4f", c.est_added_us_per_step);
+  cr_expect_float_eq(c.est_added_us_per_step, 14.5 + 200.0 + 15.0, 1e-9, "got %.4f", c.est_added_us_per_step);
   c.census_steps = 0;
   pd_prof_cost_estimate(&c);
-  cr_expect_float_eq(c.est_added_us_per_step, 14.0, 1e-9, "no census: the recorded calls only");
+  cr_expect_float_eq(c.est_added_us_per_step, 14.5, 1e-9, "no census: the recorded calls only");
   cJSON *j = pd_prof_cost_to_json(&c, 0.001);
   cr_assert_not_null(j);
   const cJSON *cal = cJSON_GetObjectItemCaseSensitive(j, "calibration");
