@@ -2,7 +2,7 @@
 # ab_record.sh BUILD_DIR OUT_DIR [ROUNDS] [COMMIT]: records on this GPU host the runs the
 # A/B's power and false alarms are evaluated from offline (bench/gate/ab_eval.py), into
 # OUT_DIR/<scenario>/<round>/<kind>.json for clean and tiny_ops, with the flags of
-# baselines/acceptance.args. Each round runs, per scenario, four kinds in an order that
+# baselines/acceptance.args and --warmup_steps PD_AB_WARMUP (default 48, as gpu_ab.sh). Each round runs, per scenario, four kinds in an order that
 # rotates from round to round (no kind always first):
 #   a, b  the unchanged build (two, so that an A/B of the build against itself exists)
 #   h5    --inject_slowdown 0.05
@@ -35,6 +35,10 @@ root=$PWD libpath_probe=$demo
 # shellcheck source=scripts/gpu_libpath.sh
 . scripts/gpu_libpath.sh
 read -r -a args <<<"$(grep -v '^[[:space:]]*#' baselines/acceptance.args | tr '\n' ' ')"
+# The untraced warmup steps the A/B judges host time on: as many as scripts/gpu_ab.sh gives.
+warm=${PD_AB_WARMUP:-48}
+case "$warm" in '' | *[!0-9]*) echo "ab_record: PD_AB_WARMUP must be a whole number, got '$warm'" >&2; exit 2 ;; esac
+args+=(--warmup_steps "$warm")
 # PD_AB_ARGS: more profiler_demo flags for every run (e.g. --pin_cpu), kept in host.txt's args.
 read -r -a extra <<<"${PD_AB_ARGS:-}"
 args+=("${extra[@]}")

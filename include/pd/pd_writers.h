@@ -227,6 +227,10 @@ typedef struct {
   /* the same for the unprofiled warmup steps before the profiler starts (the first, which
    * pays one-time costs, left out): the same process's unprofiled iteration; NULL: none */
   const double *warmup_periods_s;
+  /* the same steps' step times (between the two synchronizes, as step_times_s): what the
+   * gate's A/B judges host time on (untraced, so CUPTI's per-call state is not in it);
+   * NULL: none */
+  const double *warmup_step_times_s;
   size_t nwarmup;
   const pd_verdict_t *verdict;
   const pd_op_table_t *top_ops; /* sorted as it should appear; may be NULL */

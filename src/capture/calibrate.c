@@ -55,10 +55,10 @@ static double cal_calls(int kind, cudaStream_t s, cu_ctx_get_current_fn drv) {
 
 /* One phase of the calibration: the median ns per launch over CAL_BATCHES batches of
  * CAL_LAUNCHES empty kernels (the host's issue time only; the stream is drained after each
- * batch, untimed), then ns per push+pop over CAL_RANGES host ranges, then ns per call of
- * the three other kinds (cal_calls; the driver kind only where drv is known, else -1).
- * Returns false when a CUDA call failed. */
-static bool cal_phase(cudaStream_t s, cu_ctx_get_current_fn drv, cal_times_t *t) {
+ * batch, untimed), then ns per push+pop over CAL_RANGES host ranges, then, with kinds, ns
+ * per call of the three other kinds (cal_calls; the driver kind only where drv is known,
+ * else -1; without kinds all three are -1). Returns false when a CUDA call failed. */
+static bool cal_phase(cudaStream_t s, cu_ctx_get_current_fn drv, bool kinds, cal_times_t *t) {
   double batch[CAL_BATCHES];
   for (int i = 0; i < CAL_BATCHES; i++) {
     int64_t t0 = pd_clock_now_ns();
@@ -73,9 +73,9 @@ static bool cal_phase(cudaStream_t s, cu_ctx_get_current_fn drv, cal_times_t *t)
     (void)pd_range_pop();
   }
   t->range = (double)(pd_clock_now_ns() - t0) / CAL_RANGES;
-  t->recorded = cal_calls(0, s, drv);
-  t->runtime = cal_calls(1, s, drv);
-  t->driver = drv != NULL ? cal_calls(2, s, drv) : -1.0;
+  t->recorded = kinds ? cal_calls(0, s, drv) : -1.0;
+  t->runtime = kinds ? cal_calls(1, s, drv) : -1.0;
+  t->driver = kinds && drv != NULL ? cal_calls(2, s, drv) : -1.0;
   return true;
 }
 
@@ -107,24 +107,25 @@ static cu_ctx_get_current_fn driver_call(void) {
   return (cu_ctx_get_current_fn)fn;
 }
 
-/* Untraced, traced, untraced again: the differences are what tracing adds. */
-static bool calibrate(pd_record_source_t *src, calib_figures_t *f) {
+/* Untraced, traced, untraced again: the differences are what tracing adds. kinds: also the
+ * per-kind calls (the start calibration only: the end one keeps the launch and range). */
+static bool calibrate(pd_record_source_t *src, bool kinds, calib_figures_t *f) {
   const pd_record_source_ops_t *ops = src->ops;
   cudaStream_t s = NULL;
   if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
-  const cu_ctx_get_current_fn drv = driver_call();
+  const cu_ctx_get_current_fn drv = kinds ? driver_call() : NULL;
   cal_times_t off = {0}, on = {0}, off2 = {0};
   char err[256];
   /* The first launch loads the module: untimed. */
   bool ok = pd_calibration_launch(8, s) == 0 && cudaStreamSynchronize(s) == cudaSuccess;
-  ok = ok && cal_phase(s, drv, &off);
+  ok = ok && cal_phase(s, drv, kinds, &off);
   ok = ok && ops->enable(src, err, sizeof(err)) == 0;
   pd_ranges_session_begin();
   ok = ok && pd_calibration_launch(8, s) == 0 && cudaStreamSynchronize(s) == cudaSuccess;
-  ok = ok && cal_phase(s, drv, &on);
+  ok = ok && cal_phase(s, drv, kinds, &on);
   pd_ranges_session_end();
   (void)pd_ranges_collect(NULL);
   (void)ops->disable(src, err, sizeof(err));
@@ -137,7 +138,7 @@ static bool calibrate(pd_record_source_t *src, calib_figures_t *f) {
   else (void)ops->collect(src, NULL, 0);
   pd_trace_destroy(cal);
   (void)ops->detach(src, err, sizeof(err));
-  ok = ok && cal_phase(s, drv, &off2);
+  ok = ok && cal_phase(s, drv, kinds, &off2);
   (void)cudaStreamDestroy(s);
   (void)cudaGetLastError();
   if (!ok) return false;
@@ -157,7 +158,7 @@ static bool calibrate(pd_record_source_t *src, calib_figures_t *f) {
 void pd_calibrate(pd_record_source_t *src, pd_prof_cost_t *cost) {
   const int64_t t0 = pd_clock_now_ns();
   calib_figures_t f;
-  if (calibrate(src, &f)) {
+  if (calibrate(src, true, &f)) {
     cost->calib_ns_per_call = f.per_call;
     cost->calib_ns_per_range = f.per_range;
     cost->calib_ns_launch_untraced = f.launch_untraced;
@@ -173,7 +174,7 @@ void pd_calibrate(pd_record_source_t *src, pd_prof_cost_t *cost) {
 void pd_calibrate_end(pd_record_source_t *src, pd_prof_cost_t *cost) {
   const int64_t t0 = pd_clock_now_ns();
   calib_figures_t f;
-  if (calibrate(src, &f)) {
+  if (calibrate(src, false, &f)) {
     cost->end_ns_per_call_sum += f.per_call;
     cost->end_ns_per_range_sum += f.per_range;
     cost->end_cycles++;

@@ -759,7 +759,9 @@ int pd_cmp_compare(const cJSON *current, const cJSON *baseline, const pd_cmp_opt
   size_t nderived = 0;
   const pd_cmp_derived_t *derived = pd_cmp_derived_metrics(&nderived);
   for (size_t d = 0; d < nderived && rc == 0; d++) {
-    size_t k = strcmp(derived[d].samples, k_sample_keys[1]) == 0 ? 1 : 0;
+    size_t k = 0;
+    while (k < 2 && strcmp(derived[d].samples, k_sample_keys[k]) != 0) k++;
+    if (k == 2) continue; /* samples a stored baseline does not pool (the A/B's own rows) */
     if (sb[k].n == 0) continue;
     size_t cap = sb[k].n > sn[k].n ? sb[k].n : sn[k].n;
     double *vals = malloc((cap + 1) * sizeof(*vals));

@@ -303,6 +303,8 @@ static cJSON *build_report(const pd_run_report_t *r) {
   if (r->step_periods_s != NULL) add_samples(&b, root, "step_periods_s", r->step_periods_s, r->nsteps);
   if (r->warmup_periods_s != NULL && r->nwarmup > 0)
     add_samples(&b, root, "warmup_periods_s", r->warmup_periods_s, r->nwarmup);
+  if (r->warmup_step_times_s != NULL && r->nwarmup > 0)
+    add_samples(&b, root, "warmup_step_times_s", r->warmup_step_times_s, r->nwarmup);
 
   if (r->verdict != NULL) {
     if (pd_verdict_add_json(root, "verdict", r->verdict) != 0) b.failed = true;

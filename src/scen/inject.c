@@ -1,11 +1,13 @@
 /* inject.c: --inject_slowdown, the gate's host-side self-test (pd_scen.h).
  *
- * "F" must mean that the judged (profiled) step gets F longer. The step is timed between
+ * "F" must mean that the judged step gets F longer: the profiled step, and the untraced
+ * warmup step the A/B judges host time on, each from its own state (profiler_demo keeps one
+ * per phase, since the warmup step is 15-30% shorter). The step is timed between
  * two device synchronizations, so busy time placed before the step's launches is time
  * the step really waits for: the GPU is idle then, and nothing overlaps it. (Placed after
  * the step's work, as it once was, part of it overlapped the GPU's tail and a 10%
- * injection read +4..+18%.) The target is F x the median plain step of this process, so
- * it follows the profiled step rather than the unprofiled warmup, which is 15-30% shorter.
+ * injection read +4..+18%.) The target is F x the median plain step of this process in
+ * the same phase.
  *
  * Why a feedback loop and not just "spin F x P": an injected step costs more than its
  * busy time. On a fresh H100 (boot 369772e7), clean with F = 0.10 alternating injected

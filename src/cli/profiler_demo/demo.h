@@ -154,6 +154,7 @@ typedef struct {
   const double *wait_s;             /* data wait per timed step, seconds */
   const double *period_s;           /* per timed step, its data wait's start to the next's */
   const double *warm_period_s;      /* the same per warmup step after the first */
+  const double *warm_step_s;        /* the step time (between the two synchronizes) of the same */
   size_t nwarm;
   size_t nsamples;
   const pd_verdict_t *verdict;      /* NULL: not available (--no_profile), written as null */

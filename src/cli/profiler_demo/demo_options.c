@@ -178,11 +178,12 @@ static const opt_t opts[] = {
 
     {ROW("inject_slowdown", OPT_DOUBLE), OFF(inject_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION", G_TEST,
      "0",
-     "make every step after the warmup FRACTION longer: host busy time before its launches, "
-     "FRACTION x the median of the steps measured so far (the gate's self-test)"},
+     "make every step from the third warmup step on FRACTION longer: host busy time before its "
+     "launches, FRACTION x the median of the steps measured so far in the same phase (warmup, "
+     "profiled) (the gate's self-test)"},
     {ROW("inject_alternate", OPT_SWITCH), OFF(inject_alternate), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_TEST, "off",
-     "with --inject_slowdown: inject only in every other profiled step (the odd ones of "
-     "step_times_s), so injected and plain steps alternate in one process"},
+     "with --inject_slowdown: inject only in every other step (the odd ones of step_times_s "
+     "and of the warmup), so injected and plain steps alternate in one process"},
     {ROW("inject_gpu_slowdown", OPT_DOUBLE), OFF(inject_gpu_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION",
      G_TEST, "0",
      "add device time, FRACTION x the step's GPU time measured after the warmup, to the "

@@ -3,8 +3,9 @@
 recording, without a GPU. 16 rounds of the clean fixture run whose processes land in a
 slow state (x1.4) one time in four, which their host calibration shows; h5/h10 runs are
 5%/10% longer. Two blocks of 8 rounds: one detection block (10% and 5% A/Bs), one null
-block. Checks: the normalised statistic and the one adjusted for the traced-call cost
-(which the slow state raises too) catch both and raise no false alarm; every
+block. Checks: the normalised statistic, the one adjusted for the traced-call cost
+(which the slow state raises too) and the untraced warmup steps' median (which it barely
+touches) catch both and raise no false alarm; every
 statistic is tabled; the wall-time estimate is printed; a folder that is no recording is
 refused with exit 2."""
 import json
@@ -27,6 +28,9 @@ with open(os.path.join(rec, "times.tsv"), "w") as t:
             proc = (1.4 if rng.random() < 0.25 else 1.0) * rng.gauss(1.0, 0.01)
             doc = json.loads(json.dumps(base))
             doc["step_times_s"] = [x * proc * f * rng.gauss(1.0, 0.002) for x in base["step_times_s"]]
+            # the untraced warmup steps: the slow state (the traced call's) barely touches them
+            doc["warmup_step_times_s"] = [0.8 * x * (1.02 if proc > 1.2 else 1.0) * f * rng.gauss(1.0, 0.004)
+                                          for x in base["step_times_s"] * 3]
             doc["host_calibration"] = {"start_ns": 2e5 * proc, "end_ns": 2e5 * proc}
             # the slow state raises the traced-call cost too (docs/gate.md), with its own noise
             doc.setdefault("profiler_cost", {})["calibration"] = {"ns_per_cuda_call": 1500.0 * proc * rng.gauss(1.0, 0.01),
@@ -48,6 +52,9 @@ if "| 1 of 1 | 1 of 1 | 0 of 1 |" not in line:
 adj = next((l for l in out.splitlines() if l.startswith("| p10, all runs, adjusted, two-sample test")), "")
 if "| 1 of 1 | 1 of 1 | 0 of 1 |" not in adj:
     fails.append(f"adjusted row (gpu_ab.sh's default): {adj!r}")
+unt = next((l for l in out.splitlines() if l.startswith("| untraced p50, all runs, adjusted, two-sample test (gpu_ab.sh's default)")), "")
+if "| 1 of 1 | 1 of 1 | 0 of 1 |" not in unt:
+    fails.append(f"untraced row (gpu_ab.sh's default): {unt!r}")
 for want in ("| p10, better half (gpu_ab.sh with PD_AB_ADJUST=0) |", "| every host row at alpha", "- 8 rounds: "):
     if want not in out:
         fails.append(f"missing {want!r}")

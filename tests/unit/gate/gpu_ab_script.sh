@@ -21,6 +21,7 @@ for side in base head; do
   cat >"$tmp/$side/src/cli/profiler_demo/profiler_demo" <<FAKE
 #!/usr/bin/env bash
 # fake profiler_demo ($side): the fixture run, step times x the next factor of FAKE_${side^^}
+echo "\$*" >>"$tmp/$side.args"
 out="" scen=""
 while [ \$# -gt 0 ]; do
   case "\$1" in --output_json) out=\$2; shift ;; --scenario) scen=\$2; shift ;; esac
@@ -28,11 +29,17 @@ while [ \$# -gt 0 ]; do
 done
 n=\$(cat "$tmp/$side.count" 2>/dev/null || echo 0)
 echo \$((n + 1)) >"$tmp/$side.count"
-exec python3 - "$src/tests/fixtures/runs/clean.metrics.json" "\$out" "\$n" "\${FAKE_${side^^}:-1}" <<'PY'
+exec python3 - "$src/tests/fixtures/runs/clean.metrics.json" "\$out" "\$n" "\${FAKE_${side^^}:-1}" "\${FAKE_OLD_${side^^}:-0}" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 n, pattern = int(sys.argv[3]), [float(x) for x in sys.argv[4].split(",")]
 f = pattern[n % len(pattern)] * (1.0 + 0.002 * ((n * 7) % 5))  # a little noise of its own
+# the untraced warmup steps (what the A/B judges by default): 0.8 of the traced ones, as
+# the same build's are; a build before them (FAKE_OLD_<SIDE>=1) writes none
+warm = [0.8 * t for t in d["step_times_s"]] * 3
+d.pop("warmup_step_times_s", None)
+if sys.argv[5] != "1":
+    d["warmup_step_times_s"] = [t * f for t in warm]
 d["step_times_s"] = [t * f for t in d["step_times_s"]]
 json.dump(d, open(sys.argv[2], "w"))
 PY
@@ -45,7 +52,7 @@ ln -s "$(cd "$(dirname "$pc")" && pwd)/$(basename "$pc")" "$tmp/head/src/cli/pro
 case_run() {
   local name=$1 want=$2 pattern=$3
   shift 3
-  rm -f "$tmp"/*.count
+  rm -f "$tmp"/*.count "$tmp"/*.args
   # warm-up runs (3 of clean per build) come first: 6 runs, then base/head alternate
   env PATH="$tmp/bin:$PATH" PD_SCENARIOS=clean FAKE_BASE=1 FAKE_HEAD="$pattern" "$@" \
     "$src/scripts/gpu_ab.sh" "$tmp/base" "$tmp/head" 8 "$tmp/out.$name" >"$tmp/log.$name" 2>&1
@@ -56,8 +63,18 @@ case_run() {
 # counts every run of the head build, warm-ups included.
 case_run same 0 1
 grep -q 'within policy (8 rounds, look 1' "$tmp/log.same" || { cat "$tmp/log.same"; fail "same: not decided at the first look"; }
+grep -q 'untraced_step_p50_s' "$tmp/out.same/clean.ab.txt" || fail "same: no untraced_step_p50_s row"
+grep -q -- '--warmup_steps 10 .*--warmup_steps 48' "$tmp/head.args" || fail "same: the runs did not get --warmup_steps 48 after the acceptance flags"
 case_run slow 1 1.3
 grep -q 'REGRESSED (8 rounds, look 1' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: not caught at the first look"; }
+grep -q 'untraced_step_p50_s' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: the primary untraced row is not what regressed"; }
+# A base build from before the untraced samples: compared on the traced p10, said so.
+case_run old_base 1 1.3 FAKE_OLD_BASE=1
+grep -q 'carry no untraced_step_p50_s.*compared on step_time_p10_s' "$tmp/log.old_base" ||
+  { cat "$tmp/log.old_base"; fail "old_base: no fallback to step_time_p10_s"; }
+grep -q 'REGRESSED (8 rounds, look 1' "$tmp/log.old_base" || { cat "$tmp/log.old_base"; fail "old_base: not caught"; }
+case_run bad_warm 2 1 PD_AB_WARMUP=x
+grep -q 'PD_AB_WARMUP must be a whole number' "$tmp/log.bad_warm" || { cat "$tmp/log.bad_warm"; fail "bad_warm: no message"; }
 # The head's run n (3 warm-ups first) uses entry n: round 8 (n = 10) is the one fast round.
 # With gpu_ab.sh's default (every run, adjusted, two-sample; the fixture's calibration is
 # the same in every run, so nothing moves) at 8 rounds the head is +7.5% but about 205 of
@@ -70,4 +87,4 @@ grep -q 'REGRESSED (16 rounds, look 2' "$tmp/log.undecided" || { cat "$tmp/log.u
 case_run capped 0 "$pat" PD_AB_MAX_ROUNDS=8
 grep -q 'still undecided at the cap of 8 rounds' "$tmp/log.capped" || { cat "$tmp/log.capped"; fail "capped: not said"; }
 [ -f "$tmp/out.capped/summary.md" ] || fail "no summary.md"
-echo "gpu_ab_script: 4 cases passed"
+echo "gpu_ab_script: 6 cases passed"

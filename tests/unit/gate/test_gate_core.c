@@ -814,3 +814,56 @@ Test(gate_core, ab_primary_keep_and_undecided) {
   cJSON_Delete(j);
   pd_cmp_report_free(&rep);
 }
+
+/* Runs whose untraced warmup steps (warmup_step_times_s) carry the head's 8% slowdown while
+ * their traced steps are in a slow state one process in three, as the traced call's state
+ * puts them on these hosts: the A/B's untraced_step_p50_s row sees +8% and, as the primary,
+ * fails the A/B; its p10 sibling is a row too. A stored comparison has no untraced row (its
+ * baselines do not pool those samples), and a base without them has none either. */
+Test(gate_core, ab_judges_the_untraced_warmup_steps) {
+  enum { N = 9, W = 40 };
+  cJSON *b[N], *h[N];
+  for (int r = 0; r < N; r++) {
+    b[r] = mk_run((run_spec_t){.host = r % 3 == 0 ? 1.4 : 1.0, .gpu = 1.0});
+    h[r] = mk_run((run_spec_t){.host = r % 3 == 1 ? 1.4 : 1.0, .gpu = 1.0});
+    double wb[W], wh[W];
+    for (int i = 0; i < W; i++) {
+      wb[i] = 0.00025 * (1.0 + 0.01 * rng_normal());
+      wh[i] = 0.00025 * 1.08 * (1.0 + 0.01 * rng_normal());
+    }
+    cJSON_AddItemToObject(b[r], "warmup_step_times_s", cJSON_CreateDoubleArray(wb, W));
+    cJSON_AddItemToObject(h[r], "warmup_step_times_s", cJSON_CreateDoubleArray(wh, W));
+  }
+  pd_cmp_report_t rep;
+  char why[256];
+  pd_cmp_options_t opt = {.keep = 1.0, .unpaired = true, .primary = "untraced_step_p50_s"};
+  cr_assert_eq(pd_cmp_ab((const cJSON *const *)b, N, (const cJSON *const *)h, N, NULL, &opt, &rep, why, sizeof why),
+               0, "%s", why);
+  const pd_cmp_row_t *u = row_of(&rep, "untraced_step_p50_s");
+  cr_expect_eq(u->policy.cls, PD_METRIC_CLASS_HOST);
+  cr_expect_float_eq(u->change_pct, 8.0, 1.0, "%g", u->change_pct);
+  cr_expect_eq(u->verdict, PD_CMP_REGRESSED);
+  cr_expect_float_eq(row_of(&rep, "untraced_step_p10_s")->change_pct, 8.0, 1.5, "%g",
+                     row_of(&rep, "untraced_step_p10_s")->change_pct);
+  cr_expect(rep.failed);
+  pd_cmp_report_free(&rep);
+  /* the same build on both sides: no failure from the untraced row */
+  cr_assert_eq(pd_cmp_ab((const cJSON *const *)b, N, (const cJSON *const *)b, N, NULL, &opt, &rep, why, sizeof why),
+               0, "%s", why);
+  cr_expect_eq(row_of(&rep, "untraced_step_p50_s")->verdict, PD_CMP_OK);
+  pd_cmp_report_free(&rep);
+  /* stored: a run against a single-run "baseline" that has the samples: no untraced row */
+  cr_assert_eq(pd_cmp_compare(h[0], b[1], NULL, &rep, why, sizeof why), 0, "%s", why);
+  for (size_t i = 0; i < rep.nrows; i++)
+    cr_expect_null(strstr(rep.rows[i].metric, "untraced"), "stored row %s", rep.rows[i].metric);
+  pd_cmp_report_free(&rep);
+  /* a base build before the samples: no untraced row, and naming it as the primary is refused */
+  for (int r = 0; r < N; r++) cJSON_DeleteItemFromObject(b[r], "warmup_step_times_s");
+  cr_expect_neq(pd_cmp_ab((const cJSON *const *)b, N, (const cJSON *const *)h, N, NULL, &opt, &rep, why, sizeof why),
+                0);
+  cr_expect_not_null(strstr(why, "primary metric 'untraced_step_p50_s'"), "%s", why);
+  for (int r = 0; r < N; r++) {
+    cJSON_Delete(b[r]);
+    cJSON_Delete(h[r]);
+  }
+}

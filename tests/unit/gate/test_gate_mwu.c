@@ -257,9 +257,20 @@ Test(gate, policy_defaults_follow_metric_classes) {
   cr_assert_null(pd_cmp_metric_samples_key("kernels_per_step"));
   size_t n = 0;
   const pd_cmp_derived_t *d = pd_cmp_derived_metrics(&n);
-  cr_assert_eq(n, 1);
+  cr_assert_eq(n, 3);
   cr_assert_str_eq(d[0].name, "step_time_p10_s");
   cr_assert_float_eq(d[0].q, 0.10, 1e-12);
+  /* the untraced warmup steps' median and p10, host class, for the A/B */
+  cr_assert_str_eq(d[1].name, "untraced_step_p50_s");
+  cr_assert_str_eq(d[1].samples, "warmup_step_times_s");
+  cr_assert_float_eq(d[1].q, 0.50, 1e-12);
+  cr_assert_str_eq(d[2].name, "untraced_step_p10_s");
+  cr_assert_float_eq(d[2].q, 0.10, 1e-12);
+  cr_assert_eq(pd_cmp_metric_class("untraced_step_p50_s"), PD_METRIC_CLASS_HOST);
+  cr_assert_str_eq(pd_cmp_metric_samples_key("untraced_step_p50_s"), "warmup_step_times_s");
+  pd_cmp_policy_default("untraced_step_p50_s", PD_CMP_AB, 0.0003, &p);
+  cr_assert_eq(p.direction, PD_CMP_DIR_LOWER_IS_BETTER);
+  cr_assert_eq(p.mode, PD_CMP_MODE_SIGNIFICANCE);
 }
 
 Test(gate, policy_tolerance_widens_with_between_run_spread) {

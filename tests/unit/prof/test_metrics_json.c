@@ -101,6 +101,10 @@ Test(metrics_json, round_trip) {
                        .dataloader_wait_s = waits, .nsteps = 2, .verdict = &v, .top_ops = tab,
                        .top_ops_limit = 10, .trace_files = files, .ntrace_files = 1,
                        .top_kernels = kern, .host = &host};
+  const double warm_periods[3] = {0.0041, 0.0042, 0.0043}, warm_steps[3] = {0.0031, 0.0032, 0.0033};
+  r.warmup_periods_s = warm_periods;
+  r.warmup_step_times_s = warm_steps;
+  r.nwarmup = 3;
   char path[512];
   snprintf(path, sizeof path, "%s/metrics.json", tmpdir);
   cr_assert_eq(pd_metrics_json_write(path, &r), 0);
@@ -154,6 +158,9 @@ Test(metrics_json, round_trip) {
   cJSON *st = cJSON_GetObjectItem(j, "step_times_s"), *dw = cJSON_GetObjectItem(j, "dataloader_wait_s");
   cr_expect(cJSON_GetArraySize(st) == 2 && cJSON_GetArrayItem(st, 1)->valuedouble == 0.005);
   cr_expect(cJSON_GetArraySize(dw) == 2 && cJSON_IsNull(cJSON_GetArrayItem(dw, 1)));
+  cJSON *wp = cJSON_GetObjectItem(j, "warmup_periods_s"), *ws = cJSON_GetObjectItem(j, "warmup_step_times_s");
+  cr_expect(cJSON_GetArraySize(wp) == 3 && cJSON_GetArrayItem(wp, 2)->valuedouble == 0.0043);
+  cr_expect(cJSON_GetArraySize(ws) == 3 && cJSON_GetArrayItem(ws, 0)->valuedouble == 0.0031);
 
   cJSON *vj = cJSON_GetObjectItem(j, "verdict");
   cr_expect_str_eq(str(vj, "bottleneck"), pd_bottleneck_name(v.bottleneck));
