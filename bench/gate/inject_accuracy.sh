@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # inject_accuracy.sh [BUILD_DIR]: measures on a GPU host how closely --inject_slowdown F
-# lengthens the profiled p50 step by F: runs the acceptance test
+# lengthens the p50 step by F, the profiled steps and the untraced warmup steps (which the
+# A/B judges) each: runs the acceptance test
 # gate::injected_slowdown_lengthens_the_p50_step_by_its_fraction (clean at 0.10 over 100
-# injected and 100 plain steps in one process, tiny_ops at 0.05 over 32 each), which the
+# injected and 100 plain steps of each kind in one process, tiny_ops at 0.05 over 32 each), which the
 # acceptance suite skips because its result varies between fresh machines (docs/gate.md).
 # Prints the measured ratios. Exit: the test's status (0 within 3 points); 2 no build.
 set -uo pipefail
