@@ -216,7 +216,10 @@ typedef struct {
    * of covariance: the pooled within-side slope of log value on log call cost (clamped to
    * [0, 2]) moves each run to the mean call cost of all runs. The slow state of a process
    * on these hosts raises that cost with the step (docs/gate.md); a change under test that
-   * does not touch the profiler leaves it alone. Every run must carry it. */
+   * does not touch the profiler leaves it alone. Every run must carry it. The untraced
+   * rows (untraced_step_p50_s, _p10_s) take the untraced launch time instead
+   * (calibration.ns_per_launch_untraced, where every run has it), which tracks the same
+   * state without CUPTI. */
   bool adjust_call_cost;
   /* A two-sample permutation test (the 2n runs split into two groups of n in every way,
    * exact up to 9 rounds, else 65536 drawn from a fixed seed) instead of the paired one

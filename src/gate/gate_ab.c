@@ -396,6 +396,20 @@ static int ab_call_costs(const cJSON *const *docs, size_t n, const char *const *
   return 0;
 }
 
+/* The untraced launch time of each run (profiler_cost.calibration.ns_per_launch_untraced:
+ * an empty kernel's launch with no CUPTI attached, timed in the same process), log, into lu.
+ * False when a run lacks it or it is out of (0, 1e7) ns. */
+static bool ab_untraced_launches(const cJSON *const *docs, size_t n, double *lu) {
+  for (size_t i = 0; i < n; i++) {
+    const cJSON *pc = cJSON_GetObjectItemCaseSensitive(docs[i], "profiler_cost");
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pc, "calibration"),
+                                                      "ns_per_launch_untraced");
+    if (!cJSON_IsNumber(c) || !(c->valuedouble > 0.0 && c->valuedouble < 1e7)) return false;
+    lu[i] = log(c->valuedouble);
+  }
+  return true;
+}
+
 /* Analysis of covariance on log values: the pooled within-side slope of log v on the log
  * call cost lc, clamped to [0, 2], and every run's value moved along it to the mean call
  * cost of all runs. Runs without a positive finite value are left out and kept as they
@@ -500,7 +514,9 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
 
   double *b = malloc(n * sizeof(*b)), *h = malloc(n * sizeof(*h)), *work = malloc(5 * n * sizeof(*work));
   double *scale = rep->normalized ? malloc(2 * n * sizeof(*scale)) : NULL;
-  double *lcost = rep->adjusted ? malloc(2 * n * sizeof(*lcost)) : NULL;
+  /* --adjust: [0, 2n) the traced-call cost, [2n, 4n) the untraced launch (untraced rows) */
+  double *lcost = rep->adjusted ? malloc(4 * n * sizeof(*lcost)) : NULL;
+  bool untraced_cov = false;
   const char **names_of = malloc(n * sizeof(*names_of)); /* the runs' bottlenecks */
   if (b == NULL || h == NULL || work == NULL || names_of == NULL || (rep->normalized && scale == NULL) ||
       (rep->adjusted && lcost == NULL)) {
@@ -524,6 +540,8 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
   if (rc == 0 && lcost != NULL) {
     rc = ab_call_costs(base, n, names, lcost, why, whylen);
     if (rc == 0) rc = ab_call_costs(head, n, names != NULL ? names + n : NULL, lcost + n, why, whylen);
+    untraced_cov = rc == 0 && ab_untraced_launches(base, n, lcost + 2 * n) &&
+                   ab_untraced_launches(head, n, lcost + 3 * n);
   }
   const double *scale_b = scale, *scale_h = scale != NULL ? scale + n : NULL;
   size_t present = 0, cap = 0;
@@ -544,7 +562,13 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
     if ((rc = ab_values(head, n, metric, d, names != NULL ? names + n : NULL, scale_h, h, &ph, why, whylen)) != 0)
       break;
     if (d != NULL && pb == 0) continue; /* no samples: no derived row */
-    if (lcost != NULL && ab_host_time(metric, d)) ab_adjust(b, h, lcost, lcost + n, n);
+    if (lcost != NULL && ab_host_time(metric, d)) {
+      /* An untraced row's covariate is the untraced launch: the slow state of a process is in
+       * the driver's launch path with or without CUPTI (docs/gate.md); runs without that
+       * figure fall back to the traced-call cost. */
+      const bool unt = untraced_cov && d != NULL && strcmp(d->samples, "warmup_step_times_s") == 0;
+      ab_adjust(b, h, unt ? lcost + 2 * n : lcost, unt ? lcost + 3 * n : lcost + n, n);
+    }
     pd_cmp_row_t *r = cmp_row_add(rep, &cap, metric);
     if (r == NULL) {
       rc = PD_ENOMEM;

@@ -52,7 +52,7 @@ if "| 1 of 1 | 1 of 1 | 0 of 1 |" not in line:
 adj = next((l for l in out.splitlines() if l.startswith("| p10, all runs, adjusted, two-sample test")), "")
 if "| 1 of 1 | 1 of 1 | 0 of 1 |" not in adj:
     fails.append(f"adjusted row (gpu_ab.sh's default): {adj!r}")
-unt = next((l for l in out.splitlines() if l.startswith("| untraced p50, all runs, adjusted, two-sample test (gpu_ab.sh's default)")), "")
+unt = next((l for l in out.splitlines() if l.startswith("| untraced p50, all runs, adjusted for the untraced launch, two-sample test (gpu_ab.sh's default)")), "")
 if "| 1 of 1 | 1 of 1 | 0 of 1 |" not in unt:
     fails.append(f"untraced row (gpu_ab.sh's default): {unt!r}")
 for want in ("| p10, better half (gpu_ab.sh with PD_AB_ADJUST=0) |", "| every host row at alpha", "- 8 rounds: "):

@@ -867,3 +867,71 @@ Test(gate_core, ab_judges_the_untraced_warmup_steps) {
     cJSON_Delete(h[r]);
   }
 }
+
+/* One run whose untraced warmup steps are w x 0.25 ms (1% noise), with the two calibration
+ * figures --adjust reads. */
+static cJSON *mk_untraced_run(double w, double call_ns, double launch_untraced_ns) {
+  cJSON *d = mk_run((run_spec_t){.host = 1.0, .gpu = 1.0});
+  double ws[40];
+  for (int i = 0; i < 40; i++) ws[i] = 0.00025 * w * (1.0 + 0.01 * rng_normal());
+  cJSON_AddItemToObject(d, "warmup_step_times_s", cJSON_CreateDoubleArray(ws, 40));
+  cJSON *cal = cJSON_AddObjectToObject(cJSON_AddObjectToObject(d, "profiler_cost"), "calibration");
+  cJSON_AddNumberToObject(cal, "ns_per_cuda_call", call_ns);
+  if (launch_untraced_ns > 0) cJSON_AddNumberToObject(cal, "ns_per_launch_untraced", launch_untraced_ns);
+  return d;
+}
+
+/* --adjust on the untraced rows uses the untraced launch time: processes in a slow state
+ * (untraced launch 1.5x, the untraced step 1.3x; the traced-call cost unmoved), 1 of 12
+ * on the base side and 11 of 12 on the head side, read as a regression unadjusted and as
+ * none adjusted; a real 10% slowdown of the untraced steps with the same states on both
+ * sides is caught adjusted; runs without the untraced launch fall back to the traced-call
+ * cost, which does not track this state: the regression stays. */
+Test(gate_core, ab_adjusts_untraced_rows_for_the_untraced_launch) {
+  enum { N = 12 };
+  for (int variant = 0; variant < 3; variant++) {
+    cJSON *b[N], *h[N];
+    for (int r = 0; r < N; r++) {
+      const double jitter = 1.0 + 0.004 * (r % 3);
+      bool sb = r == 0, sh = r != 0;
+      double fh = 1.0;
+      if (variant == 1) {
+        sb = sh = r % 3 == 0; /* the same states on both sides, and the head 10% slower */
+        fh = 1.10;
+      }
+      const double lu = variant == 2 ? 0.0 : 1.0; /* variant 2: no untraced launch figure */
+      b[r] = mk_untraced_run((sb ? 1.3 : 1.0) * jitter, 1500.0, lu * (sb ? 6000.0 : 4000.0));
+      h[r] = mk_untraced_run((sh ? 1.3 : 1.0) * jitter * fh, 1500.0, lu * (sh ? 6000.0 : 4000.0));
+    }
+    pd_cmp_report_t rep;
+    char why[256];
+    pd_cmp_options_t opt = {.keep = 1.0, .unpaired = true, .adjust_call_cost = true,
+                            .primary = "untraced_step_p50_s"};
+    cr_assert_eq(pd_cmp_ab((const cJSON *const *)b, N, (const cJSON *const *)h, N, NULL, &opt, &rep, why, sizeof why),
+                 0, "%s", why);
+    const pd_cmp_row_t *u = row_of(&rep, "untraced_step_p50_s");
+    if (variant == 0) {
+      cr_expect_eq(u->verdict, PD_CMP_OK, "adjusted by the untraced launch: %g%%", u->change_pct);
+      cr_expect_float_eq(u->change_pct, 0.0, 1.5, "%g", u->change_pct);
+    } else if (variant == 1) {
+      cr_expect_eq(u->verdict, PD_CMP_REGRESSED, "a real 10%% slowdown: %g%%", u->change_pct);
+      cr_expect_float_eq(u->change_pct, 10.0, 1.5, "%g", u->change_pct);
+    } else {
+      cr_expect_eq(u->verdict, PD_CMP_REGRESSED, "no untraced launch figure: the states decide (%g%%)",
+                   u->change_pct);
+    }
+    pd_cmp_report_free(&rep);
+    if (variant == 0) {
+      opt.adjust_call_cost = false;
+      cr_assert_eq(
+          pd_cmp_ab((const cJSON *const *)b, N, (const cJSON *const *)h, N, NULL, &opt, &rep, why, sizeof why), 0,
+          "%s", why);
+      cr_expect_eq(row_of(&rep, "untraced_step_p50_s")->verdict, PD_CMP_REGRESSED, "unadjusted: the states decide");
+      pd_cmp_report_free(&rep);
+    }
+    for (int r = 0; r < N; r++) {
+      cJSON_Delete(b[r]);
+      cJSON_Delete(h[r]);
+    }
+  }
+}
