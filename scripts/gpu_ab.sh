@@ -21,8 +21,8 @@
 # (default untraced_step_p50_s: the median of each run's untraced warmup steps, where the
 # profiler's per-call state, 15-40% between processes, is not in the step; a base build
 # whose runs lack those samples is compared on step_time_p10_s, said so; "all": every host
-# row at alpha each). Every run gets --warmup_steps PD_AB_WARMUP (default 48) after the
-# acceptance flags, so each has that many untraced steps. PD_AB_NORMALIZE=1 scales
+# row at alpha each). Every run but dataloader's gets --warmup_steps PD_AB_WARMUP (default
+# 48) after the acceptance flags, so each has that many untraced steps. PD_AB_NORMALIZE=1 scales
 # host times by each run's host calibration (both builds must write it); PD_AB_ADJUST=1
 # (default) adjusts host times for each run's traced-call cost (profile_compare --adjust),
 # averages every run (keep 1) and tests two samples (--unpaired); PD_AB_ADJUST=0 compares
@@ -81,12 +81,15 @@ args=()
 pd_args_read baselines/acceptance.args args || exit 2
 warm=${PD_AB_WARMUP:-48}
 case "$warm" in '' | *[!0-9]*) echo "gpu_ab: PD_AB_WARMUP must be a whole number, got '$warm'" >&2; exit 2 ;; esac
-args+=(--warmup_steps "$warm")
 
 # run SIDE SCENARIO FILE: one profiler_demo run; exits the script on a failure.
 run() {
   local log=$out/run.log
-  "${demo[$1]}" --scenario "$2" "${args[@]}" --quiet --trace_dir "$out/traces" --output_json "$3" >"$log" 2>&1
+  # dataloader keeps the acceptance flags' warmup: its steps wait on the loader by design
+  # (about 80 ms each), so 48 untraced steps would add 3 s to each of its runs
+  local w=(--warmup_steps "$warm")
+  [ "$2" = dataloader ] && w=()
+  "${demo[$1]}" --scenario "$2" "${args[@]}" "${w[@]}" --quiet --trace_dir "$out/traces" --output_json "$3" >"$log" 2>&1
   local rc=$?
   rm -rf "$out/traces"
   if [ "$rc" -eq 3 ]; then echo "gpu_ab: no CUDA device (profiler_demo exit 3)" >&2; exit 3; fi

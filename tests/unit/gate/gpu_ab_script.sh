@@ -65,6 +65,10 @@ case_run same 0 1
 grep -q 'within policy (8 rounds, look 1' "$tmp/log.same" || { cat "$tmp/log.same"; fail "same: not decided at the first look"; }
 grep -q 'untraced_step_p50_s' "$tmp/out.same/clean.ab.txt" || fail "same: no untraced_step_p50_s row"
 grep -q -- '--warmup_steps 10 .*--warmup_steps 48' "$tmp/head.args" || fail "same: the runs did not get --warmup_steps 48 after the acceptance flags"
+# dataloader keeps the acceptance flags' warmup (its steps wait on the loader by design)
+case_run loader 0 1 PD_SCENARIOS=dataloader
+grep -q -- '--scenario dataloader' "$tmp/head.args" || fail "loader: no dataloader run"
+if grep -q -- '--scenario dataloader.*--warmup_steps 48' "$tmp/head.args"; then fail "loader: dataloader got --warmup_steps 48"; fi
 case_run slow 1 1.3
 grep -q 'REGRESSED (8 rounds, look 1' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: not caught at the first look"; }
 grep -q 'untraced_step_p50_s' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: the primary untraced row is not what regressed"; }
@@ -87,4 +91,4 @@ grep -q 'REGRESSED (16 rounds, look 2' "$tmp/log.undecided" || { cat "$tmp/log.u
 case_run capped 0 "$pat" PD_AB_MAX_ROUNDS=8
 grep -q 'still undecided at the cap of 8 rounds' "$tmp/log.capped" || { cat "$tmp/log.capped"; fail "capped: not said"; }
 [ -f "$tmp/out.capped/summary.md" ] || fail "no summary.md"
-echo "gpu_ab_script: 6 cases passed"
+echo "gpu_ab_script: 7 cases passed"
