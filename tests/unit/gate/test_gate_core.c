@@ -862,6 +862,7 @@ Test(gate_core, ab_judges_the_untraced_warmup_steps) {
   cr_expect_neq(pd_cmp_ab((const cJSON *const *)b, N, (const cJSON *const *)h, N, NULL, &opt, &rep, why, sizeof why),
                 0);
   cr_expect_not_null(strstr(why, "primary metric 'untraced_step_p50_s'"), "%s", why);
+  pd_cmp_report_free(&rep); /* in every case (pd_gate.h) */
   for (int r = 0; r < N; r++) {
     cJSON_Delete(b[r]);
     cJSON_Delete(h[r]);
