@@ -79,16 +79,14 @@ scenarios=()
 pd_scenarios_chosen "${demo[head]}" scenarios || exit 2
 args=()
 pd_args_read baselines/acceptance.args args || exit 2
-warm=${PD_AB_WARMUP:-48}
-case "$warm" in '' | *[!0-9]*) echo "gpu_ab: PD_AB_WARMUP must be a whole number, got '$warm'" >&2; exit 2 ;; esac
+w=()
+pd_ab_warmup_args clean w || exit 2 # PD_AB_WARMUP checked before the first run
 
 # run SIDE SCENARIO FILE: one profiler_demo run; exits the script on a failure.
 run() {
   local log=$out/run.log
-  # dataloader keeps the acceptance flags' warmup: its steps wait on the loader by design
-  # (about 80 ms each), so 48 untraced steps would add 3 s to each of its runs
-  local w=(--warmup_steps "$warm")
-  [ "$2" = dataloader ] && w=()
+  local w=()
+  pd_ab_warmup_args "$2" w || exit 2
   "${demo[$1]}" --scenario "$2" "${args[@]}" "${w[@]}" --quiet --trace_dir "$out/traces" --output_json "$3" >"$log" 2>&1
   local rc=$?
   rm -rf "$out/traces"

@@ -15,7 +15,13 @@
 #   pd_scenarios_chosen DEMO ARRAY
 #                             the words of $PD_SCENARIOS when it is set and not empty (the
 #                             GPU scripts' override), else pd_scenario_names.
-# Both return 0, or print one line on stderr and return 2.
+#   pd_ab_warmup_args SCENARIO ARRAY
+#                             the flags the A/B runners (gpu_ab.sh, bench/gate/ab_record.sh)
+#                             add to a run of SCENARIO: --warmup_steps $PD_AB_WARMUP (default
+#                             48), the untraced steps the A/B judges host time on; none for
+#                             dataloader, which keeps the args file's warmup (its steps wait on
+#                             the loader by design, about 80 ms each: 48 would add 3 s a run).
+# All return 0, or print one line on stderr and return 2.
 # shellcheck shell=bash
 
 pd_args_read() {
@@ -61,4 +67,18 @@ pd_scenarios_chosen() {
     return 0
   fi
   pd_scenario_names "$1" "$2"
+}
+
+pd_ab_warmup_args() {
+  local -n pd_warm_out_=$2
+  local warm=${PD_AB_WARMUP:-48}
+  pd_warm_out_=()
+  case "$warm" in '' | *[!0-9]*)
+    echo "${0##*/}: PD_AB_WARMUP must be a whole number, got '$warm'" >&2
+    return 2
+    ;;
+  esac
+  # shellcheck disable=SC2034 # a nameref: it fills the caller's array
+  [ "$1" = dataloader ] || pd_warm_out_=(--warmup_steps "$warm")
+  return 0
 }

@@ -34,10 +34,14 @@ command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || { echo
 root=$PWD libpath_probe=$demo
 # shellcheck source=scripts/gpu_libpath.sh
 . scripts/gpu_libpath.sh
-read -r -a args <<<"$(grep -v '^[[:space:]]*#' baselines/acceptance.args | tr '\n' ' ')"
+# shellcheck source=scripts/lib_args.sh
+. scripts/lib_args.sh
+args=()
+pd_args_read baselines/acceptance.args args || exit 2
 # The untraced warmup steps the A/B judges host time on: as many as scripts/gpu_ab.sh gives.
-warm=${PD_AB_WARMUP:-48}
-case "$warm" in '' | *[!0-9]*) echo "ab_record: PD_AB_WARMUP must be a whole number, got '$warm'" >&2; exit 2 ;; esac
+w=()
+pd_ab_warmup_args clean w || exit 2
+warm=${w[1]}
 # PD_AB_ARGS: more profiler_demo flags for every run (e.g. --pin_cpu), kept in host.txt's args.
 read -r -a extra <<<"${PD_AB_ARGS:-}"
 args+=("${extra[@]}")
@@ -58,16 +62,15 @@ trap 'rm -rf "$tmp"' EXIT
 } >"$out/host.txt"
 printf 'scenario\tkind\tround\tseconds\n' >"$out/times.tsv"
 
-# run FILE ARGS...: one profiler_demo run writing FILE; prints its wall seconds.
+# run FILE --scenario NAME ARGS...: one profiler_demo run writing FILE; prints its wall seconds.
 run() {
   local file=$1
   shift
   mkdir -p "$(dirname "$file")"
   local t0 t1 rc
   t0=$(date +%s.%N)
-  # as gpu_ab.sh: dataloader keeps the acceptance flags' warmup (its steps wait on the loader)
-  local w=(--warmup_steps "$warm")
-  case " $* " in *" --scenario dataloader "*) w=() ;; esac
+  local w=()
+  pd_ab_warmup_args "$2" w || exit 2 # every call passes --scenario NAME first
   "$demo" "$@" "${args[@]}" "${w[@]}" --quiet --trace_dir "$tmp/t" --output_json "$file" >"$tmp/log" 2>&1
   rc=$?
   t1=$(date +%s.%N)

@@ -804,18 +804,18 @@ static const struct {
 };
 #define K_NKINDS (sizeof(k_kinds) / sizeof(k_kinds[0]))
 
-static bool kind_wanted(const pd_cupti_source_t *src, size_t i) {
-  if (src->opt.capture & PD_CUPTI_CAPTURE_KERNELS_ONLY)
+static bool kind_wanted(const pd_cupti_options_t *opt, size_t i) {
+  if (opt->capture & PD_CUPTI_CAPTURE_KERNELS_ONLY)
     return k_kinds[i].kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-  if (k_kinds[i].kind == CUPTI_ACTIVITY_KIND_RUNTIME && (src->opt.capture & PD_CUPTI_CAPTURE_RUNTIME_IDS))
+  if (k_kinds[i].kind == CUPTI_ACTIVITY_KIND_RUNTIME && (opt->capture & PD_CUPTI_CAPTURE_RUNTIME_IDS))
     return false; /* enabled id by id in api_filter_apply() */
   switch (k_kinds[i].when) {
     case KIND_DRIVER:
-      if (src->opt.capture & PD_CUPTI_CAPTURE_NO_DRIVER) return false;
-      if ((src->opt.capture & PD_CUPTI_CAPTURE_DRIVER_IDS) && !src->opt.driver_api) return false;
-      return src->opt.driver_api || src->opt.driver_launches; /* see api_filter_apply() */
+      if (opt->capture & PD_CUPTI_CAPTURE_NO_DRIVER) return false;
+      if ((opt->capture & PD_CUPTI_CAPTURE_DRIVER_IDS) && !opt->driver_api) return false;
+      return opt->driver_api || opt->driver_launches; /* see api_filter_apply() */
     case KIND_MEMORY:
-      return src->opt.memory;
+      return opt->memory;
     default:
       return true;
   }
@@ -839,6 +839,25 @@ static bool runtime_cbid_quiet(uint32_t cbid) {
   return false;
 }
 
+/* Whether the activity kind is enabled by this capture. */
+static bool kind_on(const pd_cupti_options_t *opt, CUpti_ActivityKind kind) {
+  for (size_t i = 0; i < K_NKINDS; i++)
+    if (k_kinds[i].kind == kind) return kind_wanted(opt, i);
+  return false;
+}
+
+/* Whether the capture writes an activity record for an API call: the one rule behind
+ * api_filter_apply() (which switches the records off id by id) and the API census (which
+ * sorts the calls it sees by it). Ids enabled without their kind record nothing on CUDA 13
+ * (the runtime_ids and driver_ids variants), so a kind that is off records no call. */
+static bool api_call_recorded(const pd_cupti_options_t *opt, CUpti_CallbackDomain domain, uint32_t cbid) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
+    return kind_on(opt, CUPTI_ACTIVITY_KIND_RUNTIME) && (opt->driver_api || !runtime_cbid_quiet(cbid));
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API)
+    return kind_on(opt, CUPTI_ACTIVITY_KIND_DRIVER) && (opt->driver_api || pd_cupti_driver_cbid_is_launch(cbid));
+  return false;
+}
+
 /* Applies the per-API selections after the kinds are enabled (enabling the RUNTIME or
  * DRIVER kind resets them). With launches only, every other driver call's record is
  * switched off one callback id at a time: enabling just the launch ids without the DRIVER
@@ -854,15 +873,16 @@ static int api_filter_apply(const pd_cupti_source_t *src, bool on, char *err, si
       if (src->opt.driver_api || !runtime_cbid_quiet(cbid)) (void)cuptiActivityEnableRuntimeApi(cbid, on ? 1 : 0);
   }
   if (src->opt.driver_api) return 0; /* full API tracing: every call recorded */
-  for (size_t i = 0; !(src->opt.capture & PD_CUPTI_CAPTURE_RUNTIME_IDS) && i < sizeof(k_quiet_runtime) / sizeof(k_quiet_runtime[0]); i++) {
-    CUptiResult r = cuptiActivityEnableRuntimeApi(k_quiet_runtime[i], on ? 0 : 1);
+  for (size_t i = 0; kind_on(&src->opt, CUPTI_ACTIVITY_KIND_RUNTIME) && i < sizeof(k_quiet_runtime) / sizeof(k_quiet_runtime[0]); i++) {
+    const CUpti_CallbackId cbid = k_quiet_runtime[i];
+    CUptiResult r = cuptiActivityEnableRuntimeApi(cbid, on ? api_call_recorded(&src->opt, CUPTI_CB_DOMAIN_RUNTIME_API, cbid) : 1);
     if (r != CUPTI_SUCCESS) {
       cupti_errtext(err, errlen, "cuptiActivityEnableRuntimeApi", r);
       return cupti_code(r);
     }
   }
   if (!src->opt.driver_launches || (src->opt.capture & PD_CUPTI_CAPTURE_NO_DRIVER)) return 0;
-  if (src->opt.capture & PD_CUPTI_CAPTURE_DRIVER_IDS) {
+  if (src->opt.capture & PD_CUPTI_CAPTURE_DRIVER_IDS) { /* the variant: launch ids without the kind */
     for (uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_INVALID + 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; cbid++)
       if (pd_cupti_driver_cbid_is_launch(cbid)) (void)cuptiActivityEnableDriverApi(cbid, on ? 1 : 0);
     return 0;
@@ -870,20 +890,22 @@ static int api_filter_apply(const pd_cupti_source_t *src, bool on, char *err, si
   if (!on) return 0;
   for (uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_INVALID + 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE;
        cbid++)
-    if (!pd_cupti_driver_cbid_is_launch(cbid))
+    if (!api_call_recorded(&src->opt, CUPTI_CB_DOMAIN_DRIVER_API, cbid))
       (void)cuptiActivityEnableDriverApi(cbid, 0); /* best effort: retired ids may refuse */
   return 0;
 }
 
 static void disable_first(const pd_cupti_source_t *src, size_t n) {
   for (size_t i = 0; i < n; i++)
-    if (kind_wanted(src, i)) (void)cuptiActivityDisable(k_kinds[i].kind); /* best effort undo */
+    if (kind_wanted(&src->opt, i)) (void)cuptiActivityDisable(k_kinds[i].kind); /* best effort undo */
 }
 
 static void CUPTIAPI launch_noop_cb(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                     const void *data) {}
 
-/* LAUNCH_CALLBACKS: subscribes the no-op callback to the launch calls while enabled (one
+static int hook_enable_launches(CUpti_SubscriberHandle sub);
+
+/* LAUNCH_CALLBACKS: subscribes the no-op callback to the launch hook's calls while enabled (one
  * subscriber at a time: the detach path subscribes its own after this one is gone). */
 static int launch_callbacks_set(const pd_cupti_source_t *src, bool on, char *err, size_t errlen) {
   if (!(src->opt.capture & PD_CUPTI_CAPTURE_LAUNCH_CALLBACKS)) return 0;
@@ -894,12 +916,7 @@ static int launch_callbacks_set(const pd_cupti_source_t *src, bool on, char *err
   }
   if (g_cupti.launch_sub != NULL) return 0;
   CUPTI_TRY(cuptiSubscribe(&g_cupti.launch_sub, launch_noop_cb, NULL), err, errlen);
-  CUptiResult r = cuptiEnableCallback(1, g_cupti.launch_sub, CUPTI_CB_DOMAIN_RUNTIME_API,
-                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
-  for (uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_INVALID + 1; r == CUPTI_SUCCESS && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE;
-       cbid++)
-    if (pd_cupti_driver_cbid_is_launch(cbid))
-      r = cuptiEnableCallback(1, g_cupti.launch_sub, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+  const CUptiResult r = hook_enable_launches(g_cupti.launch_sub);
   if (r != CUPTI_SUCCESS) {
     cupti_errtext(err, errlen, "cuptiEnableCallback(launch)", r);
     (void)cuptiUnsubscribe(g_cupti.launch_sub);
@@ -940,7 +957,7 @@ static int source_enable(pd_cupti_source_t *src, char *err, size_t errlen) {
   int rc = cupti_attach(err, errlen);
   if (rc != 0) return rc;
   for (size_t i = 0; i < K_NKINDS; i++) {
-    if (!kind_wanted(src, i)) continue;
+    if (!kind_wanted(&src->opt, i)) continue;
     CUptiResult r = cuptiActivityEnable(k_kinds[i].kind);
     if (r != CUPTI_SUCCESS) {
       char call[80];
@@ -968,7 +985,7 @@ int pd_cupti_source_disable(pd_cupti_source_t *src, char *err, size_t errlen) {
   int rc = api_filter_apply(src, false, err, errlen);
   (void)launch_callbacks_set(src, false, NULL, 0);
   for (size_t i = 0; i < K_NKINDS; i++) {
-    if (!kind_wanted(src, i)) continue;
+    if (!kind_wanted(&src->opt, i)) continue;
     CUptiResult r = cuptiActivityDisable(k_kinds[i].kind);
     if (r != CUPTI_SUCCESS && rc == 0) {
       char call[80];
@@ -1154,7 +1171,7 @@ static struct {
 /* ---- the API census (pd_source.h) ------------------------------------------------------------ */
 
 /* Every runtime and driver call's entry while on, sorted by whether the source's capture
- * records it (the same rules as kind_wanted() and api_filter_apply()); the driver calls a
+ * records it (api_call_recorded()); the driver calls a
  * runtime call makes inside itself are counted apart. The callbacks come
  * from the launch hook's subscriber where it is installed (CUPTI allows one), else from a
  * subscriber of the census's own. */
@@ -1162,7 +1179,7 @@ static struct {
   atomic_bool on;
   atomic_uint generation; /* one per census: a thread's depth from an earlier one is stale */
   atomic_int_fast64_t recorded, runtime_unrecorded, driver_unrecorded, driver_internal;
-  bool runtime_kept, driver_all, driver_launches; /* what the capture records */
+  pd_cupti_options_t opt; /* the capture's: api_call_recorded() sorts the calls by it */
   CUpti_SubscriberHandle own;
 } g_census;
 
@@ -1184,14 +1201,14 @@ static void census_count(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
       return;
     }
     t_census.depth++;
-    if (g_census.runtime_kept && (g_census.driver_all || !runtime_cbid_quiet(cbid)))
+    if (api_call_recorded(&g_census.opt, domain, cbid))
       atomic_fetch_add(&g_census.recorded, 1);
     else
       atomic_fetch_add(&g_census.runtime_unrecorded, 1);
   } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && enter && t_census.depth > 0) {
     atomic_fetch_add(&g_census.driver_internal, 1);
   } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && enter) {
-    if (g_census.driver_all || (g_census.driver_launches && pd_cupti_driver_cbid_is_launch(cbid)))
+    if (api_call_recorded(&g_census.opt, domain, cbid))
       atomic_fetch_add(&g_census.recorded, 1);
     else
       atomic_fetch_add(&g_census.driver_unrecorded, 1);
@@ -1201,8 +1218,6 @@ static void census_count(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
 static void CUPTIAPI census_cb(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
   if (atomic_load_explicit(&g_census.on, memory_order_relaxed)) census_count(domain, cbid, data);
 }
-
-static int hook_enable_launches(CUpti_SubscriberHandle sub);
 
 static int census_domains(CUpti_SubscriberHandle sub, bool on) {
   CUptiResult r = cuptiEnableDomain(on ? 1 : 0, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
@@ -1224,12 +1239,7 @@ static int census_stop(void) {
 }
 
 static int census_start(const pd_cupti_source_t *src, char *err, size_t errlen) {
-  const unsigned cap = src->opt.capture;
-  g_census.runtime_kept = !(cap & (PD_CUPTI_CAPTURE_KERNELS_ONLY | PD_CUPTI_CAPTURE_RUNTIME_IDS));
-  g_census.driver_all = src->opt.driver_api && !(cap & PD_CUPTI_CAPTURE_KERNELS_ONLY);
-  g_census.driver_launches = src->opt.driver_launches &&
-                             !(cap & (PD_CUPTI_CAPTURE_KERNELS_ONLY | PD_CUPTI_CAPTURE_NO_DRIVER |
-                                      PD_CUPTI_CAPTURE_DRIVER_IDS));
+  g_census.opt = src->opt;
   atomic_store(&g_census.recorded, 0);
   atomic_store(&g_census.runtime_unrecorded, 0);
   atomic_store(&g_census.driver_unrecorded, 0);

@@ -376,38 +376,30 @@ static int ab_calibrations(const cJSON *const *docs, size_t n, const char *const
   return 0;
 }
 
-/* Fills lc[i] with the log of run i's traced-call cost (profiler_cost.calibration.
- * ns_per_cuda_call), range-checked (0, 1e7) ns. */
-static int ab_call_costs(const cJSON *const *docs, size_t n, const char *const *names, double *lc, char *why,
-                         size_t whylen) {
+/* The log of one profiler_cost.calibration figure of every run (field: ns_per_cuda_call,
+ * the traced call cost, or ns_per_launch_untraced, an empty kernel's launch with no CUPTI
+ * attached, timed in the same process), into lc. Returns n, or the index of the first run
+ * that lacks it or has it out of (0, 1e7) ns. */
+static size_t ab_calib_logs(const cJSON *const *docs, size_t n, const char *field, double *lc) {
   for (size_t i = 0; i < n; i++) {
     const cJSON *pc = cJSON_GetObjectItemCaseSensitive(docs[i], "profiler_cost");
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pc, "calibration"),
-                                                      "ns_per_cuda_call");
-    if (!cJSON_IsNumber(c) || !(c->valuedouble > 0.0 && c->valuedouble < 1e7)) {
-      cmp_why(why, whylen,
-              "%s: profiler_cost.calibration.ns_per_cuda_call must be a number in (0, 1e7) ns; --adjust needs it "
-              "in every run (a profiled run on a GPU; --no_profile runs have none)",
-              names != NULL && names[i] != NULL ? names[i] : "input");
-      return PD_EPARSE;
-    }
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pc, "calibration"), field);
+    if (!cJSON_IsNumber(c) || !(c->valuedouble > 0.0 && c->valuedouble < 1e7)) return i;
     lc[i] = log(c->valuedouble);
   }
-  return 0;
+  return n;
 }
 
-/* The untraced launch time of each run (profiler_cost.calibration.ns_per_launch_untraced:
- * an empty kernel's launch with no CUPTI attached, timed in the same process), log, into lu.
- * False when a run lacks it or it is out of (0, 1e7) ns. */
-static bool ab_untraced_launches(const cJSON *const *docs, size_t n, double *lu) {
-  for (size_t i = 0; i < n; i++) {
-    const cJSON *pc = cJSON_GetObjectItemCaseSensitive(docs[i], "profiler_cost");
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pc, "calibration"),
-                                                      "ns_per_launch_untraced");
-    if (!cJSON_IsNumber(c) || !(c->valuedouble > 0.0 && c->valuedouble < 1e7)) return false;
-    lu[i] = log(c->valuedouble);
-  }
-  return true;
+/* The traced call cost of every run, which --adjust needs: a run without it is refused. */
+static int ab_call_costs(const cJSON *const *docs, size_t n, const char *const *names, double *lc, char *why,
+                         size_t whylen) {
+  const size_t i = ab_calib_logs(docs, n, "ns_per_cuda_call", lc);
+  if (i == n) return 0;
+  cmp_why(why, whylen,
+          "%s: profiler_cost.calibration.ns_per_cuda_call must be a number in (0, 1e7) ns; --adjust needs it "
+          "in every run (a profiled run on a GPU; --no_profile runs have none)",
+          names != NULL && names[i] != NULL ? names[i] : "input");
+  return PD_EPARSE;
 }
 
 /* Analysis of covariance on log values: the pooled within-side slope of log v on the log
@@ -540,8 +532,8 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
   if (rc == 0 && lcost != NULL) {
     rc = ab_call_costs(base, n, names, lcost, why, whylen);
     if (rc == 0) rc = ab_call_costs(head, n, names != NULL ? names + n : NULL, lcost + n, why, whylen);
-    untraced_cov = rc == 0 && ab_untraced_launches(base, n, lcost + 2 * n) &&
-                   ab_untraced_launches(head, n, lcost + 3 * n);
+    untraced_cov = rc == 0 && ab_calib_logs(base, n, "ns_per_launch_untraced", lcost + 2 * n) == n &&
+                   ab_calib_logs(head, n, "ns_per_launch_untraced", lcost + 3 * n) == n;
   }
   const double *scale_b = scale, *scale_h = scale != NULL ? scale + n : NULL;
   size_t present = 0, cap = 0;
