@@ -17,6 +17,7 @@ test_bin=$build/tests/acceptance/scenarios/test_scenarios
 root=$PWD libpath_probe=$test_bin
 # shellcheck source=scripts/gpu_libpath.sh
 . scripts/gpu_libpath.sh
-PD_MEASURE_INJECTION=1 "$test_bin" --filter 'gate/injected_slowdown_lengthens_the_p50_step_by_its_fraction' 2>&1 |
-  grep -E 'inject_slowdown|Synthesis|FAIL|SKIP'
+# the environment ctest gives it (pd_add_acceptance_test in CMakeLists.txt)
+PD_SOURCE_DIR=$PWD PD_BINARY_DIR=$build PD_MEASURE_INJECTION=1 "$test_bin" --filter 'gate/injected_slowdown_lengthens_the_p50_step_by_its_fraction' 2>&1 |
+  grep -E 'inject_slowdown|Synthesis|FAIL|SKIP|----'
 exit "${PIPESTATUS[0]}"
