@@ -17,7 +17,11 @@ request); a false alarm is a null A/B that exits 1.
 Each statistic (a set of profile_compare options) is evaluated on the same A/Bs; with
 --max-rounds M > R the sequential form is also evaluated, as scripts/gpu_ab.sh runs it
 (looks at R, R+8, ... M rounds while undecided; alpha 0.004 at the first look, 0.006
-split over the later ones), on blocks of M rounds.
+split over the later ones). Its A/Bs take the rounds as they need them, as a pull
+request's A/B would: a block starts where the last one ended, wherever at least M rounds
+are left, and ends at the last look any of its A/Bs needed (a detection block runs its two
+A/Bs side by side, so it spans the longer), so no run is in two A/Bs and no A/B is cut
+short by the end of the recording.
 
 Also printed: the measured change of the judged step (the primary row's change), the
 minimum detectable effect the A/Bs stated, and the wall time of an A/B of all five
@@ -135,10 +139,6 @@ def sequential(cmp, base, head, opts, first, cap):
     return rc, rep, cap, ""
 
 
-def blocks(rounds, size):
-    return [rounds[i : i + size] for i in range(0, len(rounds) - size + 1, size)]
-
-
 def fmt_pct(xs):
     xs = [x for x in xs if isinstance(x, (int, float))]
     if not xs:
@@ -162,12 +162,17 @@ def evaluate(cmp, recs, scen, size, opts, seq_cap=None):
     turn = 0
     for rec in recs:
         path = os.path.join(rec, scen)
-        for blk in blocks(rounds_of(rec, scen), seq_cap or size):
+        rounds = rounds_of(rec, scen)
+        start = 0
+        while len(rounds) - start >= (seq_cap or size):
+            blk = rounds[start : start + (seq_cap or size)]
+
             def runs(kind):
                 return [os.path.join(path, str(r), kind + ".json") for r in blk]
 
             pairs = [("h10", "a", "h10"), ("h5", "b", "h5")] if turn % 2 == 0 else [("same", "a", "b")]
             turn += 1
+            used = size if seq_cap else len(blk)
             for kind, b, h in pairs:
                 if seq_cap:
                     rc, rep, n, err = sequential(cmp, runs(b), runs(h), opts, size, seq_cap)
@@ -180,7 +185,9 @@ def evaluate(cmp, recs, scen, size, opts, seq_cap=None):
                     die(f"profile_compare exited {rc} on {rec} {scen} {kind}: {err}")
                 r = row(rep, prim) or {}
                 note = f"{n} rounds" + (": " + ",".join(failing_rows(rep)) if rc == 1 else "")
-                res[kind].append((rc == 1, r.get("change_pct"), r.get("mde_fraction"), note))
+                res[kind].append((rc == 1, r.get("change_pct"), r.get("mde_fraction"), note, n))
+                used = max(used, n)
+            start += used
     return res
 
 
@@ -262,6 +269,12 @@ def main():
             ch = [fmt_pct([c[1] for c in res[k]]) for k in ("h10", "h5", "same")]
             notes = "; ".join(c[3] for c in res["same"] if c[0])
             fa = cells[2] + (f" ({notes})" if notes else "")
+            if cap:  # how many rounds the sequential A/Bs took
+                for k in range(3):
+                    got = res[("h10", "h5", "same")[k]]
+                    if got:
+                        cells[k] += " (" + "/".join(str(c[4]) for c in got) + " rounds)"
+                fa = cells[2] + (f" ({notes})" if notes else "")
             print(f"| {name} | {cells[0]} | {cells[1]} | {fa} | {ch[0]} | {ch[1]} | {ch[2]} | {fmt_mde([c[2] for c in res['same']])} |")
         print()
     t = times(a.recordings)
