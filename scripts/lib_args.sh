@@ -71,14 +71,15 @@ pd_scenarios_chosen() {
 
 pd_ab_warmup_args() {
   local -n pd_warm_out_=$2
-  local warm=${PD_AB_WARMUP:-48}
+  # a local with a name no caller uses: the nameref would resolve to a local of its name
+  local pd_warm_n_=${PD_AB_WARMUP:-48}
   pd_warm_out_=()
-  case "$warm" in '' | *[!0-9]*)
-    echo "${0##*/}: PD_AB_WARMUP must be a whole number, got '$warm'" >&2
+  case "$pd_warm_n_" in '' | *[!0-9]*)
+    echo "${0##*/}: PD_AB_WARMUP must be a whole number, got '$pd_warm_n_'" >&2
     return 2
     ;;
   esac
   # shellcheck disable=SC2034 # a nameref: it fills the caller's array
-  [ "$1" = dataloader ] || pd_warm_out_=(--warmup_steps "$warm")
+  [ "$1" = dataloader ] || pd_warm_out_=(--warmup_steps "$pd_warm_n_")
   return 0
 }

@@ -191,14 +191,32 @@ def evaluate(cmp, recs, scen, size, opts, seq_cap=None):
     return res
 
 
+def host_args(rec):
+    hp = os.path.join(rec, "host.txt")
+    if not os.path.isfile(hp):
+        return ""
+    with open(hp) as f:
+        for line in f:
+            if line.startswith("args "):
+                return line[5:].strip()
+    return ""
+
+
 def times(recs):
+    """Mean seconds per run of each scenario over the recordings' times.tsv. dataloader's
+    come only from the recordings whose runs gave it no extra warmup steps, as gpu_ab.sh
+    runs it now (host.txt args "(dataloader: without it)"), where any recording says so:
+    older ones ran its 80 ms steps 48 times more."""
     per = {}
+    current = [r for r in recs if "(dataloader: without it)" in host_args(r)]
     for rec in recs:
         with open(os.path.join(rec, "times.tsv")) as f:
             next(f, None)
             for line in f:
                 parts = line.rstrip("\n").split("\t")
                 if len(parts) == 4:
+                    if parts[0] == "dataloader" and current and rec not in current:
+                        continue
                     try:
                         per.setdefault(parts[0], []).append(float(parts[3]))
                     except ValueError:
@@ -295,6 +313,9 @@ def main():
             print(f"- {n} rounds: {total:.0f} s ({total / 60:.1f} min){' (target: at most 6 min)' if n == a.max_rounds else ''}")
         if missing:
             print(f"- not recorded, estimated: {', '.join(missing)}")
+        cur = [r for r in a.recordings if "(dataloader: without it)" in host_args(r)]
+        if cur and len(cur) < len(a.recordings):
+            print(f"- dataloader's seconds from the {len(cur)} recordings that ran it as gpu_ab.sh does now (no extra warmup steps)")
     print(f"\n({cmp.calls} profile_compare calls)")
     return 0
 

@@ -3,7 +3,8 @@
 # comment lines (first non-blank character '#', with leading spaces or tabs), blank
 # lines, CRLF endings, a last line without a newline, several flags per line, a missing
 # file; and the scenario names of DEMO --list_scenarios --names against the headings of
-# the full --list_scenarios. Prints each failure; exits 1 on any.
+# the full --list_scenarios; the A/B runners' warmup flags (pd_ab_warmup_args), and
+# gpu_prepare.sh's refusal of a bad PD_PRUNE. Prints each failure; exits 1 on any.
 set -uo pipefail
 demo=${1:?usage: test_lib_args.sh PROFILER_DEMO}
 src=${PD_SOURCE_DIR:?PD_SOURCE_DIR is not set (run through ctest)}
@@ -60,6 +61,30 @@ PD_SCENARIOS="sync  clean" pd_scenarios_chosen "$demo" chosen
 expect "chosen: override" "${chosen[*]}" "sync clean"
 PD_SCENARIOS="" pd_scenarios_chosen "$demo" chosen
 expect "chosen: empty" "${chosen[*]}" "${names[*]}"
+
+# the A/B runners' warmup flags: 48 by default, PD_AB_WARMUP's count, none for dataloader,
+# and a bad count refused with one line (nothing filled)
+warm=(stale)
+pd_ab_warmup_args clean warm
+expect "warmup: rc" "$?" 0
+expect "warmup: default" "${warm[*]}" "--warmup_steps 48"
+PD_AB_WARMUP=12 pd_ab_warmup_args tiny_ops warm
+expect "warmup: PD_AB_WARMUP" "${warm[*]}" "--warmup_steps 12"
+PD_AB_WARMUP=12 pd_ab_warmup_args dataloader warm
+expect "warmup: dataloader keeps the args file's" "${#warm[@]}" 0
+for bad in x -1 1.5 "4 8"; do
+  warm=(stale)
+  err=$(PD_AB_WARMUP=$bad pd_ab_warmup_args clean warm 2>&1)
+  expect "warmup '$bad': rc" "$?" 2
+  expect "warmup '$bad': one line" "$(printf '%s\n' "$err" | wc -l)" 1
+  expect "warmup '$bad': says why" "$(printf '%s' "$err" | grep -c 'PD_AB_WARMUP must be a whole number')" 1
+done
+
+# gpu_prepare.sh refuses a bad PD_PRUNE before it builds anything
+err=$(cd "$tmp" && PD_PRUNE=some "$src/scripts/gpu_prepare.sh" "$tmp/build" 2>&1)
+expect "gpu_prepare PD_PRUNE: rc" "$?" 2
+expect "gpu_prepare PD_PRUNE: one line" "$(printf '%s\n' "$err" | wc -l)" 1
+expect "gpu_prepare PD_PRUNE: nothing built" "$([ -e "$tmp/build" ] && echo built || echo none)" none
 
 if [ "$fails" -gt 0 ]; then
   echo "test_lib_args: $fails failure(s)"
