@@ -19,8 +19,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 usage="usage: ab_record.sh BUILD_DIR OUT_DIR [ROUNDS] [COMMIT]"
-build=${1:?$usage}
-out=${2:?$usage}
+[ $# -ge 2 ] && [ $# -le 4 ] || { echo "ab_record: $usage" >&2; exit 2; }
+build=$1
+out=$2
 rounds=${3:-40}
 commit=${4:-unknown}
 case "$rounds" in '' | *[!0-9]*) echo "ab_record: ROUNDS must be a whole number, got '$rounds'" >&2; exit 2 ;; esac

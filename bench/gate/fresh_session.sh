@@ -16,8 +16,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 usage="usage: fresh_session.sh BUILD_DIR OUT_DIR [SECONDS] [COMMIT]"
-build=${1:?$usage}
-out=${2:?$usage}
+[ $# -ge 2 ] && [ $# -le 4 ] || { echo "fresh_session: $usage" >&2; exit 2; }
+build=$1
+out=$2
 budget=${3:-585}
 case "$budget" in '' | *[!0-9]*) echo "fresh_session: SECONDS must be a whole number, got '$budget'" >&2; exit 2 ;; esac
 maxr=${PD_MAX_ROUNDS:-40}

@@ -3,8 +3,8 @@
 # comment lines (first non-blank character '#', with leading spaces or tabs), blank
 # lines, CRLF endings, a last line without a newline, several flags per line, a missing
 # file; and the scenario names of DEMO --list_scenarios --names against the headings of
-# the full --list_scenarios; the A/B runners' warmup flags (pd_ab_warmup_args), and
-# gpu_prepare.sh's refusal of a bad PD_PRUNE. Prints each failure; exits 1 on any.
+# the full --list_scenarios; and the A/B runners' warmup flags (pd_ab_warmup_args).
+# Prints each failure; exits 1 on any.
 set -uo pipefail
 demo=${1:?usage: test_lib_args.sh PROFILER_DEMO}
 src=${PD_SOURCE_DIR:?PD_SOURCE_DIR is not set (run through ctest)}
@@ -79,12 +79,6 @@ for bad in x -1 1.5 "4 8"; do
   expect "warmup '$bad': one line" "$(printf '%s\n' "$err" | wc -l)" 1
   expect "warmup '$bad': says why" "$(printf '%s' "$err" | grep -c 'PD_AB_WARMUP must be a whole number')" 1
 done
-
-# gpu_prepare.sh refuses a bad PD_PRUNE before it builds anything
-err=$(cd "$tmp" && PD_PRUNE=some "$src/scripts/gpu_prepare.sh" "$tmp/build" 2>&1)
-expect "gpu_prepare PD_PRUNE: rc" "$?" 2
-expect "gpu_prepare PD_PRUNE: one line" "$(printf '%s\n' "$err" | wc -l)" 1
-expect "gpu_prepare PD_PRUNE: nothing built" "$([ -e "$tmp/build" ] && echo built || echo none)" none
 
 if [ "$fails" -gt 0 ]; then
   echo "test_lib_args: $fails failure(s)"

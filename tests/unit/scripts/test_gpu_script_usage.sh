@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# test_gpu_script_usage.sh: the GPU-host scripts refuse bad input here, before they build or
+# run anything: exit 2, one line on stderr saying why, nothing written.
+#   scripts/gpu_prepare.sh with a bad PD_PRUNE;
+#   bench/gate/fresh_session.sh with a bad SECONDS, a bad PD_MAX_ROUNDS, no build folder, no
+#   arguments; bench/gate/ab_record.sh with too few arguments or a bad ROUNDS.
+# Prints each failure; exits 1 on any.
+set -uo pipefail
+src=${PD_SOURCE_DIR:?PD_SOURCE_DIR is not set (run through ctest)}
+fails=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/build"
+
+# refused NAME WANT_TEXT CREATED_PATH -- COMMAND...: exit 2, one line containing WANT_TEXT,
+# CREATED_PATH not made
+refused() {
+  local name=$1 want=$2 made=$3
+  shift 4
+  local err rc
+  err=$(cd "$tmp" && "$@" 2>&1 >/dev/null)
+  rc=$?
+  [ "$rc" -eq 2 ] || { echo "FAIL $name: exit $rc, want 2"; fails=$((fails + 1)); }
+  [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] || { echo "FAIL $name: want one line, got: $err"; fails=$((fails + 1)); }
+  case "$err" in *"$want"*) ;; *) echo "FAIL $name: [$err] does not say '$want'"; fails=$((fails + 1)) ;; esac
+  [ ! -e "$made" ] || { echo "FAIL $name: $made was made"; fails=$((fails + 1)); }
+}
+
+refused "gpu_prepare PD_PRUNE" "PD_PRUNE must be 0, 1 or acceptance" "$tmp/b2" -- env PD_PRUNE=some "$src/scripts/gpu_prepare.sh" "$tmp/b2"
+refused "fresh_session SECONDS" "SECONDS must be a whole number" "$tmp/o1" -- "$src/bench/gate/fresh_session.sh" "$tmp/build" "$tmp/o1" 5m
+refused "fresh_session PD_MAX_ROUNDS" "PD_MAX_ROUNDS must be a whole number" "$tmp/o2" -- env PD_MAX_ROUNDS=-3 "$src/bench/gate/fresh_session.sh" "$tmp/build" "$tmp/o2"
+refused "fresh_session no build" "no build at" "$tmp/o3" -- "$src/bench/gate/fresh_session.sh" "$tmp/none" "$tmp/o3"
+refused "fresh_session usage" "usage: fresh_session.sh" "$tmp/o4" -- "$src/bench/gate/fresh_session.sh"
+refused "ab_record usage" "usage: ab_record.sh" "$tmp/o5" -- "$src/bench/gate/ab_record.sh" "$tmp/build"
+refused "ab_record ROUNDS" "ROUNDS must be a whole number" "$tmp/o6" -- "$src/bench/gate/ab_record.sh" "$tmp/build" "$tmp/o6" 4x
+
+if [ "$fails" -gt 0 ]; then
+  echo "test_gpu_script_usage: $fails failure(s)"
+  exit 1
+fi
+echo "test_gpu_script_usage: all passed"
