@@ -25,8 +25,10 @@ git describe --always --dirty --abbrev=7 >"$build/pd_build_commit" 2>/dev/null |
 # makes them large). PD_PRUNE=0 keeps them (then the next build here is incremental).
 # PD_PRUNE=acceptance also removes what scripts/gpu_acceptance.sh does not run: the unit
 # test programs (ctest -L unit runs here, not there) and the bench programs bench_cnn,
-# bench_prof and trace_rewrite (build without it to run those on the GPU host). About
-# 54 MB -> 22 MB, which with .gpu_bundle keeps the copy of the tree a GPU host gets small.
+# bench_prof and trace_rewrite (build without it to run those on the GPU host); and it
+# strips the debug information of the acceptance test programs themselves, which no test
+# reads (the stacks test_scenarios checks are profiler_demo's, which keeps its own). About
+# 54 MB -> 19 MB, which with .gpu_bundle keeps the copy of the tree a GPU host gets small.
 if [ "${PD_PRUNE:-1}" != 0 ]; then
   find "$build" \( -name '*.o' -o -name '*.a' \) -type f -delete
   rm -rf "$build"/CMakeFiles/[0-9]*/CompilerId*
@@ -35,5 +37,7 @@ if [ "${PD_PRUNE:-1}" = acceptance ]; then
   [ -d "$build/tests/unit" ] && find "$build/tests/unit" -type f -perm -u+x -size +100k -delete
   rm -f "$build/bench/cnn/bench_cnn" "$build/bench/prof/bench_prof" "$build/bench/prof/trace_rewrite"
   find "$build" -path '*CMakeFiles*' -name '*.bin' -type f -delete
+  [ -d "$build/tests/acceptance" ] && find "$build/tests/acceptance" -type f -perm -u+x ! -name '*.sh' \
+    -exec sh -c 'head -c4 "$1" | grep -q ELF' _ {} \; -exec strip --strip-debug {} +
 fi
 echo "gpu_prepare: $build is $(du -sh "$build" | cut -f1); on the GPU host run: scripts/gpu_acceptance.sh $build"
