@@ -15,6 +15,10 @@
 #   pd_scenarios_chosen DEMO ARRAY
 #                             the words of $PD_SCENARIOS when it is set and not empty (the
 #                             GPU scripts' override), else pd_scenario_names.
+#   pd_whole_number NAME VALUE
+#                             whether VALUE is a whole number (digits only); if not, one line
+#                             "PROG: NAME must be a whole number, got 'VALUE'" on stderr
+#                             (PROG: the script's name without .sh).
 #   pd_ab_warmup_args SCENARIO ARRAY
 #                             the flags the A/B runners (gpu_ab.sh, bench/gate/ab_record.sh)
 #                             add to a run of SCENARIO: --warmup_steps $PD_AB_WARMUP (default
@@ -69,16 +73,22 @@ pd_scenarios_chosen() {
   pd_scenario_names "$1" "$2"
 }
 
+pd_whole_number() {
+  case "$2" in '' | *[!0-9]*)
+    local prog=${0##*/}
+    echo "${prog%.sh}: $1 must be a whole number, got '$2'" >&2
+    return 2
+    ;;
+  esac
+  return 0
+}
+
 pd_ab_warmup_args() {
   local -n pd_warm_out_=$2
   # a local with a name no caller uses: the nameref would resolve to a local of its name
   local pd_warm_n_=${PD_AB_WARMUP:-48}
   pd_warm_out_=()
-  case "$pd_warm_n_" in '' | *[!0-9]*)
-    echo "${0##*/}: PD_AB_WARMUP must be a whole number, got '$pd_warm_n_'" >&2
-    return 2
-    ;;
-  esac
+  pd_whole_number PD_AB_WARMUP "$pd_warm_n_" || return 2
   # shellcheck disable=SC2034 # a nameref: it fills the caller's array
   [ "$1" = dataloader ] || pd_warm_out_=(--warmup_steps "$pd_warm_n_")
   return 0

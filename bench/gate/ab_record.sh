@@ -24,7 +24,9 @@ build=$1
 out=$2
 rounds=${3:-40}
 commit=${4:-unknown}
-case "$rounds" in '' | *[!0-9]*) echo "ab_record: ROUNDS must be a whole number, got '$rounds'" >&2; exit 2 ;; esac
+# shellcheck source=scripts/lib_args.sh
+. scripts/lib_args.sh
+pd_whole_number ROUNDS "$rounds" || exit 2
 [ "$rounds" -ge 1 ] || { echo "ab_record: ROUNDS must be at least 1" >&2; exit 2; }
 case "$build" in /*) ;; *) build=$PWD/$build ;; esac
 demo=$build/src/cli/profiler_demo/profiler_demo
@@ -35,8 +37,6 @@ command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || { echo
 root=$PWD libpath_probe=$demo
 # shellcheck source=scripts/gpu_libpath.sh
 . scripts/gpu_libpath.sh
-# shellcheck source=scripts/lib_args.sh
-. scripts/lib_args.sh
 args=()
 pd_args_read baselines/acceptance.args args || exit 2
 # The untraced warmup steps the A/B judges host time on: as many as scripts/gpu_ab.sh gives.

@@ -20,9 +20,11 @@ usage="usage: fresh_session.sh BUILD_DIR OUT_DIR [SECONDS] [COMMIT]"
 build=$1
 out=$2
 budget=${3:-585}
-case "$budget" in '' | *[!0-9]*) echo "fresh_session: SECONDS must be a whole number, got '$budget'" >&2; exit 2 ;; esac
+# shellcheck source=scripts/lib_args.sh
+. scripts/lib_args.sh
+pd_whole_number SECONDS "$budget" || exit 2
 maxr=${PD_MAX_ROUNDS:-40}
-case "$maxr" in '' | *[!0-9]*) echo "fresh_session: PD_MAX_ROUNDS must be a whole number, got '$maxr'" >&2; exit 2 ;; esac
+pd_whole_number PD_MAX_ROUNDS "$maxr" || exit 2
 [ -d "$build" ] || { echo "fresh_session: no build at $build (scripts/gpu_prepare.sh first)" >&2; exit 2; }
 commit=${4:-$(cat "$build/pd_build_commit" 2>/dev/null || echo unknown)}
 mkdir -p "$out" || { echo "fresh_session: cannot create $out" >&2; exit 2; }

@@ -62,6 +62,13 @@ expect "chosen: override" "${chosen[*]}" "sync clean"
 PD_SCENARIOS="" pd_scenarios_chosen "$demo" chosen
 expect "chosen: empty" "${chosen[*]}" "${names[*]}"
 
+# the whole-number check the GPU scripts share: digits only, one line naming the value
+pd_whole_number N 40
+expect "whole: 40" "$?" 0
+err=$(pd_whole_number ROUNDS 4x 2>&1)
+expect "whole: 4x rc" "$?" 2
+expect "whole: 4x says" "$err" "test_lib_args: ROUNDS must be a whole number, got '4x'"
+
 # the A/B runners' warmup flags: 48 by default, PD_AB_WARMUP's count, none for dataloader,
 # and a bad count refused with one line (nothing filled)
 warm=(stale)
