@@ -202,13 +202,18 @@ def host_args(rec):
     return ""
 
 
+def dataloader_as_now(recs):
+    """The recordings whose dataloader runs had no extra warmup steps, as gpu_ab.sh runs it
+    now (host.txt args "(dataloader: without it)"); older ones ran its 80 ms steps 48 times
+    more."""
+    return [r for r in recs if "(dataloader: without it)" in host_args(r)]
+
+
 def times(recs):
-    """Mean seconds per run of each scenario over the recordings' times.tsv. dataloader's
-    come only from the recordings whose runs gave it no extra warmup steps, as gpu_ab.sh
-    runs it now (host.txt args "(dataloader: without it)"), where any recording says so:
-    older ones ran its 80 ms steps 48 times more."""
+    """Mean seconds per run of each scenario over the recordings' times.tsv; dataloader's
+    only from dataloader_as_now(recs) where any recording is one."""
     per = {}
-    current = [r for r in recs if "(dataloader: without it)" in host_args(r)]
+    current = dataloader_as_now(recs)
     for rec in recs:
         with open(os.path.join(rec, "times.tsv")) as f:
             next(f, None)
@@ -313,7 +318,7 @@ def main():
             print(f"- {n} rounds: {total:.0f} s ({total / 60:.1f} min){' (target: at most 6 min)' if n == a.max_rounds else ''}")
         if missing:
             print(f"- not recorded, estimated: {', '.join(missing)}")
-        cur = [r for r in a.recordings if "(dataloader: without it)" in host_args(r)]
+        cur = dataloader_as_now(a.recordings)
         if cur and len(cur) < len(a.recordings):
             print(f"- dataloader's seconds from the {len(cur)} recordings that ran it as gpu_ab.sh does now (no extra warmup steps)")
     print(f"\n({cmp.calls} profile_compare calls)")
