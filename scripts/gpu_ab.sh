@@ -12,16 +12,21 @@
 # judge device time, counts and the verdict.
 #
 # Sequential rounds (as Chromium Pinpoint escalates undecided comparisons): after ROUNDS
-# rounds each scenario is compared; one whose gating row is beyond its tolerance but not
-# significant ("undecided") gets PD_AB_STEP (default 8) more rounds, up to PD_AB_MAX_ROUNDS
-# (default 24). alpha (0.01 in all) is spent across the looks: 0.004 at the first look
-# (2^-8 = 0.0039 is reachable with 8 rounds), the remaining 0.006 split evenly over the
-# later ones, so looking more than once does not raise the false-alarm rate above 0.01.
-# Still undecided at the cap: within policy, said so. One host metric gates, PD_AB_PRIMARY
-# (default untraced_step_p50_s: the median of each run's untraced warmup steps, where the
-# profiler's per-call state, 15-40% between processes, is not in the step; a base build
-# whose runs lack those samples is compared on step_time_p10_s, said so; "all": every host
-# row at alpha each). Every run but dataloader's gets --warmup_steps PD_AB_WARMUP (default
+# rounds each scenario is compared; one whose gating row is worse by more than half its
+# tolerance but not significant ("undecided") gets PD_AB_STEP (default 8) more rounds, up
+# to PD_AB_MAX_ROUNDS (default 40); dataloader stops at its first look unless
+# PD_AB_DATALOADER_MAX_ROUNDS says otherwise (its runs take three times as long, and its
+# step waits on the loader by design, so a host-side slowdown hides behind the wait: with
+# 40 rounds of it an A/B of all five scenarios would take 8 minutes). alpha (0.01 in all)
+# is spent across a scenario's looks: 0.004 at the first (2^-8 = 0.0039 is reachable with
+# 8 rounds), the remaining 0.006 split evenly over the later ones, so looking more than
+# once does not raise the false-alarm rate above 0.01; a scenario with one look gets
+# 0.01. Still undecided at the cap: within policy, said so. One host metric gates,
+# PD_AB_PRIMARY (default untraced_step_p10_s: the 10th percentile of each run's untraced
+# warmup steps, where the profiler's per-call state, 15-40% between processes, is not in
+# the step; a base build whose runs lack those samples is compared on step_time_p10_s,
+# said so; "all": every host row at alpha each). docs/gate.md ("Measured (2026-11-28,
+# evening)") has why p10, 40 and half the tolerance. Every run but dataloader's gets --warmup_steps PD_AB_WARMUP (default
 # 48) after the acceptance flags, so each has that many untraced steps. PD_AB_NORMALIZE=1 scales
 # host times by each run's host calibration (both builds must write it); PD_AB_ADJUST=1
 # (default) adjusts host times for each run's traced-call cost (profile_compare --adjust),
@@ -98,20 +103,33 @@ run() {
   fi
 }
 
-max_rounds=${PD_AB_MAX_ROUNDS:-24} step=${PD_AB_STEP:-8}
-for v in "$max_rounds" "$step"; do
-  case "$v" in '' | *[!0-9]*) echo "gpu_ab: PD_AB_MAX_ROUNDS and PD_AB_STEP must be whole numbers, got '$v'" >&2; exit 2 ;; esac
+max_rounds=${PD_AB_MAX_ROUNDS:-40} step=${PD_AB_STEP:-8} loader_max=${PD_AB_DATALOADER_MAX_ROUNDS:-$rounds}
+for v in "$max_rounds" "$step" "$loader_max"; do
+  case "$v" in '' | *[!0-9]*) echo "gpu_ab: PD_AB_MAX_ROUNDS, PD_AB_STEP and PD_AB_DATALOADER_MAX_ROUNDS must be whole numbers, got '$v'" >&2; exit 2 ;; esac
 done
 [ "$step" -ge 1 ] || step=1
-[ "$max_rounds" -ge "$rounds" ] || max_rounds=$rounds
-[ "$max_rounds" -le 64 ] || max_rounds=64
-looks=$((1 + (max_rounds - rounds + step - 1) / step))
-# alpha at look k of $looks (see the header)
+# clamp_cap N: a cap from ROUNDS to 64
+clamp_cap() {
+  local c=$1
+  [ "$c" -ge "$rounds" ] || c=$rounds
+  [ "$c" -le 64 ] || c=64
+  echo "$c"
+}
+max_rounds=$(clamp_cap "$max_rounds")
+loader_max=$(clamp_cap "$loader_max")
+# cap_of SCENARIO: the most rounds it may get
+[ "$loader_max" -le "$max_rounds" ] || loader_max=$max_rounds # never more than the others
+cap_of() { if [ "$1" = dataloader ]; then echo "$loader_max"; else echo "$max_rounds"; fi; }
+# looks_of SCENARIO: how many looks its cap allows
+looks_of() { local c; c=$(cap_of "$1"); echo $((1 + (c - rounds + step - 1) / step)); }
+# look_alpha K SCENARIO: alpha at look K of the scenario's looks (see the header)
 look_alpha() {
-  if [ "$looks" -eq 1 ]; then echo 0.01; elif [ "$1" -eq 1 ]; then echo 0.004; else awk -v n="$looks" 'BEGIN { printf "%.6g", 0.006 / (n - 1) }'; fi
+  local n
+  n=$(looks_of "$2")
+  if [ "$n" -eq 1 ]; then echo 0.01; elif [ "$1" -eq 1 ]; then echo 0.004; else awk -v n="$n" 'BEGIN { printf "%.6g", 0.006 / (n - 1) }'; fi
 }
 cmp_args=()
-primary=${PD_AB_PRIMARY:-untraced_step_p50_s}
+primary=${PD_AB_PRIMARY:-untraced_step_p10_s}
 [ "$primary" = all ] || cmp_args+=(--primary "$primary")
 [ "${PD_AB_NORMALIZE:-0}" = 1 ] && cmp_args+=(--normalize)
 # The default statistic: p10 of every run, host times adjusted for each run's traced-call
@@ -135,7 +153,6 @@ for s in "${scenarios[@]}"; do done_rounds[$s]=0; mkdir -p "$out/$s"; done
 look=0 target=$rounds
 while [ "${#pending[@]}" -gt 0 ]; do
   look=$((look + 1))
-  alpha=$(look_alpha "$look")
   first=$((${done_rounds[${pending[0]}]} + 1)) # pending scenarios advance together
   for ((r = first; r <= target; r++)); do
     order=(base head)
@@ -148,6 +165,7 @@ while [ "${#pending[@]}" -gt 0 ]; do
   next=()
   for s in "${pending[@]}"; do
     done_rounds[$s]=$target
+    alpha=$(look_alpha "$look" "$s") cap=$(cap_of "$s")
     base_runs=() head_runs=()
     for ((r = 1; r <= target; r++)); do
       base_runs+=("$out/$s/base.$r.json")
@@ -173,14 +191,14 @@ while [ "${#pending[@]}" -gt 0 ]; do
         --json "$out/$s.ab.json" --markdown "$out/$s.ab.md" >"$out/$s.ab.txt" 2>&1 || rc=$?
     fi
     undecided=$(sed -n 's/^[[:space:]]*"undecided":[[:space:]]*\([0-9]*\).*/\1/p' "$out/$s.ab.json" 2>/dev/null | head -n 1)
-    if [ "$rc" -eq 0 ] && [ "${undecided:-0}" -gt 0 ] && [ "$target" -lt "$max_rounds" ]; then
+    if [ "$rc" -eq 0 ] && [ "${undecided:-0}" -gt 0 ] && [ "$target" -lt "$cap" ]; then
       echo "gpu_ab: $s: undecided after $target rounds (alpha $alpha): more rounds"
       next+=("$s")
       continue
     fi
     result[$s]=$rc
-    note[$s]="$target rounds, look $look of at most $looks, alpha $alpha"
-    [ "$rc" -eq 0 ] && [ "${undecided:-0}" -gt 0 ] && note[$s]="${note[$s]}; still undecided at the cap of $max_rounds rounds"
+    note[$s]="$target rounds, look $look of at most $(looks_of "$s"), alpha $alpha"
+    [ "$rc" -eq 0 ] && [ "${undecided:-0}" -gt 0 ] && note[$s]="${note[$s]}; still undecided at the cap of $cap rounds"
   done
   pending=("${next[@]}")
   target=$((target + step))
@@ -191,7 +209,7 @@ echo "gpu_ab: ${#scenarios[@]} scenarios, both builds interleaved, in $((SECONDS
 status=0
 summary=$out/summary.md
 {
-  echo "## profile_compare A/B on $(hostname): sequential rounds ($rounds, then +$step up to $max_rounds while undecided)"
+  echo "## profile_compare A/B on $(hostname): sequential rounds ($rounds, then +$step up to $max_rounds while undecided; dataloader up to $loader_max)"
   echo
 } >"$summary"
 for s in "${scenarios[@]}"; do

@@ -16,12 +16,14 @@ request); a false alarm is a null A/B that exits 1.
 
 Each statistic (a set of profile_compare options) is evaluated on the same A/Bs; with
 --max-rounds M > R the sequential form is also evaluated, as scripts/gpu_ab.sh runs it
-(looks at R, R+8, ... M rounds while undecided; alpha 0.004 at the first look, 0.006
-split over the later ones). Its A/Bs take the rounds as they need them, as a pull
-request's A/B would: a block starts where the last one ended, wherever at least M rounds
+(looks at R, R+8, ... M rounds while undecided, default M 40; alpha 0.004 at the first
+look, 0.006 split over the later ones). Its A/Bs take the rounds as they need them, as a pull
+request's A/B would: a block starts where the last one ended, wherever at least R rounds
 are left, and ends at the last look any of its A/Bs needed (a detection block runs its two
-A/Bs side by side, so it spans the longer), so no run is in two A/Bs and no A/B is cut
-short by the end of the recording.
+A/Bs side by side, so it spans the longer), so no run is in two A/Bs. An A/B still
+undecided when its recording has no more rounds (marked * in the rounds list) is counted
+against the gate: a detection as missed, and a same-vs-same A/B is not counted at all
+(it might have failed later), said so.
 
 Also printed: the measured change of the judged step (the primary row's change), the
 minimum detectable effect the A/Bs stated, and the wall time of an A/B of all five
@@ -128,15 +130,20 @@ def look_alphas(first, cap):
 
 
 def sequential(cmp, base, head, opts, first, cap):
-    """gpu_ab.sh's looks on one block; returns (exit status, report, rounds used)."""
-    rc, rep = 0, None
+    """gpu_ab.sh's looks on one block (alpha as for cap, whatever the block's length);
+    returns (exit status, report, rounds used, stderr, ran out): ran out when still
+    undecided at the block's last round before the cap."""
+    rc, rep, used = 0, None, first
     for n, alpha in look_alphas(first, cap):
+        if n > len(base):
+            return rc, rep, used, "", True
         rc, rep, err = cmp.ab(base[:n], head[:n], opts, alpha)
+        used = n
         if rc not in (0, 1):
-            return rc, rep, n, err
+            return rc, rep, n, err, False
         if rc == 1 or not rep or rep.get("undecided", 0) == 0:
-            return rc, rep, n, ""
-    return rc, rep, cap, ""
+            return rc, rep, n, "", False
+    return rc, rep, used, "", False
 
 
 def fmt_pct(xs):
@@ -157,14 +164,14 @@ def fmt_mde(xs):
 
 def evaluate(cmp, recs, scen, size, opts, seq_cap=None):
     """Returns dict kind -> list of (caught, change_pct, mde, note) over the disjoint A/Bs."""
-    res = {"h10": [], "h5": [], "same": []}
+    res = {"h10": [], "h5": [], "same": [], "ran_out": []}
     prim = primary_of(opts)
     turn = 0
     for rec in recs:
         path = os.path.join(rec, scen)
         rounds = rounds_of(rec, scen)
         start = 0
-        while len(rounds) - start >= (seq_cap or size):
+        while len(rounds) - start >= size:
             blk = rounds[start : start + (seq_cap or size)]
 
             def runs(kind):
@@ -174,8 +181,9 @@ def evaluate(cmp, recs, scen, size, opts, seq_cap=None):
             turn += 1
             used = size if seq_cap else len(blk)
             for kind, b, h in pairs:
+                out = False
                 if seq_cap:
-                    rc, rep, n, err = sequential(cmp, runs(b), runs(h), opts, size, seq_cap)
+                    rc, rep, n, err, out = sequential(cmp, runs(b), runs(h), opts, size, seq_cap)
                 else:
                     rc, rep, err = cmp.ab(runs(b), runs(h), opts)
                     n = len(blk)
@@ -183,10 +191,13 @@ def evaluate(cmp, recs, scen, size, opts, seq_cap=None):
                     return None  # the recording's runs do not carry this statistic's samples
                 if rc not in (0, 1):
                     die(f"profile_compare exited {rc} on {rec} {scen} {kind}: {err}")
+                used = max(used, n)
+                if out and kind == "same":
+                    res["ran_out"].append(n)  # might have failed later: not counted
+                    continue
                 r = row(rep, prim) or {}
                 note = f"{n} rounds" + (": " + ",".join(failing_rows(rep)) if rc == 1 else "")
-                res[kind].append((rc == 1, r.get("change_pct"), r.get("mde_fraction"), note, n))
-                used = max(used, n)
+                res[kind].append((rc == 1, r.get("change_pct"), r.get("mde_fraction"), note, f"{n}{'*' if out else ''}"))
             start += used
     return res
 
@@ -234,7 +245,7 @@ def main():
     ap.add_argument("profile_compare")
     ap.add_argument("recordings", nargs="+")
     ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--max-rounds", type=int, default=24)
+    ap.add_argument("--max-rounds", type=int, default=40)
     a = ap.parse_args()
     if not os.access(a.profile_compare, os.X_OK):
         die(f"{a.profile_compare} is not an executable profile_compare")
@@ -274,8 +285,10 @@ def main():
     print()
     variants = [(n, o, None) for n, o in VARIANTS]
     if a.max_rounds > a.rounds:
-        variants.append((f"sequential {a.rounds}..{a.max_rounds} rounds, untraced p50, all runs adjusted, two-sample (gpu_ab.sh)",
+        variants.append((f"sequential {a.rounds}..{a.max_rounds} rounds, untraced p50, all runs adjusted, two-sample (gpu_ab.sh before 2026-11-28 evening, with 24)",
                          ["--primary", "untraced_step_p50_s", "--keep", "1", "--adjust", "--unpaired"], a.max_rounds))
+        variants.append((f"sequential {a.rounds}..{a.max_rounds} rounds, untraced p10, all runs adjusted, two-sample (gpu_ab.sh)",
+                         ["--primary", "untraced_step_p10_s", "--keep", "1", "--adjust", "--unpaired"], a.max_rounds))
     for scen in SCENARIOS:
         print(f"#### {scen}: A/Bs of {a.rounds} rounds from disjoint runs\n")
         print("| statistic | 10% caught | 5% caught | same vs same: false alarms | change at 10% | change at 5% | change, same | stated mde (same) |")
@@ -298,6 +311,9 @@ def main():
                     if got:
                         cells[k] += " (" + "/".join(str(c[4]) for c in got) + " rounds)"
                 fa = cells[2] + (f" ({notes})" if notes else "")
+                if res["ran_out"]:
+                    fa += f"; {len(res['ran_out'])} more ran out of recorded rounds undecided (at " + \
+                        "/".join(map(str, res["ran_out"])) + "): not counted"
             print(f"| {name} | {cells[0]} | {cells[1]} | {fa} | {ch[0]} | {ch[1]} | {ch[2]} | {fmt_mde([c[2] for c in res['same']])} |")
         print()
     t = times(a.recordings)
@@ -315,7 +331,13 @@ def main():
         print()
         for n in sorted({a.rounds, a.max_rounds}):
             total = warm + n * per_round
-            print(f"- {n} rounds: {total:.0f} s ({total / 60:.1f} min){' (target: at most 6 min)' if n == a.max_rounds else ''}")
+            print(f"- {n} rounds of every scenario: {total:.0f} s ({total / 60:.1f} min)")
+        # gpu_ab.sh's worst case: every scenario but dataloader undecided up to the cap,
+        # dataloader at its one look (PD_AB_DATALOADER_MAX_ROUNDS defaults to ROUNDS)
+        loader = 2 * known.get("dataloader", fill)
+        worst = warm + a.max_rounds * (per_round - loader) + a.rounds * loader
+        print(f"- gpu_ab.sh's longest: {a.max_rounds} rounds of the others, {a.rounds} of dataloader: {worst:.0f} s"
+              f" ({worst / 60:.1f} min) (target: at most 6 min)")
         if missing:
             print(f"- not recorded, estimated: {', '.join(missing)}")
         cur = dataloader_as_now(a.recordings)

@@ -5,7 +5,9 @@
 #   1. scripts/gpu_acceptance.sh BUILD_DIR, first (the definition of done's first pass on a
 #      fresh machine), its output in OUT_DIR/acceptance.log;
 #   2. bench/gate/inject_accuracy.sh BUILD_DIR (the injection measured in one process), in
-#      OUT_DIR/inject.log;
+#      OUT_DIR/inject.log; with PD_FRESH_AB=1, then scripts/gpu_ab.sh BUILD_DIR BUILD_DIR:
+#      an A/B of all five scenarios, the build against itself, timed (its log in
+#      OUT_DIR/ab.log, its summary in OUT_DIR/ab/summary.md);
 #   3. bench/gate/ab_record.sh with as many rounds as fit in what is left of SECONDS
 #      (default 585; about 9 s a round and 40 s for the rest; at most PD_MAX_ROUNDS, default
 #      40), kept as OUT_DIR/<gpu>-<boot id prefix>.tar.gz (the folder itself is removed: a
@@ -40,6 +42,14 @@ grep -E 'Test +#|tests passed|Total Test time|confirmation rerun|clean loader|bu
 bench/gate/inject_accuracy.sh "$build" >"$out/inject.log" 2>&1
 echo "fresh_session: inject_accuracy exit $? after $((SECONDS - t0)) s:"
 grep -E 'ratio|Synthesis' "$out/inject.log"
+
+if [ "${PD_FRESH_AB:-0}" = 1 ]; then
+  ta=$SECONDS
+  scripts/gpu_ab.sh "$build" "$build" 8 "$out/ab" >"$out/ab.log" 2>&1
+  echo "fresh_session: gpu_ab (the build against itself, all scenarios) exit $? in $((SECONDS - ta)) s:"
+  grep -E '^gpu_ab: [a-z_]+: |scenarios, both builds' "$out/ab.log"
+  rm -rf "$out/ab/"*/ # the runs' JSONs: the summary and reports stay
+fi
 
 left=$((budget - (SECONDS - t0)))
 rounds=$(((left - 40) / 9))

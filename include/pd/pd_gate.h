@@ -280,8 +280,8 @@ typedef struct {
   size_t nrows;
   size_t counts[PD_CMP_VERDICT_COUNT];
   bool failed;              /* some row regressed or is missing */
-  /* A/B: gating rows beyond tolerance in the bad direction but not significant: more
-   * rounds would decide them (scripts/gpu_ab.sh runs more). */
+  /* A/B: gating rows worse by more than half their tolerance and not significant (beyond
+   * it, or within it): more rounds would decide them (scripts/gpu_ab.sh runs more). */
   size_t undecided;
   double keep;              /* A/B: the statistic's share of runs (pd_cmp_options_t.keep) */
   bool normalized;          /* A/B: host times normalised by the runs' host_calibration */
@@ -312,8 +312,9 @@ void pd_cmp_report_free(pd_cmp_report_t *rep);
  * not decide),
  * with a one-sided paired permutation test over the rounds (exact up to 16 rounds, else
  * 2^16 random relabellings from a fixed seed); regressed when the change is beyond the
- * AB policy and p < alpha (with opt->primary, only that host row may fail; rows beyond
- * tolerance but not significant are counted in rep->undecided). Each host row states its
+ * AB policy and p < alpha (with opt->primary, only that host row may fail; gating rows
+ * worse by more than half the tolerance but not significant are counted in
+ * rep->undecided). Each host row states its
  * minimum detectable effect (mde_fraction). Counts by their median over the runs, exactly. With fewer
  * rounds than can reach alpha (2^-rounds > alpha) timing rows are skipped, said why.
  * Returns 0 with *rep filled, PD_EINVAL (rounds differ or < 2), PD_EMISMATCH (GPU or

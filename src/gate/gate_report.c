@@ -81,7 +81,7 @@ static void rep_summary(FILE *out, const pd_cmp_report_t *rep) {
     fprintf(out, "; %s permutation test", rep->unpaired ? "two-sample" : "paired");
     if (rep->primary[0] != '\0') fprintf(out, "; primary host metric %s", rep->primary);
     if (rep->undecided > 0)
-      fprintf(out, "; %zu undecided (beyond tolerance, not significant: more rounds would tell)", rep->undecided);
+      fprintf(out, "; %zu undecided (worse by more than half the tolerance, not significant: more rounds would tell)", rep->undecided);
     fprintf(out, "; mde: the smallest slowdown (%%) caught with 80%% power");
   }
   else

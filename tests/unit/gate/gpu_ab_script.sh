@@ -5,7 +5,9 @@
 # nvidia-smi; the real profile_compare judges. Checks: no change passes after the first
 # look; a clear slowdown fails at the first look; a head slower in 7 of 8 rounds is
 # undecided at 8 rounds (one fast round: p about 0.016) and fails after 16; PD_AB_MAX_ROUNDS stops
-# an undecided one at the cap, within policy and said so.
+# an undecided one at the cap, within policy and said so; dataloader stops at its first look
+# unless PD_AB_DATALOADER_MAX_ROUNDS; a head worse by more than half the tolerance but within
+# it is undecided (more rounds) and passes at the cap.
 set -uo pipefail
 src=${1:?usage: gpu_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
 pc=${2:?usage: gpu_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
@@ -63,7 +65,7 @@ case_run() {
 # counts every run of the head build, warm-ups included.
 case_run same 0 1
 grep -q 'within policy (8 rounds, look 1' "$tmp/log.same" || { cat "$tmp/log.same"; fail "same: not decided at the first look"; }
-grep -q 'untraced_step_p50_s' "$tmp/out.same/clean.ab.txt" || fail "same: no untraced_step_p50_s row"
+grep -q 'untraced_step_p10_s' "$tmp/out.same/clean.ab.txt" || fail "same: no untraced_step_p10_s row"
 grep -q -- '--warmup_steps 10 .*--warmup_steps 48' "$tmp/head.args" || fail "same: the runs did not get --warmup_steps 48 after the acceptance flags"
 # dataloader keeps the acceptance flags' warmup (its steps wait on the loader by design)
 case_run loader 0 1 PD_SCENARIOS=dataloader
@@ -71,10 +73,10 @@ grep -q -- '--scenario dataloader' "$tmp/head.args" || fail "loader: no dataload
 if grep -q -- '--scenario dataloader.*--warmup_steps 48' "$tmp/head.args"; then fail "loader: dataloader got --warmup_steps 48"; fi
 case_run slow 1 1.3
 grep -q 'REGRESSED (8 rounds, look 1' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: not caught at the first look"; }
-grep -q 'untraced_step_p50_s' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: the primary untraced row is not what regressed"; }
+grep -q 'untraced_step_p10_s' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: the primary untraced row is not what regressed"; }
 # A base build from before the untraced samples: compared on the traced p10, said so.
 case_run old_base 1 1.3 FAKE_OLD_BASE=1
-grep -q 'carry no untraced_step_p50_s.*compared on step_time_p10_s' "$tmp/log.old_base" ||
+grep -q 'carry no untraced_step_p10_s.*compared on step_time_p10_s' "$tmp/log.old_base" ||
   { cat "$tmp/log.old_base"; fail "old_base: no fallback to step_time_p10_s"; }
 grep -q 'REGRESSED (8 rounds, look 1' "$tmp/log.old_base" || { cat "$tmp/log.old_base"; fail "old_base: not caught"; }
 case_run bad_warm 2 1 PD_AB_WARMUP=x
@@ -83,7 +85,7 @@ grep -q 'PD_AB_WARMUP must be a whole number' "$tmp/log.bad_warm" || { cat "$tmp
 # With gpu_ab.sh's default (every run, adjusted, two-sample; the fixture's calibration is
 # the same in every run, so nothing moves) at 8 rounds the head is +7.5% but about 205 of
 # the 12870 splits of the 16 runs reach it (p about 0.016); at 16 rounds p is far below
-# 0.003, the second look's alpha.
+# 0.0015, the second look's alpha with the default cap of 40 (five looks).
 pat=$(python3 -c 'print(",".join("0.9" if i == 10 else "1.1" for i in range(40)))')
 case_run undecided 1 "$pat"
 grep -q 'clean: undecided after 8 rounds' "$tmp/log.undecided" || { cat "$tmp/log.undecided"; fail "undecided: no second look"; }
@@ -91,4 +93,20 @@ grep -q 'REGRESSED (16 rounds, look 2' "$tmp/log.undecided" || { cat "$tmp/log.u
 case_run capped 0 "$pat" PD_AB_MAX_ROUNDS=8
 grep -q 'still undecided at the cap of 8 rounds' "$tmp/log.capped" || { cat "$tmp/log.capped"; fail "capped: not said"; }
 [ -f "$tmp/out.capped/summary.md" ] || fail "no summary.md"
-echo "gpu_ab_script: 7 cases passed"
+# dataloader stops at its first look (alpha 0.01, its only one) where clean would go on
+case_run loader_once 0 "$pat" PD_SCENARIOS=dataloader
+grep -q 'dataloader: within policy (8 rounds, look 1 of at most 1, alpha 0.01; still undecided at the cap of 8 rounds' \
+  "$tmp/log.loader_once" || { cat "$tmp/log.loader_once"; fail "loader_once: dataloader did not stop at its one look"; }
+case_run loader_more 1 "$pat" PD_SCENARIOS=dataloader PD_AB_DATALOADER_MAX_ROUNDS=16
+grep -q 'REGRESSED (16 rounds, look 2 of at most 2' "$tmp/log.loader_more" ||
+  { cat "$tmp/log.loader_more"; fail "loader_more: PD_AB_DATALOADER_MAX_ROUNDS not followed"; }
+case_run bad_loader 2 1 PD_AB_DATALOADER_MAX_ROUNDS=8x
+grep -q "PD_AB_DATALOADER_MAX_ROUNDS must be whole numbers, got '8x'" "$tmp/log.bad_loader" ||
+  { cat "$tmp/log.bad_loader"; fail "bad_loader: no message"; }
+# +2%: within the 3% tolerance but worse than half of it: undecided at every look, more
+# rounds each time, within policy at the cap, said so
+case_run leaning 0 1.02 PD_AB_MAX_ROUNDS=16
+grep -q 'clean: undecided after 8 rounds' "$tmp/log.leaning" || { cat "$tmp/log.leaning"; fail "leaning: +2% got no second look"; }
+grep -q 'within policy (16 rounds, look 2 of at most 2, alpha 0.006; still undecided at the cap of 16 rounds' \
+  "$tmp/log.leaning" || { cat "$tmp/log.leaning"; fail "leaning: not within policy at the cap"; }
+echo "gpu_ab_script: 11 cases passed"

@@ -815,6 +815,41 @@ Test(gate_core, ab_primary_keep_and_undecided) {
   pd_cmp_report_free(&rep);
 }
 
+/* A gating row worse by more than half its tolerance (3% for the step's center) but within
+ * it is undecided too: a real change a little beyond the tolerance reads there about as
+ * often as beyond it, and stopping would pass it. Half the tolerance or less, or better,
+ * is decided (a pass); a secondary row never counts. */
+Test(gate_core, ab_worse_by_more_than_half_the_tolerance_is_undecided) {
+  double one[10], h2[10], h1[10], faster[10];
+  for (int r = 0; r < 10; r++) {
+    one[r] = 1.0;
+    h2[r] = 1.02;
+    h1[r] = 1.01;
+    faster[r] = 0.98;
+  }
+  pd_cmp_report_t rep;
+  char why[256];
+  pd_cmp_options_t opt = {.primary = "avg_step_time_s"};
+  cr_assert_eq(ab_runs(10, one, h2, NULL, NULL, &opt, &rep, why, sizeof why), 0, "%s", why);
+  const pd_cmp_row_t *r = row_of(&rep, "avg_step_time_s");
+  cr_expect_float_eq(r->change_pct, 2.0, 0.2, "%g", r->change_pct);
+  cr_expect_eq(r->verdict, PD_CMP_OK);
+  cr_expect_eq(rep.undecided, 1, "the primary row only: %zu", rep.undecided);
+  cr_expect_not_null(strstr(r->note, "more than half of it: undecided"), "%s", r->note);
+  cr_expect_not(rep.failed);
+  pd_cmp_report_free(&rep);
+  cr_assert_eq(ab_runs(10, one, h1, NULL, NULL, &opt, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_eq(rep.undecided, 0, "+1%% is within half the tolerance");
+  cr_expect_null(strstr(row_of(&rep, "avg_step_time_s")->note, "undecided"));
+  pd_cmp_report_free(&rep);
+  cr_assert_eq(ab_runs(10, one, faster, NULL, NULL, &opt, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_eq(rep.undecided, 0, "faster is never undecided");
+  pd_cmp_report_free(&rep);
+  cr_assert_eq(ab_runs(10, one, h2, NULL, NULL, NULL, &rep, why, sizeof why), 0, "%s", why);
+  cr_expect_geq(rep.undecided, 2, "without a primary every host row gates: %zu", rep.undecided);
+  pd_cmp_report_free(&rep);
+}
+
 /* Runs whose untraced warmup steps (warmup_step_times_s) carry the head's 8% slowdown while
  * their traced steps are in a slow state one process in three, as the traced call's state
  * puts them on these hosts: the A/B's untraced_step_p50_s row sees +8% and, as the primary,
