@@ -59,17 +59,17 @@ out=${4:-}
 # A build carried to this host (scripts/gpu_prepare.sh, with .gpu_bundle/) needs the
 # library path gpu_acceptance.sh sets: the one helper, unless the programs already load
 # (inside gpu_acceptance.sh, which set it before ctest started this script).
-if ldd "${demo[base]}" "${demo[head]}" "$compare" 2>/dev/null | grep -q 'not found'; then
-  # shellcheck disable=SC2034  # root, build and libdir_override are read by gpu_libpath.sh
-  root=$PWD
-  build=$(cd "$2" && pwd) || exit 2
-  # shellcheck disable=SC2034
-  libdir_override=$build/.host_missing_libs_ab # not the acceptance tests' own folder
-  # shellcheck source=scripts/gpu_libpath.sh
-  . scripts/gpu_libpath.sh
-  missing=$(ldd "${demo[base]}" "${demo[head]}" "$compare" 2>/dev/null | grep 'not found' | sort -u | tr -s ' \t' ' ')
-  [ -z "$missing" ] || { echo "gpu_ab: libraries not found (build here, or carry .gpu_bundle from scripts/gpu_prepare.sh):$missing" >&2; exit 2; }
-fi
+# shellcheck disable=SC2034  # root, build, libdir_override and libpath_probe are read by gpu_libpath.sh
+root=$PWD
+build=$(cd "$2" && pwd) || exit 2
+# shellcheck disable=SC2034
+libdir_override=$build/.host_missing_libs_ab # not the acceptance tests' own folder
+# shellcheck disable=SC2034
+libpath_probe=("${demo[base]}" "${demo[head]}" "$compare")
+# shellcheck source=scripts/gpu_libpath.sh
+. scripts/gpu_libpath.sh
+missing=$(ldd "${demo[base]}" "${demo[head]}" "$compare" 2>/dev/null | grep 'not found' | sort -u | tr -s ' \t' ' ')
+[ -z "$missing" ] || { echo "gpu_ab: libraries not found (build here, or carry .gpu_bundle from scripts/gpu_prepare.sh):$missing" >&2; exit 2; }
 [ -n "$(command -v nvidia-smi)" ] && nvidia-smi -L >/dev/null 2>&1 || { echo "gpu_ab: no GPU visible (nvidia-smi -L)" >&2; exit 3; }
 keep=1
 if [ -z "$out" ]; then

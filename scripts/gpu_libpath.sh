@@ -9,10 +9,13 @@
 # library the host has could clash with the host's ctest or driver. The links go into
 # $build/.host_missing_libs, or $libdir_override when set (gpu_ab.sh, which may run while
 # the acceptance tests load from the former).
-# With $libpath_probe set (a program of the build), nothing is done when that program
-# already finds all its libraries: the scripts that may run on a GPU host or beside the
-# toolchain (make_fixtures.sh, scenario_truth.sh, ab_record.sh) source it that way.
-if [ -n "${libpath_probe:-}" ] && ! ldd "$libpath_probe" 2>/dev/null | grep -q 'not found'; then
+# With $libpath_probe set (a program of the build, or an array of several), nothing is
+# done when they already find all their libraries: the scripts that may run on a GPU host
+# or beside the toolchain (make_fixtures.sh, scenario_truth.sh, ab_record.sh, gpu_ab.sh,
+# host_probe.sh) source it that way. The check reads ldd's whole output: `ldd | grep -q`
+# under pipefail reads as "nothing missing" whenever grep's early exit kills ldd with
+# SIGPIPE (gpu_ab.sh on a GPU host, three programs: exit 2 on a missing libdw).
+if [ -n "${libpath_probe:-}" ] && [ -z "$(ldd "${libpath_probe[@]}" 2>/dev/null | grep 'not found')" ]; then
   return 0
 fi
 libpath=()

@@ -33,12 +33,10 @@ case "$build" in /*) ;; *) build=$PWD/$build ;; esac
 demo=$build/src/cli/profiler_demo/profiler_demo
 [ -x "$demo" ] || { echo "host_probe: no program at $demo (build first)" >&2; exit 2; }
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || { echo "host_probe: no GPU visible (nvidia-smi -L)" >&2; exit 3; }
-if ldd "$demo" 2>/dev/null | grep -q 'not found'; then
-  # shellcheck disable=SC2034  # read by gpu_libpath.sh
-  root=$PWD
-  # shellcheck source=scripts/gpu_libpath.sh
-  . scripts/gpu_libpath.sh >/dev/null
-fi
+# shellcheck disable=SC2034  # root and libpath_probe are read by gpu_libpath.sh
+root=$PWD libpath_probe=$demo
+# shellcheck source=scripts/gpu_libpath.sh
+. scripts/gpu_libpath.sh >/dev/null
 mkdir -p "$out" || exit 2
 read -r -a args <<<"$(grep -v '^[[:space:]]*#' baselines/acceptance.args | tr '\n' ' ')"
 tmp=$(mktemp -d)
