@@ -37,7 +37,7 @@
  * simulated test (exact up to 8 rounds), the power asked for, and the bisection steps
  * over shifts in (0, 1] (resolution 0.1%). */
 #define AB_MDE_SIMS 100
-#define AB_MDE_PERMUTATIONS 256
+#define AB_MDE_PERMUTATIONS 256 /* at least; more where alpha needs them (ab_mde_perms) */
 #define AB_MDE_POWER 0.8
 #define AB_MDE_STEPS 10
 
@@ -64,6 +64,11 @@ static void ab_sort(double *v, size_t n) {
  * better, the highest when higher is better. keep 0.5 is the better half. tmp holds n
  * doubles. */
 static double ab_better(const double *v, size_t n, bool higher_better, double keep, double *tmp) {
+  if (keep >= 1.0) { /* every value: no order needed (the permutation tests' hot path) */
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) sum += v[i];
+    return n > 0 ? sum / (double)n : NAN;
+  }
   memcpy(tmp, v, n * sizeof(*tmp));
   ab_sort(tmp, n);
   size_t h = (size_t)ceil(keep * (double)n - 1e-9);
@@ -161,6 +166,15 @@ static double ab_min_p(size_t n, bool unpaired) {
   return c > 0 ? 1.0 / (double)c : 0.0;
 }
 
+/* Relabellings per simulated test: AB_MDE_PERMUTATIONS, or 2 / alpha where that is more, so
+ * that a drawn p ((hits + 1) / (draws + 1)) can fall below alpha with a hit to spare. With
+ * 256 at the later looks' alpha (0.0015 with gpu_ab.sh's defaults) no simulated A/B could
+ * ever be significant, and every mde read >100%. */
+static uint64_t ab_mde_perms(double alpha) {
+  const double need = alpha > 0.0 ? ceil(2.0 / alpha) : (double)AB_MDE_PERMUTATIONS;
+  return need > (double)AB_MDE_PERMUTATIONS ? (uint64_t)fmin(need, 1e6) : AB_MDE_PERMUTATIONS;
+}
+
 /* Whether the A/B of x (base) against y (head) slowed down by f would regress: beyond
  * the row's tolerance and significant at alpha. work: 6n doubles. */
 static bool ab_sim_detects(const double *x, const double *y, size_t n, double f, const pd_cmp_policy_t *p,
@@ -171,7 +185,7 @@ static bool ab_sim_detects(const double *x, const double *y, size_t n, double f,
   const double vb = ab_better(x, n, hb, st->keep, work + n), diff = ab_better(ys, n, hb, st->keep, work + n) - vb;
   if (hb ? diff >= 0 : diff <= 0) return false;
   if (fabs(diff) <= fmax(p->tolerance * fabs(vb), p->min_abs)) return false;
-  return ab_test_p(x, ys, n, hb, st, diff > 0 ? 1.0 : -1.0, AB_MDE_PERMUTATIONS, st->alpha, work + n) < st->alpha;
+  return ab_test_p(x, ys, n, hb, st, diff > 0 ? 1.0 : -1.0, ab_mde_perms(st->alpha), st->alpha, work + n) < st->alpha;
 }
 
 /* The minimum detectable effect of a row (pd_cmp_row_t.mde_fraction): simulated A/Bs

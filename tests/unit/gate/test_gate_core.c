@@ -617,6 +617,19 @@ Test(gate_core, ab_states_its_minimum_detectable_effect) {
   cr_expect_eq(row_of(&rep, "step_time_p10_s")->verdict, PD_CMP_REGRESSED);
   pd_cmp_report_free(&rep);
 
+  /* at a later look's alpha (0.0015, gpu_ab.sh's defaults) with 24 quiet rounds, two
+   * samples: the figure is found, not >100% (the simulation's relabellings must be able
+   * to reach that alpha) */
+  double q24[24];
+  for (int r = 0; r < 24; r++) q24[r] = 1.0;
+  pd_cmp_options_t late = {.alpha = 0.0015, .unpaired = true, .keep = 1.0};
+  g_rng = 0x1234;
+  cr_assert_eq(ab_runs(24, q24, q24, NULL, NULL, &late, &rep, why, sizeof why), 0, "%s", why);
+  const double late_mde = row_of(&rep, "step_time_p10_s")->mde_fraction;
+  cr_expect(isfinite(late_mde) && late_mde >= 0.03 && late_mde <= 0.05, "24 quiet rounds at alpha 0.0015: %g",
+            late_mde);
+  pd_cmp_report_free(&rep);
+
   /* 5 rounds can never reach p < 0.01: no slowdown is detectable */
   cr_assert_eq(ab_runs(5, tiny, tiny, NULL, NULL, NULL, &rep, why, sizeof why), 0, "%s", why);
   cr_expect(isinf(row_of(&rep, "step_time_p10_s")->mde_fraction));
