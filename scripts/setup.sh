@@ -32,7 +32,7 @@ esac
 # clang + libclang-rt-14-dev: libFuzzer and the sanitizer runtimes of the fuzz stage
 # (scripts/fuzz.sh); valgrind: scripts/valgrind_unit.sh (docs/reliability.md)
 packages=(build-essential cmake pkg-config git libcriterion-dev libcjson-dev zlib1g-dev libdw-dev gcovr shellcheck python3
-  chromium fonts-dejavu-core clang libclang-rt-14-dev valgrind)
+  python3-numpy chromium fonts-dejavu-core clang libclang-rt-14-dev valgrind)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -7,7 +7,8 @@ block. Checks: the normalised statistic, the one adjusted for the traced-call co
 (which the slow state raises too) and the untraced warmup steps' median (which it barely
 touches) catch both and raise no false alarm; every
 statistic is tabled; the wall-time estimate is printed; a folder that is no recording is
-refused with exit 2."""
+refused with exit 2. Also bench/gate/ab_emulate.py on the same recording, where a python3
+with numpy is found."""
 import json
 import os
 import random
@@ -34,7 +35,9 @@ with open(os.path.join(rec, "times.tsv"), "w") as t:
             doc["host_calibration"] = {"start_ns": 2e5 * proc, "end_ns": 2e5 * proc}
             # the slow state raises the traced-call cost too (docs/gate.md), with its own noise
             doc.setdefault("profiler_cost", {})["calibration"] = {"ns_per_cuda_call": 1500.0 * proc * rng.gauss(1.0, 0.01),
-                                                                  "ns_per_host_range": 170.0}
+                                                                  "ns_per_host_range": 170.0,
+                                                                  "ns_per_launch_untraced":
+                                                                      4000.0 * (1.02 if proc > 1.2 else 1.0) * rng.gauss(1.0, 0.004)}
             os.makedirs(os.path.join(rec, "clean", str(r)), exist_ok=True)
             json.dump(doc, open(os.path.join(rec, "clean", str(r), kind + ".json"), "w"))
             t.write(f"clean\t{kind}\t{r}\t1.200\n")
@@ -55,7 +58,8 @@ if "| 1 of 1 | 1 of 1 | 0 of 1 |" not in adj:
 unt = next((l for l in out.splitlines() if l.startswith("| untraced p50, all runs, adjusted for the untraced launch, two-sample test (gpu_ab.sh's default)")), "")
 if "| 1 of 1 | 1 of 1 | 0 of 1 |" not in unt:
     fails.append(f"untraced row (gpu_ab.sh's default): {unt!r}")
-for want in ("| p10, better half (gpu_ab.sh with PD_AB_ADJUST=0) |", "| every host row at alpha", "- 8 rounds: "):
+for want in ("| p10, better half (gpu_ab.sh with PD_AB_ADJUST=0) |", "| every host row at alpha",
+             "- 8 rounds of every scenario: ", "- gpu_ab.sh's longest: 8 rounds of the others, 8 of dataloader: "):
     if want not in out:
         fails.append(f"missing {want!r}")
 # the same recording as the .tar.gz that bench/gate/data/ keeps
@@ -64,6 +68,20 @@ subprocess.run(["tar", "-C", tmp, "-czf", tgz, "rec"], check=True)
 pz = subprocess.run([sys.executable, ev, pc, tgz, "--rounds", "8", "--max-rounds", "8"], capture_output=True, text=True)
 if pz.returncode != 0 or line not in pz.stdout:
     fails.append(f"from the .tar.gz: exit {pz.returncode}: {pz.stderr}")
+# bench/gate/ab_emulate.py (numpy) on the same .tar.gz: the untraced p10 sees 10% and 5% in
+# every drawn A/B and the same build in none; a bad design is refused with exit 2
+em = os.path.join(src, "bench/gate/ab_emulate.py")
+py = next((x for x in (sys.executable, "/usr/bin/python3")
+           if subprocess.run([x, "-c", "import numpy"], capture_output=True).returncode == 0), None)
+if py is None:
+    print("ab_eval_test: no python3 with numpy here: bench/gate/ab_emulate.py NOT tested (scripts/setup.sh installs python3-numpy)")
+else:
+    pe = subprocess.run([py, em, tgz, "p10:8:0.015", "--draws", "20"], capture_output=True, text=True)
+    if pe.returncode != 0 or "| p10:8:0.015 | clean | 1.00 | 1.00 | 0.00 |" not in pe.stdout:
+        fails.append(f"ab_emulate: exit {pe.returncode}: {pe.stdout} {pe.stderr}")
+    pb = subprocess.run([py, em, tgz, "p99:8:0"], capture_output=True, text=True)
+    if pb.returncode != 2 or "design 'p99:8:0'" not in pb.stderr or pb.stdout:
+        fails.append(f"ab_emulate, a bad design: exit {pb.returncode}: {pb.stderr}")
 bad = subprocess.run([sys.executable, ev, pc, tmp], capture_output=True, text=True)
 if bad.returncode != 2 or "not an ab_record.sh folder" not in bad.stderr:
     fails.append(f"a non-recording: exit {bad.returncode}: {bad.stderr}")

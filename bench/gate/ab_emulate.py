@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""ab_emulate.py: a fast emulation of scripts/gpu_ab.sh's sequential A/B on recorded runs,
+for choosing its design before the real evaluation (bench/gate/ab_eval.py, which runs
+profile_compare itself and is the figure of record).
+
+    bench/gate/ab_emulate.py RECORDING.tar.gz... [--draws N] [--seed S] DESIGN...
+
+DESIGN: STAT:CAP:CONTINUE, e.g. p10:40:0.015 (the default of gpu_ab.sh since the evening of
+2026-11-28) or p50:24:0.03 (the one before): STAT the run's statistic of its untraced warmup
+steps (p10, p50, p25, or tm10_50: the mean of the values between its 10th and 50th
+percentile); CAP the most rounds (looks at 8, 16, ... CAP); CONTINUE: a look whose change is
+worse than this fraction, but not significant, takes more rounds (the tolerance is 3%;
+0.015 is profile_compare's half-tolerance rule, 0.03 the rule before it).
+
+The emulation, per look: each run's value adjusted along its log untraced launch time
+(analysis of covariance on log values, pooled within-side slope clamped to [0, 2], as
+profile_compare --adjust), the mean of each side (--keep 1), the change against the 3%
+tolerance, and a two-sample permutation p (4000 random splits) against the look's alpha
+(0.004 at the first look, 0.006 split over the later ones). Each A/B is drawn from one
+recording: CAP of its rounds in random order (so A/Bs of one recording share runs: this
+estimates power, it does not count independent A/Bs as ab_eval.py does), base a or b (the
+unchanged runs), head h10, h5 or the other unchanged kind. Prints, per recording set and
+scenario, the share of A/Bs that fail (10%, 5%, same build) and their mean rounds.
+Exit 0; 2 on bad usage.
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+import tarfile
+import tempfile
+
+import numpy as np
+
+STATS = {
+    "p10": lambda w: np.quantile(w, 0.10),
+    "p25": lambda w: np.quantile(w, 0.25),
+    "p50": lambda w: np.quantile(w, 0.50),
+    "tm10_50": lambda w: np.mean(np.sort(w)[int(len(w) * 0.1) : int(len(w) * 0.5) + 1]),
+}
+TOL = 0.03
+
+
+def die(msg):
+    print(f"ab_emulate: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def load(path):
+    """{scenario: [ {kind: (warmup samples, ns_per_launch_untraced)} per complete round ]}"""
+    dest = tempfile.mkdtemp(prefix="ab_emulate.")
+    with tarfile.open(path) as tf:
+        if any(m.name.startswith("/") or ".." in m.name.split("/") or not (m.isfile() or m.isdir()) for m in tf):
+            die(f"{path}: not a recording")
+        tf.extractall(dest)
+    top = glob.glob(os.path.join(dest, "*"))
+    out = {}
+    for scen in ("clean", "tiny_ops"):
+        rows = []
+        dirs = sorted(glob.glob(os.path.join(top[0], scen, "*")), key=lambda d: int(os.path.basename(d)))
+        for d in dirs:
+            ent = {}
+            for k in ("a", "b", "h5", "h10"):
+                p = os.path.join(d, k + ".json")
+                if not os.path.isfile(p):
+                    break
+                doc = json.load(open(p))
+                w = doc.get("warmup_step_times_s")
+                c = doc.get("profiler_cost", {}).get("calibration", {}).get("ns_per_launch_untraced")
+                if not w or not isinstance(c, (int, float)) or not 0 < c < 1e7:
+                    break
+                ent[k] = (np.array(w, float), float(c))
+            if len(ent) == 4:
+                rows.append(ent)
+        out[scen] = rows
+    return out
+
+
+def adjust(b, h, cb, ch):
+    lb, lh = np.log(b), np.log(h)
+    sxy = ((cb - cb.mean()) * (lb - lb.mean())).sum() + ((ch - ch.mean()) * (lh - lh.mean())).sum()
+    sxx = ((cb - cb.mean()) ** 2).sum() + ((ch - ch.mean()) ** 2).sum()
+    if sxx <= 0:
+        return b, h
+    s = min(2.0, max(0.0, sxy / sxx))
+    ref = np.concatenate([cb, ch]).mean()
+    return b * np.exp(-s * (cb - ref)), h * np.exp(-s * (ch - ref))
+
+
+def look(b, h, alpha, cont, rng, nperm=4000):
+    """(failed, undecided)"""
+    diff = h.mean() - b.mean()
+    ch = diff / b.mean()
+    if ch <= TOL:
+        return False, ch > cont
+    pool = np.concatenate([b, h])
+    n = len(b)
+    perm = pool[np.argsort(rng.random((nperm, 2 * n)), axis=1)]
+    d = perm[:, n:].mean(1) - perm[:, :n].mean(1)
+    p = (np.sum(d >= diff) + 1) / (nperm + 1)
+    return p < alpha, p >= alpha
+
+
+def sequential(bv, bc, hv, hc, cap, cont, rng):
+    ns = list(range(8, cap + 1, 8))
+    alphas = [0.01] if len(ns) == 1 else [0.004] + [0.006 / (len(ns) - 1)] * (len(ns) - 1)
+    for n, a in zip(ns, alphas):
+        b, h = adjust(bv[:n], hv[:n], bc[:n], hc[:n])
+        failed, undecided = look(b, h, a, cont, rng)
+        if failed or not undecided:
+            return failed, n
+    return False, ns[-1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("items", nargs="+", help="recordings (.tar.gz), then designs STAT:CAP:CONTINUE")
+    ap.add_argument("--draws", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    recs = [x for x in a.items if x.endswith(".tar.gz")]
+    for r in recs:
+        if not os.path.isfile(r):
+            die(f"{r}: no such recording")
+    designs = [x for x in a.items if not x.endswith(".tar.gz")]
+    if not recs or not designs or not 1 <= a.draws <= 10000:
+        die("give recordings (.tar.gz) and designs (STAT:CAP:CONTINUE); --draws 1..10000")
+    parsed = []
+    for d in designs:
+        parts = d.split(":")
+        try:
+            stat, cap, cont = parts[0], int(parts[1]), float(parts[2])
+        except (IndexError, ValueError):
+            die(f"design '{d}' is not STAT:CAP:CONTINUE")
+        if stat not in STATS or not 8 <= cap <= 64 or not 0 <= cont <= TOL:
+            die(f"design '{d}': STAT one of {', '.join(STATS)}, CAP 8..64, CONTINUE 0..{TOL}")
+        parsed.append((d, stat, cap, cont))
+    data = {os.path.basename(r).replace(".tar.gz", ""): load(r) for r in recs}
+    rng = np.random.default_rng(a.seed)
+    print("| design | scenario | 10% fails | 5% fails | same build fails | mean rounds (10% / 5% / same) |")
+    print("|---|---|---:|---:|---:|---|")
+    for name, stat, cap, cont in parsed:
+        for scen in ("clean", "tiny_ops"):
+            res = {"h10": [], "h5": [], "same": []}
+            for rows in (d[scen] for d in data.values()):
+                if len(rows) < cap:
+                    continue
+                vals = {k: np.array([STATS[stat](e[k][0]) for e in rows]) for k in ("a", "b", "h5", "h10")}
+                cov = {k: np.log([e[k][1] for e in rows]) for k in ("a", "b", "h5", "h10")}
+                for i in range(a.draws):
+                    order = rng.permutation(len(rows))[:cap]
+                    for kind, bk, hk in (("h10", "ab"[i % 2], "h10"), ("h5", "ba"[i % 2], "h5"), ("same", "a", "b")):
+                        res[kind].append(sequential(vals[bk][order], cov[bk][order], vals[hk][order], cov[hk][order],
+                                                    cap, cont, rng))
+            if not res["same"]:
+                print(f"| {name} | {scen} | no recording has {cap} complete rounds with untraced samples | | | |")
+                continue
+            share = {k: np.mean([f for f, _ in v]) for k, v in res.items()}
+            rounds = " / ".join(f"{np.mean([n for _, n in res[k]]):.1f}" for k in ("h10", "h5", "same"))
+            print(f"| {name} | {scen} | {share['h10']:.2f} | {share['h5']:.2f} | {share['same']:.2f} | {rounds} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
