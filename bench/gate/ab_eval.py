@@ -285,7 +285,7 @@ def main():
     print()
     variants = [(n, o, None) for n, o in VARIANTS]
     if a.max_rounds > a.rounds:
-        variants.append((f"sequential {a.rounds}..{a.max_rounds} rounds, untraced p50, all runs adjusted, two-sample (gpu_ab.sh before 2026-11-28 evening, with 24)",
+        variants.append((f"sequential {a.rounds}..{a.max_rounds} rounds, untraced p50, all runs adjusted, two-sample (the statistic before 2026-11-28 evening; its cap was 24)",
                          ["--primary", "untraced_step_p50_s", "--keep", "1", "--adjust", "--unpaired"], a.max_rounds))
         variants.append((f"sequential {a.rounds}..{a.max_rounds} rounds, untraced p10, all runs adjusted, two-sample (gpu_ab.sh)",
                          ["--primary", "untraced_step_p10_s", "--keep", "1", "--adjust", "--unpaired"], a.max_rounds))
