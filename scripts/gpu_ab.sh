@@ -26,8 +26,9 @@
 # warmup steps, where the profiler's per-call state, 15-40% between processes, is not in
 # the step; a base build whose runs lack those samples is compared on step_time_p10_s,
 # said so; "all": every host row at alpha each). docs/gate.md ("Measured (2026-11-28,
-# evening)") has why p10, 40 and half the tolerance. Every run but dataloader's gets --warmup_steps PD_AB_WARMUP (default
-# 48) after the acceptance flags, so each has that many untraced steps. PD_AB_NORMALIZE=1 scales
+# evening)") has why p10, 40 and half the tolerance. Every run but dataloader's gets
+# --warmup_steps PD_AB_WARMUP (default 48) after the acceptance flags, so each has that
+# many untraced steps. PD_AB_NORMALIZE=1 scales
 # host times by each run's host calibration (both builds must write it); PD_AB_ADJUST=1
 # (default) adjusts host times for each run's traced-call cost (profile_compare --adjust),
 # averages every run (keep 1) and tests two samples (--unpaired); PD_AB_ADJUST=0 compares
@@ -117,8 +118,8 @@ clamp_cap() {
 }
 max_rounds=$(clamp_cap "$max_rounds")
 loader_max=$(clamp_cap "$loader_max")
-# cap_of SCENARIO: the most rounds it may get
 [ "$loader_max" -le "$max_rounds" ] || loader_max=$max_rounds # never more than the others
+# cap_of SCENARIO: the most rounds it may get
 cap_of() { if [ "$1" = dataloader ]; then echo "$loader_max"; else echo "$max_rounds"; fi; }
 # looks_of SCENARIO: how many looks its cap allows
 looks_of() { local c; c=$(cap_of "$1"); echo $((1 + (c - rounds + step - 1) / step)); }
