@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ab_eval.py: the A/B's power and false alarms, offline, from recorded runs.
 
-    bench/gate/ab_eval.py PROFILE_COMPARE RECORDING... [--rounds R] [--max-rounds M]
+    bench/gate/ab_eval.py PROFILE_COMPARE RECORDING... [--rounds R] [--max-rounds M] [--jobs J]
 
 RECORDING: a folder bench/gate/ab_record.sh wrote on one GPU host (host.txt, times.tsv,
 <scenario>/<round>/{a,b,h5,h10}.json), or its .tar.gz (what bench/gate/data/ keeps). Every A/B is made of the runs of one recording
@@ -41,6 +41,8 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 SCENARIOS = ("clean", "tiny_ops")
 ALL_SCENARIOS = ("clean", "dataloader", "sync", "tiny_ops", "memory_churn")
@@ -86,23 +88,27 @@ def rounds_of(rec, scen):
 
 
 class Compare:
+    """profile_compare calls; safe to use from several threads at once (each call writes
+    its own report file)."""
+
     def __init__(self, exe):
         self.exe = exe
         self.tmp = tempfile.mkdtemp(prefix="ab_eval.")
         self.calls = 0
+        self.lock = threading.Lock()
 
     def ab(self, base, head, opts, alpha=0.01):
         """Runs one A/B; returns (exit status, report dict or None, stderr text)."""
-        out = os.path.join(self.tmp, "r.json")
-        if os.path.exists(out):
-            os.unlink(out)
+        with self.lock:
+            self.calls += 1
+            out = os.path.join(self.tmp, f"r{self.calls}.json")
         cmd = [self.exe, "--base", *base, "--head", *head, "--alpha", str(alpha), "--quiet", "--json", out, *opts]
         p = subprocess.run(cmd, capture_output=True, text=True)
-        self.calls += 1
         rep = None
         if os.path.exists(out):
             with open(out) as f:
                 rep = json.load(f)
+            os.unlink(out)
         return p.returncode, rep, p.stderr.strip()
 
 
@@ -246,11 +252,15 @@ def main():
     ap.add_argument("recordings", nargs="+")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--max-rounds", type=int, default=40)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="profile_compare calls at once (default: the CPUs)")
     a = ap.parse_args()
     if not os.access(a.profile_compare, os.X_OK):
         die(f"{a.profile_compare} is not an executable profile_compare")
     if not 2 <= a.rounds <= 64 or not a.rounds <= a.max_rounds <= 64:
         die("--rounds must be from 2 to 64 and --max-rounds from --rounds to 64")
+    if not 1 <= a.jobs <= 256:
+        die("--jobs must be from 1 to 256")
     unpacked = []
     for rec in a.recordings:
         if rec.endswith((".tar.gz", ".tgz")) and os.path.isfile(rec):
@@ -289,12 +299,18 @@ def main():
                          ["--primary", "untraced_step_p50_s", "--keep", "1", "--adjust", "--unpaired"], a.max_rounds))
         variants.append((f"sequential {a.rounds}..{a.max_rounds} rounds, untraced p10, all runs adjusted, two-sample (gpu_ab.sh)",
                          ["--primary", "untraced_step_p10_s", "--keep", "1", "--adjust", "--unpaired"], a.max_rounds))
+    # every (scenario, statistic) is independent of the others: evaluated side by side,
+    # printed in order
+    with ThreadPoolExecutor(max_workers=a.jobs) as pool:
+        futures = {(scen, name): pool.submit(evaluate, cmp, a.recordings, scen, a.rounds, opts, cap)
+                   for scen in SCENARIOS for name, opts, cap in variants}
+        results = {k: f.result() for k, f in futures.items()}
     for scen in SCENARIOS:
         print(f"#### {scen}: A/Bs of {a.rounds} rounds from disjoint runs\n")
         print("| statistic | 10% caught | 5% caught | same vs same: false alarms | change at 10% | change at 5% | change, same | stated mde (same) |")
         print("|---|---:|---:|---:|---|---|---|---|")
         for name, opts, cap in variants:
-            res = evaluate(cmp, a.recordings, scen, a.rounds, opts, cap)
+            res = results[(scen, name)]
             if res is None:
                 print(f"| {name} | not in these recordings (no {primary_of(opts)} samples) | | | | | | |")
                 continue

@@ -82,6 +82,15 @@ else:
     pb = subprocess.run([py, em, tgz, "p99:8:0"], capture_output=True, text=True)
     if pb.returncode != 2 or "design 'p99:8:0'" not in pb.stderr or pb.stdout:
         fails.append(f"ab_emulate, a bad design: exit {pb.returncode}: {pb.stderr}")
+# the same output one call at a time as side by side
+p1 = subprocess.run([sys.executable, ev, pc, tgz, "--rounds", "8", "--max-rounds", "8", "--jobs", "1"],
+                    capture_output=True, text=True)
+strip = lambda t: [l for l in t.splitlines() if "/ab_eval_rec." not in l]  # the unpacked folder's name
+if p1.returncode != 0 or strip(p1.stdout) != strip(pz.stdout):
+    fails.append(f"--jobs 1 differs from the default: exit {p1.returncode}: {p1.stderr}")
+pj = subprocess.run([sys.executable, ev, pc, tgz, "--jobs", "0"], capture_output=True, text=True)
+if pj.returncode != 2 or "--jobs must be from 1 to 256" not in pj.stderr:
+    fails.append(f"--jobs 0: exit {pj.returncode}: {pj.stderr}")
 bad = subprocess.run([sys.executable, ev, pc, tmp], capture_output=True, text=True)
 if bad.returncode != 2 or "not an ab_record.sh folder" not in bad.stderr:
     fails.append(f"a non-recording: exit {bad.returncode}: {bad.stderr}")
