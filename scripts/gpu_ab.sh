@@ -105,9 +105,8 @@ run() {
 }
 
 max_rounds=${PD_AB_MAX_ROUNDS:-40} step=${PD_AB_STEP:-8} loader_max=${PD_AB_DATALOADER_MAX_ROUNDS:-$rounds}
-for v in "$max_rounds" "$step" "$loader_max"; do
-  case "$v" in '' | *[!0-9]*) echo "gpu_ab: PD_AB_MAX_ROUNDS, PD_AB_STEP and PD_AB_DATALOADER_MAX_ROUNDS must be whole numbers, got '$v'" >&2; exit 2 ;; esac
-done
+pd_whole_number PD_AB_MAX_ROUNDS "$max_rounds" && pd_whole_number PD_AB_STEP "$step" &&
+  pd_whole_number PD_AB_DATALOADER_MAX_ROUNDS "$loader_max" || exit 2
 [ "$step" -ge 1 ] || step=1
 # clamp_cap N: a cap from ROUNDS to 64
 clamp_cap() {

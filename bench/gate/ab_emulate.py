@@ -33,6 +33,9 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_eval import look_alphas  # noqa: E402  (the one schedule of looks and their alpha)
+
 STATS = {
     "p10": lambda w: np.quantile(w, 0.10),
     "p25": lambda w: np.quantile(w, 0.25),
@@ -103,14 +106,14 @@ def look(b, h, alpha, cont, rng, nperm=4000):
 
 
 def sequential(bv, bc, hv, hc, cap, cont, rng):
-    ns = list(range(8, cap + 1, 8))
-    alphas = [0.01] if len(ns) == 1 else [0.004] + [0.006 / (len(ns) - 1)] * (len(ns) - 1)
-    for n, a in zip(ns, alphas):
+    """gpu_ab.sh's looks (ab_eval.look_alphas: 8, 16, ... and the cap itself)."""
+    n = 8
+    for n, a in look_alphas(8, cap):
         b, h = adjust(bv[:n], hv[:n], bc[:n], hc[:n])
         failed, undecided = look(b, h, a, cont, rng)
         if failed or not undecided:
             return failed, n
-    return False, ns[-1]
+    return False, n
 
 
 def main():

@@ -101,7 +101,7 @@ case_run loader_more 1 "$pat" PD_SCENARIOS=dataloader PD_AB_DATALOADER_MAX_ROUND
 grep -q 'REGRESSED (16 rounds, look 2 of at most 2' "$tmp/log.loader_more" ||
   { cat "$tmp/log.loader_more"; fail "loader_more: PD_AB_DATALOADER_MAX_ROUNDS not followed"; }
 case_run bad_loader 2 1 PD_AB_DATALOADER_MAX_ROUNDS=8x
-grep -q "PD_AB_DATALOADER_MAX_ROUNDS must be whole numbers, got '8x'" "$tmp/log.bad_loader" ||
+grep -qx "gpu_ab: PD_AB_DATALOADER_MAX_ROUNDS must be a whole number, got '8x'" "$tmp/log.bad_loader" ||
   { cat "$tmp/log.bad_loader"; fail "bad_loader: no message"; }
 # +2%: within the 3% tolerance but worse than half of it: undecided at every look, more
 # rounds each time, within policy at the cap, said so
