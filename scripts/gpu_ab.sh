@@ -21,7 +21,10 @@
 # is spent across a scenario's looks: 0.004 at the first (2^-8 = 0.0039 is reachable with
 # 8 rounds), the remaining 0.006 split evenly over the later ones, so looking more than
 # once does not raise the false-alarm rate above 0.01; a scenario with one look gets
-# 0.01. Still undecided at the cap: within policy, said so. One host metric gates,
+# 0.01. Still undecided at the cap: within policy, said so. PD_AB_MIN_ROUNDS (default 0):
+# a scenario that passes before this many rounds gets more rounds anyway (its looks are
+# made and their alpha spent as above; a failure at any look stands), for a smaller mde on
+# a pass, or to time the longest A/B the cap allows (PD_AB_MIN_ROUNDS=40). One host metric gates,
 # PD_AB_PRIMARY (default untraced_step_p10_s: the 10th percentile of each run's untraced
 # warmup steps, where the profiler's per-call state, 15-40% between processes, is not in
 # the step; a base build whose runs lack those samples is compared on step_time_p10_s,
@@ -105,8 +108,9 @@ run() {
 }
 
 max_rounds=${PD_AB_MAX_ROUNDS:-40} step=${PD_AB_STEP:-8} loader_max=${PD_AB_DATALOADER_MAX_ROUNDS:-$rounds}
+min_rounds=${PD_AB_MIN_ROUNDS:-0}
 pd_whole_number PD_AB_MAX_ROUNDS "$max_rounds" && pd_whole_number PD_AB_STEP "$step" &&
-  pd_whole_number PD_AB_DATALOADER_MAX_ROUNDS "$loader_max" || exit 2
+  pd_whole_number PD_AB_DATALOADER_MAX_ROUNDS "$loader_max" && pd_whole_number PD_AB_MIN_ROUNDS "$min_rounds" || exit 2
 [ "$step" -ge 1 ] || step=1
 # clamp_cap N: a cap from ROUNDS to 64
 clamp_cap() {
@@ -193,6 +197,11 @@ while [ "${#pending[@]}" -gt 0 ]; do
     undecided=$(sed -n 's/^[[:space:]]*"undecided":[[:space:]]*\([0-9]*\).*/\1/p' "$out/$s.ab.json" 2>/dev/null | head -n 1)
     if [ "$rc" -eq 0 ] && [ "${undecided:-0}" -gt 0 ] && [ "$target" -lt "$cap" ]; then
       echo "gpu_ab: $s: undecided after $target rounds (alpha $alpha): more rounds"
+      next+=("$s")
+      continue
+    fi
+    if [ "$rc" -eq 0 ] && [ "$target" -lt "$min_rounds" ] && [ "$target" -lt "$cap" ]; then
+      echo "gpu_ab: $s: within policy after $target rounds (alpha $alpha): more rounds (PD_AB_MIN_ROUNDS $min_rounds)"
       next+=("$s")
       continue
     fi

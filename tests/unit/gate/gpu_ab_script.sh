@@ -7,7 +7,8 @@
 # undecided at 8 rounds (one fast round: p about 0.016) and fails after 16; PD_AB_MAX_ROUNDS stops
 # an undecided one at the cap, within policy and said so; dataloader stops at its first look
 # unless PD_AB_DATALOADER_MAX_ROUNDS; a head worse by more than half the tolerance but within
-# it is undecided (more rounds) and passes at the cap.
+# it is undecided (more rounds) and passes at the cap; PD_AB_MIN_ROUNDS makes a pass go on
+# to it, and a failure before it stands.
 set -uo pipefail
 src=${1:?usage: gpu_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
 pc=${2:?usage: gpu_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
@@ -109,4 +110,16 @@ case_run leaning 0 1.02 PD_AB_MAX_ROUNDS=16
 grep -q 'clean: undecided after 8 rounds' "$tmp/log.leaning" || { cat "$tmp/log.leaning"; fail "leaning: +2% got no second look"; }
 grep -q 'within policy (16 rounds, look 2 of at most 2, alpha 0.006; still undecided at the cap of 16 rounds' \
   "$tmp/log.leaning" || { cat "$tmp/log.leaning"; fail "leaning: not within policy at the cap"; }
-echo "gpu_ab_script: 11 cases passed"
+# PD_AB_MIN_ROUNDS: a pass before it gets more rounds (looks made, alpha spent); a failure
+# at any look stands
+case_run min_same 0 1 PD_AB_MIN_ROUNDS=16
+grep -q 'clean: within policy after 8 rounds (alpha 0.004): more rounds (PD_AB_MIN_ROUNDS 16)' "$tmp/log.min_same" ||
+  { cat "$tmp/log.min_same"; fail "min_same: stopped before PD_AB_MIN_ROUNDS"; }
+grep -q 'within policy (16 rounds, look 2 of at most 5, alpha 0.0015)' "$tmp/log.min_same" ||
+  { cat "$tmp/log.min_same"; fail "min_same: did not stop at PD_AB_MIN_ROUNDS"; }
+case_run min_slow 1 1.3 PD_AB_MIN_ROUNDS=16
+grep -q 'REGRESSED (8 rounds, look 1' "$tmp/log.min_slow" || { cat "$tmp/log.min_slow"; fail "min_slow: a failure at the first look did not stand"; }
+case_run bad_min 2 1 PD_AB_MIN_ROUNDS=-1
+grep -qx "gpu_ab: PD_AB_MIN_ROUNDS must be a whole number, got '-1'" "$tmp/log.bad_min" ||
+  { cat "$tmp/log.bad_min"; fail "bad_min: no message"; }
+echo "gpu_ab_script: 14 cases passed"
