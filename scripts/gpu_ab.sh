@@ -14,10 +14,15 @@
 # Sequential rounds (as Chromium Pinpoint escalates undecided comparisons): after ROUNDS
 # rounds each scenario is compared; one whose gating row is worse by more than half its
 # tolerance but not significant ("undecided") gets PD_AB_STEP (default 8) more rounds, up
-# to PD_AB_MAX_ROUNDS (default 40); dataloader stops at its first look unless
-# PD_AB_DATALOADER_MAX_ROUNDS says otherwise (its runs take three times as long, and its
-# step waits on the loader by design, so a host-side slowdown hides behind the wait: with
-# 40 rounds of it an A/B of all five scenarios would take 8 minutes). alpha (0.01 in all)
+# to PD_AB_MAX_ROUNDS (default 40) for clean and tiny_ops, the two scenarios whose step is
+# the host's launch work, where a host-side slowdown shows most; up to
+# PD_AB_OTHER_MAX_ROUNDS (default 24) for sync and memory_churn (and any other); dataloader
+# stops at its first look unless PD_AB_DATALOADER_MAX_ROUNDS says otherwise (its runs take
+# three times as long, and its step waits on the loader by design, so a host-side slowdown
+# hides behind the wait). With 40 rounds of every scenario but dataloader an A/B of all five
+# took 414 s on a fresh H200 (docs/gate.md); the caps keep the longest under 6 minutes. A
+# look compares the scenarios side by side (one profile_compare each, in parallel: the
+# mde's simulations are CPU work, and no run is going on). alpha (0.01 in all)
 # is spent across a scenario's looks: 0.004 at the first (2^-8 = 0.0039 is reachable with
 # 8 rounds), the remaining 0.006 split evenly over the later ones, so looking more than
 # once does not raise the false-alarm rate above 0.01; a scenario with one look gets
@@ -108,9 +113,10 @@ run() {
 }
 
 max_rounds=${PD_AB_MAX_ROUNDS:-40} step=${PD_AB_STEP:-8} loader_max=${PD_AB_DATALOADER_MAX_ROUNDS:-$rounds}
-min_rounds=${PD_AB_MIN_ROUNDS:-0}
+other_max=${PD_AB_OTHER_MAX_ROUNDS:-24} min_rounds=${PD_AB_MIN_ROUNDS:-0}
 pd_whole_number PD_AB_MAX_ROUNDS "$max_rounds" && pd_whole_number PD_AB_STEP "$step" &&
-  pd_whole_number PD_AB_DATALOADER_MAX_ROUNDS "$loader_max" && pd_whole_number PD_AB_MIN_ROUNDS "$min_rounds" || exit 2
+  pd_whole_number PD_AB_DATALOADER_MAX_ROUNDS "$loader_max" && pd_whole_number PD_AB_OTHER_MAX_ROUNDS "$other_max" &&
+  pd_whole_number PD_AB_MIN_ROUNDS "$min_rounds" || exit 2
 [ "$step" -ge 1 ] || step=1
 # clamp_cap N: a cap from ROUNDS to 64
 clamp_cap() {
@@ -120,10 +126,21 @@ clamp_cap() {
   echo "$c"
 }
 max_rounds=$(clamp_cap "$max_rounds")
-loader_max=$(clamp_cap "$loader_max")
-[ "$loader_max" -le "$max_rounds" ] || loader_max=$max_rounds # never more than the others
+# on_look N: N rounded down to a look (ROUNDS + k x PD_AB_STEP): the scenarios advance
+# together, so a cap between looks would be passed at the next one
+on_look() { echo $((rounds + ($1 - rounds) / step * step)); }
+loader_max=$(on_look "$(clamp_cap "$loader_max")")
+other_max=$(on_look "$(clamp_cap "$other_max")")
+[ "$loader_max" -le "$max_rounds" ] || loader_max=$max_rounds # never more than clean's
+[ "$other_max" -le "$max_rounds" ] || other_max=$max_rounds
 # cap_of SCENARIO: the most rounds it may get
-cap_of() { if [ "$1" = dataloader ]; then echo "$loader_max"; else echo "$max_rounds"; fi; }
+cap_of() {
+  case "$1" in
+    clean | tiny_ops) echo "$max_rounds" ;;
+    dataloader) echo "$loader_max" ;;
+    *) echo "$other_max" ;;
+  esac
+}
 # looks_of SCENARIO: how many looks its cap allows
 looks_of() { local c; c=$(cap_of "$1"); echo $((1 + (c - rounds + step - 1) / step)); }
 # look_alpha K SCENARIO: alpha at look K of the scenario's looks (see the header)
@@ -147,6 +164,37 @@ if [ "${PD_AB_ADJUST:-1}" = 1 ]; then
 fi
 [ -n "${PD_AB_KEEP:-}" ] && cmp_args+=(--keep "$PD_AB_KEEP")
 
+# judge SCENARIO ROUNDS ALPHA: profile_compare of the scenario's first ROUNDS rounds
+# (falling back for older builds, said so in $out/SCENARIO.judge.log); its exit status in
+# $out/SCENARIO.rc. Looks run it for every pending scenario at once.
+judge() {
+  local s=$1 n=$2 alpha=$3 r rc=0 a
+  local base_runs=() head_runs=() fb_args=()
+  for ((r = 1; r <= n; r++)); do
+    base_runs+=("$out/$s/base.$r.json")
+    head_runs+=("$out/$s/head.$r.json")
+  done
+  : >"$out/$s.judge.log"
+  "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" --alpha "$alpha" "${cmp_args[@]}" "${adj_args[@]}" \
+    --json "$out/$s.ab.json" --markdown "$out/$s.ab.md" >"$out/$s.ab.txt" 2>&1 || rc=$?
+  if [ "$rc" -eq 2 ] && [ "${#adj_args[@]}" -gt 0 ] && grep -q ns_per_cuda_call "$out/$s.ab.txt"; then
+    # a build older than the profiler's calibration: no covariate, the better half, paired
+    echo "gpu_ab: $s: a build's runs carry no profiler_cost.calibration.ns_per_cuda_call: compared without --adjust" >>"$out/$s.judge.log"
+    rc=0
+    "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" --alpha "$alpha" "${cmp_args[@]}" \
+      --json "$out/$s.ab.json" --markdown "$out/$s.ab.md" >"$out/$s.ab.txt" 2>&1 || rc=$?
+  fi
+  if [ "$rc" -eq 2 ] && [ "$primary" != step_time_p10_s ] && grep -q "primary metric '$primary'" "$out/$s.ab.txt"; then
+    # a build older than the untraced samples (warmup_step_times_s): the traced step's p10
+    echo "gpu_ab: $s: the runs carry no $primary (a build before warmup_step_times_s): compared on step_time_p10_s" >>"$out/$s.judge.log"
+    for a in "${cmp_args[@]}"; do [ "$a" = "$primary" ] && a=step_time_p10_s; fb_args+=("$a"); done
+    rc=0
+    "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" --alpha "$alpha" "${fb_args[@]}" "${adj_args[@]}" \
+      --json "$out/$s.ab.json" --markdown "$out/$s.ab.md" >"$out/$s.ab.txt" 2>&1 || rc=$?
+  fi
+  echo "$rc" >"$out/$s.rc"
+}
+
 t0=$SECONDS
 for side in base head; do
   for _ in 1 2 3; do run "$side" clean "$out/warm.json"; done
@@ -166,34 +214,16 @@ while [ "${#pending[@]}" -gt 0 ]; do
     done
     echo "gpu_ab: round $r of ${pending[*]} done ($((SECONDS - t0)) s)"
   done
-  next=()
   for s in "${pending[@]}"; do
     done_rounds[$s]=$target
+    judge "$s" "$target" "$(look_alpha "$look" "$s")" &
+  done
+  wait
+  next=()
+  for s in "${pending[@]}"; do
     alpha=$(look_alpha "$look" "$s") cap=$(cap_of "$s")
-    base_runs=() head_runs=()
-    for ((r = 1; r <= target; r++)); do
-      base_runs+=("$out/$s/base.$r.json")
-      head_runs+=("$out/$s/head.$r.json")
-    done
-    rc=0
-    "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" --alpha "$alpha" "${cmp_args[@]}" "${adj_args[@]}" \
-      --json "$out/$s.ab.json" --markdown "$out/$s.ab.md" >"$out/$s.ab.txt" 2>&1 || rc=$?
-    if [ "$rc" -eq 2 ] && [ "${#adj_args[@]}" -gt 0 ] && grep -q ns_per_cuda_call "$out/$s.ab.txt"; then
-      # a build older than the profiler's calibration: no covariate, the better half, paired
-      echo "gpu_ab: $s: a build's runs carry no profiler_cost.calibration.ns_per_cuda_call: compared without --adjust"
-      rc=0
-      "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" --alpha "$alpha" "${cmp_args[@]}" \
-        --json "$out/$s.ab.json" --markdown "$out/$s.ab.md" >"$out/$s.ab.txt" 2>&1 || rc=$?
-    fi
-    if [ "$rc" -eq 2 ] && [ "$primary" != step_time_p10_s ] && grep -q "primary metric '$primary'" "$out/$s.ab.txt"; then
-      # a build older than the untraced samples (warmup_step_times_s): the traced step's p10
-      echo "gpu_ab: $s: the runs carry no $primary (a build before warmup_step_times_s): compared on step_time_p10_s"
-      fb_args=()
-      for a in "${cmp_args[@]}"; do [ "$a" = "$primary" ] && a=step_time_p10_s; fb_args+=("$a"); done
-      rc=0
-      "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" --alpha "$alpha" "${fb_args[@]}" "${adj_args[@]}" \
-        --json "$out/$s.ab.json" --markdown "$out/$s.ab.md" >"$out/$s.ab.txt" 2>&1 || rc=$?
-    fi
+    cat "$out/$s.judge.log"
+    rc=$(cat "$out/$s.rc" 2>/dev/null || echo 2)
     undecided=$(sed -n 's/^[[:space:]]*"undecided":[[:space:]]*\([0-9]*\).*/\1/p' "$out/$s.ab.json" 2>/dev/null | head -n 1)
     if [ "$rc" -eq 0 ] && [ "${undecided:-0}" -gt 0 ] && [ "$target" -lt "$cap" ]; then
       echo "gpu_ab: $s: undecided after $target rounds (alpha $alpha): more rounds"
@@ -218,7 +248,7 @@ echo "gpu_ab: ${#scenarios[@]} scenarios, both builds interleaved, in $((SECONDS
 status=0
 summary=$out/summary.md
 {
-  echo "## profile_compare A/B on $(hostname): sequential rounds ($rounds, then +$step up to $max_rounds while undecided; dataloader up to $loader_max)"
+  echo "## profile_compare A/B on $(hostname): sequential rounds ($rounds, then +$step while undecided: up to $max_rounds for clean and tiny_ops, $other_max for the others, $loader_max for dataloader)"
   echo
 } >"$summary"
 for s in "${scenarios[@]}"; do

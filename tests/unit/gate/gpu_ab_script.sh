@@ -8,7 +8,7 @@
 # an undecided one at the cap, within policy and said so; dataloader stops at its first look
 # unless PD_AB_DATALOADER_MAX_ROUNDS; a head worse by more than half the tolerance but within
 # it is undecided (more rounds) and passes at the cap; PD_AB_MIN_ROUNDS makes a pass go on
-# to it, and a failure before it stands.
+# to it, and a failure before it stands; sync stops at PD_AB_OTHER_MAX_ROUNDS.
 set -uo pipefail
 src=${1:?usage: gpu_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
 pc=${2:?usage: gpu_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
@@ -122,4 +122,12 @@ grep -q 'REGRESSED (8 rounds, look 1' "$tmp/log.min_slow" || { cat "$tmp/log.min
 case_run bad_min 2 1 PD_AB_MIN_ROUNDS=-1
 grep -qx "gpu_ab: PD_AB_MIN_ROUNDS must be a whole number, got '-1'" "$tmp/log.bad_min" ||
   { cat "$tmp/log.bad_min"; fail "bad_min: no message"; }
-echo "gpu_ab_script: 14 cases passed"
+# sync's cap is PD_AB_OTHER_MAX_ROUNDS (12 rounded down to a look: 8), clean's
+# PD_AB_MAX_ROUNDS; both judged at each look, side by side
+case_run others 0 1.02 "PD_SCENARIOS=clean sync" PD_AB_MAX_ROUNDS=16 PD_AB_OTHER_MAX_ROUNDS=12
+grep -q 'sync: within policy (8 rounds, look 1 of at most 1, alpha 0.01; still undecided at the cap of 8 rounds' \
+  "$tmp/log.others" || { cat "$tmp/log.others"; fail "others: sync not capped at PD_AB_OTHER_MAX_ROUNDS"; }
+grep -q 'clean: within policy (16 rounds, look 2 of at most 2, alpha 0.006; still undecided at the cap of 16 rounds' \
+  "$tmp/log.others" || { cat "$tmp/log.others"; fail "others: clean not taken to PD_AB_MAX_ROUNDS"; }
+[ -s "$tmp/out.others/sync.ab.md" ] && [ -s "$tmp/out.others/clean.ab.md" ] || fail "others: a report is missing"
+echo "gpu_ab_script: 15 cases passed"

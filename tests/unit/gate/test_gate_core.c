@@ -33,11 +33,14 @@ typedef struct {
   const char *bottleneck;
 } run_spec_t;
 
+/* The runs' step-to-step noise (a test that needs exact ties sets 0, then puts it back). */
+static double step_noise = 0.01;
+
 /* A clean-scenario run's metrics JSON as profiler_demo writes it (the fields the gate reads). */
 static cJSON *mk_run(run_spec_t r) {
   double st[NSTEPS], sum = 0;
   for (int i = 0; i < NSTEPS; i++) {
-    st[i] = 0.0003 * r.host * (1.0 + 0.01 * rng_normal());
+    st[i] = 0.0003 * r.host * (1.0 + step_noise * rng_normal());
     sum += st[i];
   }
   cJSON *d = cJSON_CreateObject();
@@ -776,6 +779,34 @@ Test(gate_core, ab_unpaired_uses_every_split_of_the_runs) {
                      row_of(&rep, "step_time_p10_s")->p_value);
   cr_expect(isfinite(row_of(&rep, "step_time_p10_s")->mde_fraction));
   pd_cmp_report_free(&rep);
+}
+
+/* The drawn two-sample relabellings of the mean pick the head's runs by a partial shuffle:
+ * each split must be equally likely. 12 rounds (C(24, 12) is over 65536: drawn), every run
+ * 1.0 but two head runs at 10.0: a relabelling is at least as extreme as the observed one
+ * exactly when both 10.0s fall in the head, C(22, 10) / C(24, 12) = 132 / 552 = 0.2391;
+ * with one 10.0, when it does, 0.5 (the runs' steps without noise, so that the 1.0s tie
+ * exactly). 65536 draws: a standard error of 0.0017 and 0.002. */
+Test(gate_core, ab_drawn_two_sample_splits_are_uniform) {
+  double b[12], h2[12], h1[12];
+  step_noise = 0.0;
+  for (int i = 0; i < 12; i++) {
+    b[i] = 1.0;
+    h2[i] = i < 2 ? 10.0 : 1.0;
+    h1[i] = i < 1 ? 10.0 : 1.0;
+  }
+  pd_cmp_report_t rep;
+  char why[256];
+  pd_cmp_options_t opt = {.alpha = 0.01, .keep = 1.0, .unpaired = true, .primary = "step_time_p10_s"};
+  cr_assert_eq(ab_runs(12, b, h2, NULL, NULL, &opt, &rep, why, sizeof why), 0, "%s", why);
+  double p = row_of(&rep, "step_time_p10_s")->p_value;
+  cr_expect(fabs(p - 132.0 / 552.0) < 0.007, "two outliers: p %g, want 0.2391", p);
+  pd_cmp_report_free(&rep);
+  cr_assert_eq(ab_runs(12, b, h1, NULL, NULL, &opt, &rep, why, sizeof why), 0, "%s", why);
+  p = row_of(&rep, "step_time_p10_s")->p_value;
+  cr_expect(fabs(p - 0.5) < 0.008, "one outlier: p %g, want 0.5", p);
+  pd_cmp_report_free(&rep);
+  step_noise = 0.01;
 }
 
 /* --primary: only the named host metric gates; a regression of another host row is
