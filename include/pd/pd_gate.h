@@ -286,6 +286,11 @@ typedef struct {
   double keep;              /* A/B: the statistic's share of runs (pd_cmp_options_t.keep) */
   bool normalized;          /* A/B: host times normalised by the runs' host_calibration */
   bool adjusted;            /* A/B: host times adjusted for the runs' traced-call cost */
+  /* A/B with --adjust: why the traced rows were left unadjusted ("" when they were not):
+   * a run whose calibration read no positive traced-call cost (tracing added nothing
+   * measurable to its calls, or a build without it), while every run has the untraced
+   * launch the untraced rows (the primary by default) are adjusted along. */
+  char adjust_note[192];
   bool unpaired;            /* A/B: the two-sample permutation test, not the paired one */
   char primary[96];         /* A/B: the one gating host metric; "" when all gate */
   char config_note[512];    /* config keys that differ (reported, not failed); "" if none */

@@ -572,11 +572,25 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
       for (size_t i = 0; i < 2 * n; i++) scale[i] = ref / scale[i];
     }
   }
+  bool traced_cov = false;
   if (rc == 0 && lcost != NULL) {
-    rc = ab_call_costs(base, n, names, lcost, why, whylen);
-    if (rc == 0) rc = ab_call_costs(head, n, names != NULL ? names + n : NULL, lcost + n, why, whylen);
-    untraced_cov = rc == 0 && ab_calib_logs(base, n, "ns_per_launch_untraced", lcost + 2 * n) == n &&
+    untraced_cov = ab_calib_logs(base, n, "ns_per_launch_untraced", lcost + 2 * n) == n &&
                    ab_calib_logs(head, n, "ns_per_launch_untraced", lcost + 3 * n) == n;
+    char twhy[256] = "";
+    int crc = ab_call_costs(base, n, names, lcost, twhy, sizeof twhy);
+    if (crc == 0) crc = ab_call_costs(head, n, names != NULL ? names + n : NULL, lcost + n, twhy, sizeof twhy);
+    traced_cov = crc == 0;
+    /* One run whose calibration read no positive traced-call cost (noise on a host where
+     * tracing adds little: a fresh H200's tiny_ops run did) leaves the traced rows as they
+     * are; the untraced rows keep their own covariate. Neither covariate: refused. */
+    if (!traced_cov && !untraced_cov) {
+      cmp_why(why, whylen, "%s", twhy);
+      rc = crc;
+    } else if (!traced_cov) {
+      snprintf(rep->adjust_note, sizeof rep->adjust_note, "traced rows not adjusted: %.160s", twhy);
+      char *cut = strstr(rep->adjust_note, "; --adjust");
+      if (cut != NULL) *cut = '\0';
+    }
   }
   const double *scale_b = scale, *scale_h = scale != NULL ? scale + n : NULL;
   size_t present = 0, cap = 0;
@@ -602,7 +616,7 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
        * the driver's launch path with or without CUPTI (docs/gate.md); runs without that
        * figure fall back to the traced-call cost. */
       const bool unt = untraced_cov && d != NULL && strcmp(d->samples, "warmup_step_times_s") == 0;
-      ab_adjust(b, h, unt ? lcost + 2 * n : lcost, unt ? lcost + 3 * n : lcost + n, n);
+      if (unt || traced_cov) ab_adjust(b, h, unt ? lcost + 2 * n : lcost, unt ? lcost + 3 * n : lcost + n, n);
     }
     pd_cmp_row_t *r = cmp_row_add(rep, &cap, metric);
     if (r == NULL) {

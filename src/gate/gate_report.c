@@ -78,6 +78,7 @@ static void rep_summary(FILE *out, const pd_cmp_report_t *rep) {
     fprintf(out, "; statistic: mean of the better %.0f%% of each side's runs%s", rep->keep * 100.0,
             rep->normalized ? ", host times normalised by each run's host calibration" : "");
     if (rep->adjusted) fprintf(out, ", host times adjusted for each run's traced-call cost");
+    if (rep->adjusted && rep->adjust_note[0] != '\0') fprintf(out, " (%s)", rep->adjust_note);
     fprintf(out, "; %s permutation test", rep->unpaired ? "two-sample" : "paired");
     if (rep->primary[0] != '\0') fprintf(out, "; primary host metric %s", rep->primary);
     if (rep->undecided > 0)
@@ -192,6 +193,10 @@ cJSON *pd_cmp_report_to_json(const pd_cmp_report_t *rep) {
       cJSON_AddNumberToObject(stat, "keep", rep->keep);
       cJSON_AddBoolToObject(stat, "normalized_by_host_calibration", rep->normalized);
       cJSON_AddBoolToObject(stat, "adjusted_for_call_cost", rep->adjusted);
+      if (rep->adjust_note[0] != '\0')
+        cJSON_AddStringToObject(stat, "adjust_note", rep->adjust_note);
+      else
+        cJSON_AddNullToObject(stat, "adjust_note");
       cJSON_AddStringToObject(stat, "test", rep->unpaired ? "two_sample_permutation" : "paired_permutation");
       if (rep->primary[0] != '\0')
         cJSON_AddStringToObject(stat, "primary", rep->primary);

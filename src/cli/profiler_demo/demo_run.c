@@ -210,7 +210,10 @@ static int demo_step(demo_run_t *r, int64_t spin_ns, demo_step_result_t *res) {
    * which is thus in neither the data wait nor the step time (it is in the trace). */
   DEMO_CUDA(cudaStreamSynchronize(r->stream));
   const int64_t t0 = pd_clock_now_ns();
-  if (spin_ns > 0) {
+  if (spin_ns > 0 && r->cfg->inject_spread) {
+    /* --inject_spread: a share as each of the step's op ranges opens (pd_cnn.h) */
+    (void)pd_cnn_set_host_delay(r->cnn, spin_ns);
+  } else if (spin_ns > 0) {
     /* --inject_slowdown: before the launches, so the step waits for all of it (inject.c).
      * A named range, so a trace reader sees why these steps are longer. */
     const bool spun = pd_range_push("inject_slowdown") == 0;
@@ -788,6 +791,11 @@ static int demo_phase_warmup(demo_run_t *r) {
     }
     if (demo_stop_requested(r, r->steps_done)) break;
   }
+  if (cfg->inject_slowdown > 0 && !cfg->quiet)
+    printf("%s: inject_slowdown %.3f in the warmup: last busy time %.1f us, an injected step's surplus over it "
+           "%.1f us (test only)\n",
+           PD_DEMO_PROG, cfg->inject_slowdown, (double)pd_scen_inject_next_ns(&r->warm_inject) / 1e3,
+           (double)pd_scen_inject_extra_ns(&r->warm_inject) / 1e3);
   return PD_DEMO_EXIT_OK;
 }
 

@@ -966,10 +966,13 @@ static cJSON *mk_untraced_run(double w, double call_ns, double launch_untraced_n
  * on the base side and 11 of 12 on the head side, read as a regression unadjusted and as
  * none adjusted; a real 10% slowdown of the untraced steps with the same states on both
  * sides is caught adjusted; runs without the untraced launch fall back to the traced-call
- * cost, which does not track this state: the regression stays. */
+ * cost, which does not track this state: the regression stays. Variant 3: one head run's
+ * calibration read no positive traced-call cost (0): the untraced rows are adjusted all
+ * the same and the report says the traced rows were not; variant 4: that run and no
+ * untraced launch figure: no covariate at all, refused, naming the field. */
 Test(gate_core, ab_adjusts_untraced_rows_for_the_untraced_launch) {
   enum { N = 12 };
-  for (int variant = 0; variant < 3; variant++) {
+  for (int variant = 0; variant < 5; variant++) {
     cJSON *b[N], *h[N];
     for (int r = 0; r < N; r++) {
       const double jitter = 1.0 + 0.004 * (r % 3);
@@ -979,18 +982,36 @@ Test(gate_core, ab_adjusts_untraced_rows_for_the_untraced_launch) {
         sb = sh = r % 3 == 0; /* the same states on both sides, and the head 10% slower */
         fh = 1.10;
       }
-      const double lu = variant == 2 ? 0.0 : 1.0; /* variant 2: no untraced launch figure */
+      const double lu = variant == 2 || variant == 4 ? 0.0 : 1.0; /* no untraced launch figure */
+      const double call_h = variant >= 3 && r == 5 ? 0.0 : 1500.0;
       b[r] = mk_untraced_run((sb ? 1.3 : 1.0) * jitter, 1500.0, lu * (sb ? 6000.0 : 4000.0));
-      h[r] = mk_untraced_run((sh ? 1.3 : 1.0) * jitter * fh, 1500.0, lu * (sh ? 6000.0 : 4000.0));
+      h[r] = mk_untraced_run((sh ? 1.3 : 1.0) * jitter * fh, call_h, lu * (sh ? 6000.0 : 4000.0));
     }
     pd_cmp_report_t rep;
     char why[256];
     pd_cmp_options_t opt = {.keep = 1.0, .unpaired = true, .adjust_call_cost = true,
                             .primary = "untraced_step_p50_s"};
-    cr_assert_eq(pd_cmp_ab((const cJSON *const *)b, N, (const cJSON *const *)h, N, NULL, &opt, &rep, why, sizeof why),
-                 0, "%s", why);
+    const char *names[2 * N];
+    for (int r = 0; r < N; r++) {
+      names[r] = "base.json";
+      names[N + r] = r == 5 ? "head.6.json" : "head.json";
+    }
+    const int rc =
+        pd_cmp_ab((const cJSON *const *)b, N, (const cJSON *const *)h, N, names, &opt, &rep, why, sizeof why);
+    if (variant == 4) {
+      cr_expect_eq(rc, PD_EPARSE);
+      cr_expect_not_null(strstr(why, "head.6.json: profiler_cost.calibration.ns_per_cuda_call"), "%s", why);
+      pd_cmp_report_free(&rep);
+      for (int r = 0; r < N; r++) {
+        cJSON_Delete(b[r]);
+        cJSON_Delete(h[r]);
+      }
+      continue;
+    }
+    cr_assert_eq(rc, 0, "%s", why);
+    cr_expect_eq(rep.adjust_note[0] != '\0', variant == 3, "note '%s'", rep.adjust_note);
     const pd_cmp_row_t *u = row_of(&rep, "untraced_step_p50_s");
-    if (variant == 0) {
+    if (variant == 0 || variant == 3) {
       cr_expect_eq(u->verdict, PD_CMP_OK, "adjusted by the untraced launch: %g%%", u->change_pct);
       cr_expect_float_eq(u->change_pct, 0.0, 1.5, "%g", u->change_pct);
     } else if (variant == 1) {
@@ -999,6 +1020,13 @@ Test(gate_core, ab_adjusts_untraced_rows_for_the_untraced_launch) {
     } else {
       cr_expect_eq(u->verdict, PD_CMP_REGRESSED, "no untraced launch figure: the states decide (%g%%)",
                    u->change_pct);
+    }
+    if (variant == 3) {
+      cr_expect_not_null(strstr(rep.adjust_note, "traced rows not adjusted: head.6.json"), "%s", rep.adjust_note);
+      cJSON *j = pd_cmp_report_to_json(&rep);
+      const cJSON *note = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "statistic"), "adjust_note");
+      cr_expect(cJSON_IsString(note) && strstr(note->valuestring, "ns_per_cuda_call") != NULL);
+      cJSON_Delete(j);
     }
     pd_cmp_report_free(&rep);
     if (variant == 0) {
