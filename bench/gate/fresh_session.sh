@@ -51,6 +51,8 @@ if [ "${PD_FRESH_AB:-0}" = 1 ]; then
   rm -rf "$out/ab/"*/ # the runs' JSONs: the summary and reports stay
 fi
 
+# the machine again at the end: a caller that keeps only the output's tail still has it
+trap 'echo "fresh_session: done on boot $(cat /proc/sys/kernel/random/boot_id 2>/dev/null), acceptance exit $acc"' EXIT
 left=$((budget - (SECONDS - t0)))
 rounds=$(((left - 40) / 9))
 [ "$rounds" -gt "$maxr" ] && rounds=$maxr

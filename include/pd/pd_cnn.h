@@ -107,15 +107,6 @@ int pd_cnn_amp_state(pd_cnn_t *cnn, float *scale, int64_t *skipped_steps);
  * Returns 0 or PD_EINVAL (NULL model, ns < 0). */
 int pd_cnn_set_gpu_slowdown(pd_cnn_t *cnn, int64_t ns);
 
-/* Injected host time spread over the next training step (the gate's host-side self-test,
- * --inject_spread): the step's host ranges (one per op, about 20 a step) each busy-wait
- * their share of ns as they open, so the busy time sits among the launches, as a slower
- * build's host work would, rather than all before them. The share is ns over the ranges
- * the previous step opened (all of it at the first range before any step ran); whatever
- * is left when the step's launches end is spun then. Applies to one step; 0 for none.
- * Returns 0 or PD_EINVAL (NULL model, ns < 0). */
-int pd_cnn_set_host_delay(pd_cnn_t *cnn, int64_t ns);
-
 /* Enqueues on the model's stream one GPU thread that holds it for ns nanoseconds, so
  * the host can enqueue a whole step before the GPU starts on it (used to measure a
  * step's GPU time without host gaps). Returns 0, PD_EINVAL or PD_ECUDA. */

@@ -24,7 +24,6 @@
 #include <string.h>
 
 #include "cnn_layers.h"
-#include "pd/pd_scen.h"
 #include "cnn_plan.h"
 #include "pd/pd_prof.h"
 
@@ -61,9 +60,6 @@ struct pd_cnn {
   cudaError_t read_err; /* first failure of those reads, reported after the pass */
   int64_t steps;
   int64_t gpu_spin_ns; /* injected device time per step (pd_cnn_set_gpu_slowdown) */
-  int64_t host_left_ns; /* injected host time still to spin in this step (pd_cnn_set_host_delay) */
-  int64_t host_share_ns; /* its share per range */
-  int ranges_this_step, ranges_last_step; /* rpush calls: the share's divisor */
   size_t device_bytes;
   char shape[SH_COUNT][64];
 };
@@ -137,12 +133,6 @@ static const char *config_check(const pd_cnn_config_t *c) {
 /* Ranges are diagnostics: a failed push does not fail the step, but its pop is then
  * skipped so the profiler's stack stays balanced. */
 static void rpush(pd_cnn_t *m, const char *name, const char *shape) {
-  m->ranges_this_step++;
-  if (m->host_left_ns > 0) {
-    const int64_t spin = m->host_share_ns < m->host_left_ns ? m->host_share_ns : m->host_left_ns;
-    pd_scen_spin_ns(spin);
-    m->host_left_ns -= spin;
-  }
   int ok = (shape ? pd_range_push_shape(name, shape) : pd_range_push(name)) == 0;
   if (m->range_depth < CNN_RANGE_STACK) m->range_pushed[m->range_depth] = (unsigned char)ok;
   m->range_depth++;
@@ -610,12 +600,8 @@ static int step_body(pd_cnn_t *m, const float *images, const int32_t *labels) {
 int pd_cnn_train_step(pd_cnn_t *m, const float *images, const int32_t *labels) {
   if (m == NULL || images == NULL || labels == NULL) return PD_EINVAL;
   m->range_depth = 0;
-  m->ranges_this_step = 0;
   int rc = step_body(m, images, labels);
   m->layer_reads = false;
-  if (m->host_left_ns > 0) pd_scen_spin_ns(m->host_left_ns); /* fewer ranges than the last step */
-  m->host_left_ns = 0;
-  m->ranges_last_step = m->ranges_this_step;
   if (rc != 0) {
     /* Leave nothing allocated and every range closed; the model stays usable. */
     buf_put_all(m);
@@ -629,14 +615,6 @@ int pd_cnn_train_step(pd_cnn_t *m, const float *images, const int32_t *labels) {
 int pd_cnn_set_gpu_slowdown(pd_cnn_t *m, int64_t ns) {
   if (m == NULL || ns < 0) return PD_EINVAL;
   m->gpu_spin_ns = ns;
-  return 0;
-}
-
-int pd_cnn_set_host_delay(pd_cnn_t *m, int64_t ns) {
-  if (m == NULL || ns < 0) return PD_EINVAL;
-  m->host_left_ns = ns;
-  const int64_t k = m->ranges_last_step > 0 ? m->ranges_last_step : 1;
-  m->host_share_ns = (ns + k - 1) / k;
   return 0;
 }
 

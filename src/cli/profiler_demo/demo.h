@@ -94,7 +94,6 @@ typedef struct {
   double inject_slowdown; /* 0..10: the step gets this fraction longer (host busy time
                              before its launches, src/scen/inject.c) */
   bool inject_alternate;  /* inject only in every other recorded step (its acceptance test) */
-  bool inject_spread;     /* the injected busy time spread over the step's op ranges */
   double inject_gpu_slowdown; /* 0..10: extra device time, this fraction of the step's
                                  kernel time measured before the profiled steps */
 } pd_demo_config_t;

@@ -184,9 +184,6 @@ static const opt_t opts[] = {
     {ROW("inject_alternate", OPT_SWITCH), OFF(inject_alternate), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_TEST, "off",
      "with --inject_slowdown: inject only in every other step (the odd ones of step_times_s "
      "and of the warmup), so injected and plain steps alternate in one process"},
-    {ROW("inject_spread", OPT_SWITCH), OFF(inject_spread), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_TEST, "off",
-     "with --inject_slowdown: spread the busy time over the step's op ranges (a share as each "
-     "opens) instead of placing it all before the launches"},
     {ROW("inject_gpu_slowdown", OPT_DOUBLE), OFF(inject_gpu_slowdown), 0, 0, 0.0, 10.0, NULL, NULL, 0, "FRACTION",
      G_TEST, "0",
      "add device time, FRACTION x the step's GPU time measured after the warmup, to the "
@@ -369,10 +366,6 @@ int pd_demo_config_validate(const pd_demo_config_t *cfg, char *err, size_t errle
   }
   if (cfg->inject_alternate && !(cfg->inject_slowdown > 0.0)) {
     snprintf(err, errlen, "--inject_alternate needs --inject_slowdown FRACTION above 0");
-    return PD_DEMO_EXIT_USAGE;
-  }
-  if (cfg->inject_spread && !(cfg->inject_slowdown > 0.0)) {
-    snprintf(err, errlen, "--inject_spread needs --inject_slowdown FRACTION above 0");
     return PD_DEMO_EXIT_USAGE;
   }
   if (cfg->inject_gpu_slowdown > 0.0 && cfg->warmup_steps < 1) {

@@ -210,10 +210,7 @@ static int demo_step(demo_run_t *r, int64_t spin_ns, demo_step_result_t *res) {
    * which is thus in neither the data wait nor the step time (it is in the trace). */
   DEMO_CUDA(cudaStreamSynchronize(r->stream));
   const int64_t t0 = pd_clock_now_ns();
-  if (spin_ns > 0 && r->cfg->inject_spread) {
-    /* --inject_spread: a share as each of the step's op ranges opens (pd_cnn.h) */
-    (void)pd_cnn_set_host_delay(r->cnn, spin_ns);
-  } else if (spin_ns > 0) {
+  if (spin_ns > 0) {
     /* --inject_slowdown: before the launches, so the step waits for all of it (inject.c).
      * A named range, so a trace reader sees why these steps are longer. */
     const bool spun = pd_range_push("inject_slowdown") == 0;

@@ -222,7 +222,6 @@ static const bad_case_t bad_cases[] = {
      "--inject_slowdown needs --warmup_steps of at least 1 (the first steps' slowdown is a fraction of the mean "
      "warmup step time), got --warmup_steps 0"},
     {{"--inject_alternate"}, "--inject_alternate needs --inject_slowdown FRACTION above 0"},
-    {{"--inject_spread"}, "--inject_spread needs --inject_slowdown FRACTION above 0"},
     {{"--output_json", "res/"}, "--output_json must name a file, got the directory 'res/'"},
     {{"--output_json", "same", "--trace_dir", "same"}, "--output_json must differ from --trace_dir, got 'same' for both"},
     {{"--export_stacks", "st.txt"}, "--export_stacks needs --with_stack (ranges record no call stack otherwise)"},
