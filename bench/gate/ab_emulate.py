@@ -5,12 +5,13 @@ profile_compare itself and is the figure of record).
 
     bench/gate/ab_emulate.py RECORDING.tar.gz... [--draws N] [--seed S] DESIGN...
 
-DESIGN: STAT:CAP:CONTINUE, e.g. p10:40:0.015 (the default of gpu_ab.sh since the evening of
+DESIGN: STAT:CAP:CONTINUE[:TOL], e.g. p10:40:0.015 (the default of gpu_ab.sh since the evening of
 2026-11-28) or p50:24:0.03 (the one before): STAT the run's statistic of its untraced warmup
 steps (p10, p50, p25, or tm10_50: the mean of the values between its 10th and 50th
 percentile); CAP the most rounds (looks at 8, 16, ... CAP); CONTINUE: a look whose change is
-worse than this fraction, but not significant, takes more rounds (the tolerance is 3%;
-0.015 is profile_compare's half-tolerance rule, 0.03 the rule before it).
+worse than this fraction, but not significant, takes more rounds (0.015 is profile_compare's
+half-tolerance rule, 0.03 the rule before it); TOL the tolerance band a change must exceed
+to fail (default 0.03, the host class's A/B tolerance in gate_policy.c).
 
 The emulation, per look: each run's value adjusted along its log untraced launch time
 (analysis of covariance on log values, pooled within-side slope clamped to [0, 2], as
@@ -91,11 +92,11 @@ def adjust(b, h, cb, ch):
     return b * np.exp(-s * (cb - ref)), h * np.exp(-s * (ch - ref))
 
 
-def look(b, h, alpha, cont, rng, nperm=4000):
+def look(b, h, alpha, cont, rng, tol=TOL, nperm=4000):
     """(failed, undecided)"""
     diff = h.mean() - b.mean()
     ch = diff / b.mean()
-    if ch <= TOL:
+    if ch <= tol:
         return False, ch > cont
     pool = np.concatenate([b, h])
     n = len(b)
@@ -105,12 +106,12 @@ def look(b, h, alpha, cont, rng, nperm=4000):
     return p < alpha, p >= alpha
 
 
-def sequential(bv, bc, hv, hc, cap, cont, rng):
+def sequential(bv, bc, hv, hc, cap, cont, rng, tol=TOL):
     """gpu_ab.sh's looks (ab_eval.look_alphas: 8, 16, ... and the cap itself)."""
     n = 8
     for n, a in look_alphas(8, cap):
         b, h = adjust(bv[:n], hv[:n], bc[:n], hc[:n])
-        failed, undecided = look(b, h, a, cont, rng)
+        failed, undecided = look(b, h, a, cont, rng, tol)
         if failed or not undecided:
             return failed, n
     return False, n
@@ -128,22 +129,23 @@ def main():
             die(f"{r}: no such recording")
     designs = [x for x in a.items if not x.endswith(".tar.gz")]
     if not recs or not designs or not 1 <= a.draws <= 10000:
-        die("give recordings (.tar.gz) and designs (STAT:CAP:CONTINUE); --draws 1..10000")
+        die("give recordings (.tar.gz) and designs (STAT:CAP:CONTINUE[:TOL]); --draws 1..10000")
     parsed = []
     for d in designs:
         parts = d.split(":")
         try:
             stat, cap, cont = parts[0], int(parts[1]), float(parts[2])
+            tol = float(parts[3]) if len(parts) > 3 else TOL
         except (IndexError, ValueError):
-            die(f"design '{d}' is not STAT:CAP:CONTINUE")
-        if stat not in STATS or not 8 <= cap <= 64 or not 0 <= cont <= TOL:
-            die(f"design '{d}': STAT one of {', '.join(STATS)}, CAP 8..64, CONTINUE 0..{TOL}")
-        parsed.append((d, stat, cap, cont))
+            die(f"design '{d}' is not STAT:CAP:CONTINUE[:TOL]")
+        if stat not in STATS or not 8 <= cap <= 64 or not 0 < tol <= 0.2 or not 0 <= cont <= tol or len(parts) > 4:
+            die(f"design '{d}': STAT one of {', '.join(STATS)}, CAP 8..64, TOL (0, 0.2], CONTINUE 0..TOL")
+        parsed.append((d, stat, cap, cont, tol))
     data = {os.path.basename(r).replace(".tar.gz", ""): load(r) for r in recs}
     rng = np.random.default_rng(a.seed)
     print("| design | scenario | 10% fails | 5% fails | same build fails | mean rounds (10% / 5% / same) |")
     print("|---|---|---:|---:|---:|---|")
-    for name, stat, cap, cont in parsed:
+    for name, stat, cap, cont, tol in parsed:
         for scen in ("clean", "tiny_ops"):
             res = {"h10": [], "h5": [], "same": []}
             for rows in (d[scen] for d in data.values()):
@@ -155,7 +157,7 @@ def main():
                     order = rng.permutation(len(rows))[:cap]
                     for kind, bk, hk in (("h10", "ab"[i % 2], "h10"), ("h5", "ba"[i % 2], "h5"), ("same", "a", "b")):
                         res[kind].append(sequential(vals[bk][order], cov[bk][order], vals[hk][order], cov[hk][order],
-                                                    cap, cont, rng))
+                                                    cap, cont, rng, tol))
             if not res["same"]:
                 print(f"| {name} | {scen} | no recording has {cap} complete rounds with untraced samples | | | |")
                 continue
