@@ -199,7 +199,7 @@ t0=$SECONDS
 for side in base head; do
   for _ in 1 2 3; do run "$side" clean "$out/warm.json"; done
 done
-declare -A done_rounds=() result=() note=()
+declare -A done_rounds=() result=() note=() alpha_of=()
 pending=("${scenarios[@]}")
 for s in "${scenarios[@]}"; do done_rounds[$s]=0; mkdir -p "$out/$s"; done
 look=0 target=$rounds
@@ -216,12 +216,13 @@ while [ "${#pending[@]}" -gt 0 ]; do
   done
   for s in "${pending[@]}"; do
     done_rounds[$s]=$target
-    judge "$s" "$target" "$(look_alpha "$look" "$s")" &
+    alpha_of[$s]=$(look_alpha "$look" "$s")
+    judge "$s" "$target" "${alpha_of[$s]}" &
   done
   wait
   next=()
   for s in "${pending[@]}"; do
-    alpha=$(look_alpha "$look" "$s") cap=$(cap_of "$s")
+    alpha=${alpha_of[$s]} cap=$(cap_of "$s")
     cat "$out/$s.judge.log"
     rc=$(cat "$out/$s.rc" 2>/dev/null || echo 2)
     undecided=$(sed -n 's/^[[:space:]]*"undecided":[[:space:]]*\([0-9]*\).*/\1/p' "$out/$s.ab.json" 2>/dev/null | head -n 1)

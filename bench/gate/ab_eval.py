@@ -259,10 +259,10 @@ def main():
     a = ap.parse_args()
     if not os.access(a.profile_compare, os.X_OK):
         die(f"{a.profile_compare} is not an executable profile_compare")
-    if not a.rounds <= a.other_max_rounds <= 64:
-        ap.error("--other-max-rounds must be from --rounds to 64")
     if not 2 <= a.rounds <= 64 or not a.rounds <= a.max_rounds <= 64:
         die("--rounds must be from 2 to 64 and --max-rounds from --rounds to 64")
+    if not a.rounds <= a.other_max_rounds <= 64:
+        die("--other-max-rounds must be from --rounds to 64")
     if not 1 <= a.jobs <= 256:
         die("--jobs must be from 1 to 256")
     unpacked = []
@@ -356,8 +356,7 @@ def main():
         # memory_churn up to theirs (rounded down to a look, as gpu_ab.sh does), dataloader
         # at its one look (PD_AB_DATALOADER_MAX_ROUNDS defaults to ROUNDS). Run times only:
         # the looks' profile_compare calls and a slower host add to it (docs/gate.md).
-        step = 8
-        other = min(a.rounds + (a.other_max_rounds - a.rounds) // step * step, a.max_rounds)
+        other = min(a.rounds + (a.other_max_rounds - a.rounds) // STEP * STEP, a.max_rounds)
         run_of = lambda s: 2 * known.get(s, fill)
         worst = warm + a.rounds * run_of("dataloader") + \
             a.max_rounds * (run_of("clean") + run_of("tiny_ops")) + other * (run_of("sync") + run_of("memory_churn"))

@@ -433,16 +433,17 @@ static size_t ab_calib_logs(const cJSON *const *docs, size_t n, const char *fiel
   return n;
 }
 
-/* The traced call cost of every run, which --adjust needs: a run without it is refused. */
-static int ab_call_costs(const cJSON *const *docs, size_t n, const char *const *names, double *lc, char *why,
-                         size_t whylen) {
-  const size_t i = ab_calib_logs(docs, n, "ns_per_cuda_call", lc);
-  if (i == n) return 0;
-  cmp_why(why, whylen,
-          "%s: profiler_cost.calibration.ns_per_cuda_call must be a number in (0, 1e7) ns; --adjust needs it "
-          "in every run (a profiled run on a GPU; --no_profile runs have none)",
-          names != NULL && names[i] != NULL ? names[i] : "input");
-  return PD_EPARSE;
+/* The traced call cost of every run, base then head (names likewise), into lc: NULL when
+ * every run has it, else the name of the first run that lacks it. */
+static const char *ab_call_costs(const cJSON *const *base, const cJSON *const *head, size_t n,
+                                 const char *const *names, double *lc) {
+  size_t i = ab_calib_logs(base, n, "ns_per_cuda_call", lc);
+  if (i == n) {
+    i = ab_calib_logs(head, n, "ns_per_cuda_call", lc + n);
+    if (i == n) return NULL;
+    i += n;
+  }
+  return names != NULL && names[i] != NULL ? names[i] : "input";
 }
 
 /* Analysis of covariance on log values: the pooled within-side slope of log v on the log
@@ -576,20 +577,22 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
   if (rc == 0 && lcost != NULL) {
     untraced_cov = ab_calib_logs(base, n, "ns_per_launch_untraced", lcost + 2 * n) == n &&
                    ab_calib_logs(head, n, "ns_per_launch_untraced", lcost + 3 * n) == n;
-    char twhy[256] = "";
-    int crc = ab_call_costs(base, n, names, lcost, twhy, sizeof twhy);
-    if (crc == 0) crc = ab_call_costs(head, n, names != NULL ? names + n : NULL, lcost + n, twhy, sizeof twhy);
-    traced_cov = crc == 0;
+    const char *lacking = ab_call_costs(base, head, n, names, lcost);
+    traced_cov = lacking == NULL;
     /* One run whose calibration read no positive traced-call cost (noise on a host where
      * tracing adds little: a fresh H200's tiny_ops run did) leaves the traced rows as they
      * are; the untraced rows keep their own covariate. Neither covariate: refused. */
     if (!traced_cov && !untraced_cov) {
-      cmp_why(why, whylen, "%s", twhy);
-      rc = crc;
+      cmp_why(why, whylen,
+              "%s: profiler_cost.calibration.ns_per_cuda_call must be a number in (0, 1e7) ns; --adjust needs it "
+              "in every run (a profiled run on a GPU; --no_profile runs have none)",
+              lacking);
+      rc = PD_EPARSE;
     } else if (!traced_cov) {
-      snprintf(rep->adjust_note, sizeof rep->adjust_note, "traced rows not adjusted: %.160s", twhy);
-      char *cut = strstr(rep->adjust_note, "; --adjust");
-      if (cut != NULL) *cut = '\0';
+      snprintf(rep->adjust_note, sizeof rep->adjust_note,
+               "traced rows not adjusted: %.80s: profiler_cost.calibration.ns_per_cuda_call is not a number in "
+               "(0, 1e7) ns",
+               lacking);
     }
   }
   const double *scale_b = scale, *scale_h = scale != NULL ? scale + n : NULL;
