@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_pd_run_overhead.sh: pd_run_overhead.sh and pd_run_census.sh refuse bad usage (no
+# test_pd_run_overhead.sh: pd_run_overhead.sh, pd_run_census.sh and pd_run_detach.sh refuse bad usage (no
 # OUT, a ROUNDS that is no positive whole number, a MODE it does not know, a build without
 # pd_run) with one line and exit 2, creating nothing. Their figures need a GPU and torch
 # and are never a test.
@@ -28,6 +28,13 @@ for a in "" "$tmp/build" "$tmp/build $tmp/o1 x" "$tmp/build $tmp/o1 0" "$tmp/nob
   rc=$?
   [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -e "$tmp/o1" ] && [ ! -e "$tmp/o4" ]
   check "pd_run_census.sh '$a': exit 2, one line, nothing made ($(head -c 120 "$tmp/err"))" $?
+done
+for a in "" "$tmp/build" "$tmp/build $tmp/o1 x" "$tmp/build $tmp/o1 0" "$tmp/nobuild $tmp/o4 2"; do
+  # shellcheck disable=SC2086
+  bash "$here/pd_run_detach.sh" $a >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -e "$tmp/o1" ] && [ ! -e "$tmp/o4" ]
+  check "pd_run_detach.sh '$a': exit 2, one line, nothing made ($(head -c 120 "$tmp/err"))" $?
 done
 grep -q "unknown mode 'bogus'" <(bash "$here/pd_run_overhead.sh" "$tmp/build" "$tmp/o2" 2 range,bogus 2>&1)
 check "the unknown mode is named" $?

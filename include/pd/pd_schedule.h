@@ -40,6 +40,10 @@ typedef struct {
 int pd_schedule_validate(const pd_schedule_t *s);
 /* Returns the action for step number `step` (0-based), torch.profiler semantics. */
 pd_sched_action_t pd_schedule_action(const pd_schedule_t *s, int64_t step);
+/* The first step after the last cycle (skip_first + repeat x (wait + warmup + active)):
+ * from it on every step is NONE. -1 when the schedule never ends (repeat 0), ends past
+ * INT64_MAX, or is invalid. */
+int64_t pd_schedule_end(const pd_schedule_t *s);
 /* Returns a static string ("RECORD_AND_SAVE"); never NULL. */
 const char *pd_sched_action_name(pd_sched_action_t a);
 

@@ -1364,6 +1364,22 @@ int pd_cupti_launch_hook_install(pd_cupti_launch_cb cb, void *user, char *err, s
   return 0;
 }
 
+int pd_cupti_launch_hook_finalize(char *err, size_t errlen) {
+  if (g_hook.sub == NULL) return 0;
+  if (g_cupti.active != NULL) {
+    if (err != NULL) snprintf(err, errlen, "CUPTI detach: the profiler's source still exists");
+    return PD_ESTATE;
+  }
+  const CUptiResult r = cuptiFinalize();
+  if (r != CUPTI_SUCCESS) {
+    cupti_errtext(err, errlen, "cuptiFinalize", r);
+    return cupti_code(r);
+  }
+  g_hook.sub = NULL; /* the subscriber went with CUPTI's state */
+  atomic_store(&g_cupti.attached, false);
+  return 0;
+}
+
 /* ---- the record-source interface (pd_source.h) ----------------------------------------------- */
 
 static int rs_enable(pd_record_source_t *s, char *err, size_t errlen) {

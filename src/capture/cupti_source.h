@@ -129,6 +129,12 @@ typedef void (*pd_cupti_launch_cb)(void *user, const char *kernel, bool is_runti
  * PD_ECUPTI_BUSY (another CUPTI client, e.g. Nsight Systems) or PD_ECUPTI, with one line in
  * err; PD_ESTATE when already installed. */
 int pd_cupti_launch_hook_install(pd_cupti_launch_cb cb, void *user, char *err, size_t errlen);
+/* Lets go of CUPTI for good (cuptiFinalize): the hook's subscription and its callbacks go
+ * with it, so the program's later calls pay nothing. Call it only from inside the hook's
+ * callback at a call's exit (CUPTI's documented call site), after the profiler's source is
+ * destroyed. Returns 0 (also when no hook is installed), PD_ESTATE while a source exists,
+ * or PD_ECUPTI with one line in err. */
+int pd_cupti_launch_hook_finalize(char *err, size_t errlen);
 /* Whether the launch hook holds CUPTI's subscriber. */
 bool pd_cupti_launch_hook_installed(void);
 

@@ -35,6 +35,14 @@ static atomic_bool g_forked; /* this process is a fork of the one that initializ
 static void launch_cb(void *user, const char *kernel, bool is_runtime, bool is_exit) {
   if (atomic_load_explicit(&g_forked, memory_order_relaxed)) return;
   pd_inject_on_launch(user, kernel, is_runtime, is_exit);
+  /* The schedule is over and the outputs written: CUPTI is detached here, at a launch
+   * call's exit inside its callback (where CUPTI documents cuptiFinalize as safe), so the
+   * program's later launches pay no callback. */
+  if (is_exit && pd_inject_session_take_let_go(user)) {
+    char err[256];
+    if (pd_cupti_launch_hook_finalize(err, sizeof err) != 0)
+      fprintf(stderr, "pd_inject: warning: %s; CUPTI stays attached (each launch still pays its callback)\n", err);
+  }
 }
 
 static void fork_child_cb(void) {

@@ -43,6 +43,9 @@
 #define PERIOD_SLOTS 4096
 /* Untraced periods left out at the run's start: one-time warm-up (allocator, autotuning). */
 #define PERIODS_SKIPPED 2
+/* Untraced steps timed after the schedule's last cycle (the measured added time's
+ * reference, pd_prof_cost_measure) before kernel-name steps let go of CUPTI. */
+#define TAIL_STEPS 16
 /* Open NVTX start/end ranges at once; more are not recorded (counted). */
 #define SPAN_SLOTS 1024
 
@@ -68,6 +71,7 @@ struct pd_inject_session {
   pthread_mutex_t lock;
   atomic_bool started;  /* the profiler runs (or ran) */
   atomic_bool stopped;  /* failed or finished: nothing more is recorded */
+  atomic_bool let_go;   /* finished after the schedule's tail: the launch hook may let go of CUPTI */
   pd_prof_t *prof;
   int64_t steps_taken;
   /* step periods (under lock): the time from one step's end to the next's, by whether the
@@ -362,6 +366,28 @@ static void period_note(pd_inject_session_t *s, int64_t now_ns, pd_sched_action_
   s->last_boundary_ns = now_ns;
 }
 
+static int finish_locked(pd_inject_session_t *s);
+
+/* Kernel-name steps see steps through CUPTI's launch callback, which costs every launch of
+ * the run, profiled or not (docs/inject.md). Once the schedule's last cycle is written and
+ * TAIL_STEPS untraced steps after it are timed, nothing more will be recorded: whether that
+ * point is reached now. NVTX-range steps need no callback; the whole-run step never ends. */
+static bool schedule_tail_done(const pd_inject_session_t *s) {
+  const int64_t end = pd_schedule_end(&s->cfg.schedule);
+  return s->steps == PD_INJECT_STEPS_KERNEL && end >= 0 && s->steps_taken >= end + TAIL_STEPS;
+}
+
+/* Writes the outputs now instead of at exit, and lets the launch hook go (the entry point
+ * detaches CUPTI at this launch's exit), so the program's later steps run unprofiled.
+ * Under s->lock. */
+static void finish_early(pd_inject_session_t *s) {
+  say(s, "the schedule ended %d steps ago (step %lld): writing the outputs now and letting go of CUPTI; "
+         "later steps run unprofiled",
+      TAIL_STEPS, (long long)s->steps_taken);
+  (void)finish_locked(s);
+  atomic_store(&s->let_go, true);
+}
+
 /* Ends the current step (ProfilerStep#N) and begins the next. */
 static void profiler_step(pd_inject_session_t *s) {
   const int64_t now = pd_clock_now_ns(); /* the step's end, before any of the profiler's work */
@@ -373,6 +399,7 @@ static void profiler_step(pd_inject_session_t *s) {
     int rc = pd_prof_step(s->prof);
     s->steps_taken = pd_prof_current_step(s->prof);
     if (rc != 0) give_up(s, "profiler step", rc);
+    else if (schedule_tail_done(s)) finish_early(s);
     t_busy = false;
   }
   pthread_mutex_unlock(&s->lock);
@@ -552,12 +579,22 @@ static int metrics_write(pd_inject_session_t *s, const char *path, const pd_verd
 int pd_inject_session_finish(pd_inject_session_t *s) {
   if (s == NULL) return 0;
   pthread_mutex_lock(&s->lock);
+  const int rc = finish_locked(s);
+  pthread_mutex_unlock(&s->lock);
+  return rc;
+}
+
+bool pd_inject_session_take_let_go(pd_inject_session_t *s) {
+  return s != NULL && atomic_exchange(&s->let_go, false);
+}
+
+/* pd_inject_session_finish under s->lock (also from finish_early). */
+static int finish_locked(pd_inject_session_t *s) {
   if (s->prof == NULL) {
     /* never started (no kernel launched, no step range), failed before, or finished */
     if (!atomic_load(&s->started) && !atomic_load(&s->stopped) && s->steps == PD_INJECT_STEPS_RANGE)
       say(s, "no NVTX range '%s' was opened: nothing profiled", s->cfg.step_range);
     atomic_store(&s->stopped, true);
-    pthread_mutex_unlock(&s->lock);
     return 0;
   }
   t_busy = true;
@@ -568,7 +605,6 @@ int pd_inject_session_finish(pd_inject_session_t *s) {
   if (rc != 0) {
     give_up(s, "profiler stop", rc);
     t_busy = false;
-    pthread_mutex_unlock(&s->lock);
     return rc;
   }
   pd_prof_cost_t cost;
@@ -607,6 +643,5 @@ int pd_inject_session_finish(pd_inject_session_t *s) {
   pd_prof_destroy(s->prof);
   s->prof = NULL;
   t_busy = false;
-  pthread_mutex_unlock(&s->lock);
   return rc;
 }

@@ -36,6 +36,13 @@ pd_sched_action_t pd_schedule_action(const pd_schedule_t *s, int64_t step) {
   return mod < cycle - 1 ? PD_SCHED_RECORD : PD_SCHED_RECORD_AND_SAVE;
 }
 
+int64_t pd_schedule_end(const pd_schedule_t *s) {
+  if (pd_schedule_validate(s) != 0 || s->repeat == 0) return -1;
+  const int64_t cycle = (int64_t)s->wait + s->warmup + s->active;
+  if (s->repeat > (INT64_MAX - s->skip_first) / cycle) return -1; /* past any step count */
+  return (int64_t)s->skip_first + (int64_t)s->repeat * cycle;
+}
+
 const char *pd_sched_action_name(pd_sched_action_t a) {
   switch (a) {
 #define PD_SCHED_NAME_GEN(name, text) \

@@ -103,6 +103,29 @@ Test(inject, example_with_step_kernel) {
   free(err);
 }
 
+/* A run longer than the schedule: after its cycle and 16 untraced steps the outputs are
+ * written and CUPTI is let go of (cuptiFinalize at a launch's exit, inside the callback);
+ * the program runs its remaining steps to the end, unprofiled, and exits as before. */
+Test(inject, example_with_step_kernel_lets_go_of_cupti_after_the_schedule) {
+  char *out, *err;
+  int rc = pd_run("--step_kernel ex_optimizer_step --wait 1 --warmup 1 --active 3", PD_EXAMPLE_EXE " --steps 60",
+                  &out, &err);
+  cr_assert_eq(rc, 0, "%s", err);
+  cr_assert_not_null(strstr(out, "inject_steps: 60 steps"), "the program ran to its end: %s", out);
+  cr_assert_not_null(strstr(err, "the schedule ended 16 steps ago (step 21)"), "%s", err);
+  cr_assert_null(strstr(err, "CUPTI stays attached"), "the detach failed: %s", err);
+  cr_assert_null(strstr(err, "pd_inject: warning"), "%s", err);
+  cr_assert_not_null(strstr(err, "Verdict: "), "pd_run reports the JSON written before the end: %s", err);
+  cJSON *j = metrics_read();
+  example_checks(j, 3, "step_kernel");
+  const cJSON *pc = cJSON_GetObjectItem(j, "profiler_cost");
+  cr_assert_geq(cJSON_GetObjectItem(pc, "measured_untraced_steps")->valuedouble, 10.0,
+                "the untraced steps after the cycle are timed before letting go");
+  cJSON_Delete(j);
+  free(out);
+  free(err);
+}
+
 Test(inject, example_with_step_range) {
   char *out, *err;
   int rc = pd_run("--step_range train_step --wait 1 --warmup 1 --active 3", PD_EXAMPLE_EXE " --steps 8 --nvtx", &out,

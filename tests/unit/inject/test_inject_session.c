@@ -216,6 +216,86 @@ Test(inject_session, the_added_time_is_measured_against_the_untraced_steps) {
   pd_inject_session_destroy(s);
 }
 
+/* Kernel-name steps: once the schedule's last cycle is written and 16 untraced steps after
+ * it are timed, the outputs are written at that step (not at exit) and the launch hook is
+ * told, once, to let go of CUPTI; later launches are not seen and exit writes nothing more. */
+Test(inject_session, kernel_steps_finish_after_the_schedule_and_let_go_once) {
+  pd_inject_config_t c;
+  pd_inject_config_init(&c);
+  snprintf(c.step_kernel, sizeof c.step_kernel, "^optim_step$");
+  c.schedule = (pd_schedule_t){.skip_first = 0, .wait = 1, .warmup = 1, .active = 3, .repeat = 1};
+  c.schedule_set = true;
+  pd_inject_session_t *s = session_make(&c);
+  char path[300];
+  snprintf(path, sizeof path, "%s/m.json", g_dir);
+  struct stat st;
+  /* the schedule ends after step 4 (end = 5); the outputs are written when step 20 ends */
+  for (int step = 0; step < 20; step++) {
+    launch(s, "_Z7forwardPf");
+    launch(s, "_Z10optim_stepPf");
+    cr_assert_not(pd_inject_session_take_let_go(s), "step %d: too early", step);
+  }
+  cr_assert_neq(stat(path, &st), 0, "nothing written before the tail is timed");
+  launch(s, "_Z7forwardPf");
+  launch(s, "_Z10optim_stepPf");
+  cr_assert_eq(pd_inject_session_steps(s), 21);
+  cr_assert_eq(stat(path, &st), 0, "the metrics JSON is written at the tail's end: %s", log_text());
+  cr_assert(pd_inject_session_take_let_go(s), "the hook is told to let go");
+  cr_assert_not(pd_inject_session_take_let_go(s), "once");
+  cr_assert_not_null(strstr(log_text(), "the schedule ended 16 steps ago (step 21)"), "%s", log_text());
+  cr_assert_not_null(strstr(log_text(), "3 profiled steps"), "%s", log_text());
+  cJSON *j = pd_test_json_read(path);
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "step_times_s")), 3);
+  const cJSON *pc = cJSON_GetObjectItem(j, "profiler_cost");
+  /* untraced periods: step 0 and steps 6..20 (step 5 carries the cycle's write), the
+   * run's first two left out; traced: steps 2..4 */
+  cr_expect_eq(cJSON_GetObjectItem(pc, "measured_untraced_steps")->valuedouble, 14.0);
+  cr_expect_eq(cJSON_GetObjectItem(pc, "measured_traced_steps")->valuedouble, 3.0);
+  cJSON_Delete(j);
+  cr_assert_eq(remove(path), 0);
+  for (int step = 0; step < 5; step++) launch(s, "_Z10optim_stepPf");
+  cr_assert_eq(pd_inject_session_steps(s), 21, "later launches are not seen");
+  cr_assert_not(pd_inject_session_take_let_go(s));
+  cr_assert_eq(pd_inject_session_finish(s), 0, "%s", log_text());
+  cr_assert_neq(stat(path, &st), 0, "exit writes nothing more");
+  pd_inject_session_destroy(s);
+}
+
+/* Steps by NVTX range need no launch callback, and repeat 0 never ends: neither lets go. */
+Test(inject_session, range_steps_and_endless_schedules_never_let_go) {
+  pd_inject_config_t c;
+  pd_inject_config_init(&c);
+  snprintf(c.step_kernel, sizeof c.step_kernel, "^optim_step$");
+  c.schedule = (pd_schedule_t){.skip_first = 0, .wait = 1, .warmup = 0, .active = 1, .repeat = 0};
+  c.schedule_set = true;
+  pd_inject_session_t *s = session_make(&c);
+  for (int step = 0; step < 40; step++) launch(s, "_Z10optim_stepPf");
+  cr_assert_eq(pd_inject_session_steps(s), 40);
+  cr_assert_not(pd_inject_session_take_let_go(s), "repeat 0 cycles until the program ends");
+  cr_assert_eq(pd_inject_session_finish(s), 0, "%s", log_text());
+  pd_inject_session_destroy(s);
+  pd_inject_config_init(&c);
+  pd_inject_session_t *w = session_make(&c);
+  for (int i = 0; i < 40; i++) launch(w, "_Z1kv");
+  cr_assert_not(pd_inject_session_take_let_go(w), "the whole run is one step");
+  cr_assert_eq(pd_inject_session_finish(w), 0, "%s", log_text());
+  pd_inject_session_destroy(w);
+  pd_inject_config_init(&c);
+  snprintf(c.step_range, sizeof c.step_range, "train_step");
+  c.schedule = (pd_schedule_t){.skip_first = 0, .wait = 1, .warmup = 0, .active = 1, .repeat = 1};
+  c.schedule_set = true;
+  pd_inject_session_t *r = session_make(&c);
+  for (int step = 0; step < 40; step++) {
+    pd_inject_on_range_push(r, "train_step");
+    launch(r, "_Z10optim_stepPf");
+    pd_inject_on_range_pop(r);
+  }
+  cr_assert_not(pd_inject_session_take_let_go(r), "range steps hold no launch callback to let go of");
+  cr_assert_eq(pd_inject_session_finish(r), 0, "%s", log_text());
+  pd_inject_session_destroy(r);
+  cr_assert_null(strstr(log_text(), "the schedule ended"), "%s", log_text());
+}
+
 Test(inject_session, the_mangled_name_matches_too_and_results_are_cached) {
   pd_inject_config_t c;
   pd_inject_config_init(&c);

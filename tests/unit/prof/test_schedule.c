@@ -106,3 +106,33 @@ Test(schedule, action_names) {
   cr_expect_str_eq(pd_sched_action_name(PD_SCHED_RECORD_AND_SAVE), "RECORD_AND_SAVE");
   cr_expect_str_eq(pd_sched_action_name((pd_sched_action_t)42), "UNKNOWN");
 }
+
+/* The end is the first step from which every action is NONE, right after a cycle's save. */
+Test(schedule, end_is_the_first_step_after_the_last_cycle) {
+  const pd_schedule_t cases[] = {
+      {.skip_first = 0, .wait = 1, .warmup = 1, .active = 5, .repeat = 1},
+      {.skip_first = 3, .wait = 0, .warmup = 0, .active = 1, .repeat = 4},
+      {.skip_first = 2, .wait = 2, .warmup = 1, .active = 3, .repeat = 2},
+      {.skip_first = 0, .wait = 0, .warmup = 2, .active = 2, .repeat = 3},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const pd_schedule_t *s = &cases[i];
+    const int64_t end = pd_schedule_end(s);
+    cr_assert_gt(end, 0, "case %zu", i);
+    cr_expect_eq(pd_schedule_action(s, end - 1), S, "case %zu: the step before the end saves", i);
+    for (int64_t k = end; k < end + 50; k++) cr_expect_eq(pd_schedule_action(s, k), N, "case %zu step %lld", i, (long long)k);
+    int64_t saves = 0;
+    for (int64_t k = 0; k < end; k++) saves += pd_schedule_action(s, k) == S;
+    cr_expect_eq(saves, s->repeat, "case %zu: every cycle ends before the end", i);
+  }
+  pd_schedule_t forever = {.wait = 1, .active = 1, .repeat = 0};
+  cr_expect_eq(pd_schedule_end(&forever), -1, "repeat 0 never ends");
+  pd_schedule_t bad = {.active = 0, .repeat = 1};
+  cr_expect_eq(pd_schedule_end(&bad), -1);
+  cr_expect_eq(pd_schedule_end(NULL), -1);
+  pd_schedule_t huge = {.skip_first = 2147483647, .wait = 2147483647, .warmup = 2147483647, .active = 2147483647,
+                        .repeat = 2147483647};
+  cr_expect_eq(pd_schedule_end(&huge), -1, "an end past INT64_MAX is never reached");
+  pd_schedule_t big = {.wait = 2147483647, .warmup = 2147483647, .active = 2147483647, .repeat = 2};
+  cr_expect_eq(pd_schedule_end(&big), 6LL * 2147483647);
+}
