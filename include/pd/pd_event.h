@@ -271,7 +271,8 @@ typedef struct {
   int64_t win_cycles;           /* ... over this many cycles (0: no launch recorded) */
   double end_ns_per_call_sum;  /* per cycle, the calibration run again at the cycle's end,
                                   right after its last step (calib_ns_per_call's measure) ... */
-  double end_ns_per_range_sum; /* ... and calib_ns_per_range's, summed ... */
+  double end_ns_per_range_sum; /* ... and calib_ns_per_range's ... */
+  double end_ns_launch_untraced_sum; /* ... and calib_ns_launch_untraced's, summed ... */
   int64_t end_cycles;          /* ... over this many cycles (0: never run or failed; not at
                                   pd_prof_stop(), where the program may be exiting) */
   double calibrate_ms;         /* calibrating, at start and at the cycles' ends */
@@ -319,6 +320,11 @@ double pd_prof_cost_window_call_ns(const pd_prof_cost_t *c);
  * mean of both predicted the unprofiled step no better than the start's, docs/diagnosis.md).
  * Returns false, and -1 in both, where it never ran. Either pointer may be NULL. */
 bool pd_prof_cost_end_calibration(const pd_prof_cost_t *c, double *ns_per_call, double *ns_per_range);
+/* The untraced empty-kernel launch as timed again at the cycles' ends (the mean over those
+ * cycles of end_ns_launch_untraced_sum; -1 where it never ran): recorded beside the start's
+ * (profiler_cost.calibration.ns_per_launch_untraced_end), so the A/B's covariate can be
+ * judged for how much it moves within a process (docs/gate.md). */
+double pd_prof_cost_end_launch_untraced(const pd_prof_cost_t *c);
 /* The median duration of the runtime kernel-launch calls (cudaLaunchKernel and its forms)
  * in t, in ns; -1 when it has none. */
 double pd_prof_cost_launch_median_ns(const pd_trace_t *t);

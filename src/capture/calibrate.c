@@ -177,6 +177,7 @@ void pd_calibrate_end(pd_record_source_t *src, pd_prof_cost_t *cost) {
   if (calibrate(src, false, &f)) {
     cost->end_ns_per_call_sum += f.per_call;
     cost->end_ns_per_range_sum += f.per_range;
+    cost->end_ns_launch_untraced_sum += f.launch_untraced;
     cost->end_cycles++;
   }
   cost->calibrate_ms += (double)(pd_clock_now_ns() - t0) * 1e-6;

@@ -377,6 +377,7 @@ static void cost_close_cycle(pd_prof_t *p) {
   t->calibrate_ms += c.calibrate_ms;
   t->end_ns_per_call_sum += c.end_ns_per_call_sum;
   t->end_ns_per_range_sum += c.end_ns_per_range_sum;
+  t->end_ns_launch_untraced_sum += c.end_ns_launch_untraced_sum;
   t->end_cycles += c.end_cycles;
   pd_prof_cost_estimate(t);
   p->cost_cycle = c;

@@ -106,6 +106,10 @@ double pd_prof_cost_window_call_ns(const pd_prof_cost_t *c) {
   return w > 0.0 ? w : 0.0;
 }
 
+double pd_prof_cost_end_launch_untraced(const pd_prof_cost_t *c) {
+  return c != NULL && c->end_cycles > 0 ? c->end_ns_launch_untraced_sum / (double)c->end_cycles : -1.0;
+}
+
 bool pd_prof_cost_end_calibration(const pd_prof_cost_t *c, double *ns_per_call, double *ns_per_range) {
   const bool ok = c != NULL && c->end_cycles > 0;
   if (ns_per_call != NULL) *ns_per_call = ok ? c->end_ns_per_call_sum / (double)c->end_cycles : -1.0;
@@ -209,6 +213,7 @@ cJSON *pd_prof_cost_to_json(const pd_prof_cost_t *c, double step_s) {
   const bool end = pd_prof_cost_end_calibration(c, &end_call, &end_range);
   ok = ok && add_num(cj, "ns_per_cuda_call_end", round(end_call * 10.0) / 10.0, end);
   ok = ok && add_num(cj, "ns_per_host_range_end", round(end_range * 10.0) / 10.0, end);
+  ok = ok && add_num(cj, "ns_per_launch_untraced_end", round(pd_prof_cost_end_launch_untraced(c) * 10.0) / 10.0, end);
   if (ok && c->census_steps > 0) {
     const double n = (double)c->census_steps;
     cJSON *ce = cJSON_AddObjectToObject(o, "api_census");

@@ -120,7 +120,8 @@ int pd_run_report_file(FILE *out, const char *path, int top_n) {
   const char *nm = str(c, "name"), *dn = str(d, "name");
   pd_term_escape_line(name, sizeof name, nm != NULL ? nm : "?");
   pd_term_escape_line(dev, sizeof dev, dn != NULL ? dn : "unknown device");
-  double steps = num(m, "steps");
+  double steps = num(root, "steps"); /* top level, beside "metrics" (metrics_json.c) */
+  if (!(steps >= 0.0 && steps < 1e12)) steps = NAN;
   fprintf(out, "\n%s: %s on %s, %s profiled steps (steps by %s)\n", PD_RUN_PROG, name, dev,
           isnan(steps) ? "n/a" : (snprintf(shown, sizeof shown, "%.0f", steps), shown),
           str(c, "steps_by") != NULL ? str(c, "steps_by") : "?");

@@ -273,7 +273,7 @@ Test(pd_run_child, signals_are_forwarded) {
 static const char *k_metrics =
     "{\"schema_version\":2,\"config\":{\"name\":\"toy\",\"steps_by\":\"step_kernel\"},"
     "\"device\":{\"name\":\"NVIDIA H100\"},"
-    "\"metrics\":{\"steps\":3,\"avg_step_time_s\":0.01,\"gpu_busy_fraction\":0.5,\"kernels_per_step\":12,"
+    "\"steps\":3,\"metrics\":{\"avg_step_time_s\":0.01,\"gpu_busy_fraction\":0.5,\"kernels_per_step\":12,"
     "\"avg_kernel_time_us\":-4,\"dropped_records\":2},"
     "\"top_ops\":[{\"name\":\"forward\",\"calls\":3,\"self_cuda_time_us\":10.5,\"cuda_time_us\":11,"
     "\"self_cpu_time_us\":null}],"

@@ -162,8 +162,12 @@ Test(prof_cost, end_calibration_is_the_mean_over_cycles) {
   const cJSON *cal = cJSON_GetObjectItem(j, "calibration");
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cal, "ns_per_cuda_call_end")));
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cal, "ns_per_host_range_end")));
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cal, "ns_per_launch_untraced_end")));
+  cr_expect_eq(pd_prof_cost_end_launch_untraced(&c), -1.0);
+  cr_expect_eq(pd_prof_cost_end_launch_untraced(NULL), -1.0);
   cJSON_Delete(j);
   c.end_ns_per_call_sum = 1800.0 + 2600.0, c.end_ns_per_range_sum = 90.0 + 130.0, c.end_cycles = 2;
+  c.end_ns_launch_untraced_sum = 4100.0 + 4500.0;
   c.calibrate_ms = 41.25;
   cr_expect(pd_prof_cost_end_calibration(&c, &call, &range));
   cr_expect_float_eq(call, 2200.0, 1e-9);
@@ -173,6 +177,7 @@ Test(prof_cost, end_calibration_is_the_mean_over_cycles) {
   cal = cJSON_GetObjectItem(j, "calibration");
   cr_expect_float_eq(cJSON_GetObjectItem(cal, "ns_per_cuda_call_end")->valuedouble, 2200.0, 1e-9);
   cr_expect_float_eq(cJSON_GetObjectItem(cal, "ns_per_host_range_end")->valuedouble, 110.0, 1e-9);
+  cr_expect_float_eq(cJSON_GetObjectItem(cal, "ns_per_launch_untraced_end")->valuedouble, 4300.0, 1e-9);
   cr_expect_float_eq(cJSON_GetObjectItem(j, "calibrate_ms")->valuedouble, 41.25, 1e-9);
   cJSON_Delete(j);
 }
