@@ -259,6 +259,35 @@ Test(prof_cost, json_known_and_unknown) {
   cr_expect_null(pd_prof_cost_to_json(NULL, 1.0));
 }
 
+/* A calibration whose traced phase read less than the untraced one for a call (noise, one
+ * process of a fresh H200 recording): that figure is unknown, and the estimate with it, but
+ * the other figures, the untraced launch (the A/B's covariate) among them, are still written. */
+Test(prof_cost, a_negative_figure_leaves_the_others_known) {
+  pd_prof_cost_t c;
+  pd_prof_cost_init(&c);
+  c.cycles = 1, c.steps = 4, c.api_calls = 500, c.host_ranges = 40;
+  c.calib_ns_per_call = -120.0, c.calib_ns_per_range = 150.0;
+  c.calib_ns_launch_untraced = 4300.0, c.calib_ns_launch_traced = 4180.0, c.calib_ns_launch_record = 5100.0;
+  pd_prof_cost_estimate(&c);
+  cJSON *o = pd_prof_cost_to_json(&c, 0.002);
+  cr_assert_not_null(o);
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "est_added_us_per_step")));
+  const cJSON *cal = cJSON_GetObjectItemCaseSensitive(o, "calibration");
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cal, "ns_per_cuda_call")));
+  cr_expect_eq(num(cal, "ns_per_host_range"), 150.0);
+  cr_expect_eq(num(cal, "ns_per_launch_untraced"), 4300.0);
+  cr_expect_eq(num(cal, "ns_per_launch_traced"), 4180.0);
+  cr_expect_eq(num(cal, "ns_per_launch_record"), 5100.0);
+  cJSON_Delete(o);
+  c.calib_ns_per_call = 2000.0, c.calib_ns_per_range = -3.0;
+  o = pd_prof_cost_to_json(&c, 0.002);
+  cal = cJSON_GetObjectItemCaseSensitive(o, "calibration");
+  cr_expect_eq(num(cal, "ns_per_cuda_call"), 2000.0);
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cal, "ns_per_host_range")));
+  cr_expect_eq(num(cal, "ns_per_launch_untraced"), 4300.0);
+  cJSON_Delete(o);
+}
+
 Test(prof_cost, trace_carries_profiler_cost) {
   pd_trace_t *t = cycle();
   pd_prof_cost_t c;
