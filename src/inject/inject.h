@@ -135,9 +135,9 @@ bool pd_inject_thread_busy(void);
 
 /* At exit (or, for kernel-name steps, once the schedule is over and the untraced steps
  * after it are timed): stops the profiler, writes the open cycle, the metrics JSON, and
- * says in one line on the log what was written (or why nothing was). Returns 0 (written, or nothing to
- * write: the program never launched a kernel), or a negative PD_E* code after a warning
- * line. Once only; later calls return 0. */
+ * says in one line on the log what was written (or why nothing was). Returns 0 (written,
+ * or nothing to write: the program never launched a kernel), or a negative PD_E* code
+ * after a warning line. Once only; later calls return 0. */
 int pd_inject_session_finish(pd_inject_session_t *s);
 /* True once, after kernel-name steps finished early: the schedule's last cycle and the
  * untraced steps timed after it are written, and the launch hook may let go of CUPTI (the
