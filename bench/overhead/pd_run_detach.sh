@@ -49,6 +49,8 @@ def mean_us(m, r):
         return st.fmean(x["step_ms"]) * 1e3 if x.get("step_ms") else None
     except Exception:
         return None
+med = lambda v: st.median(v) if v else float("nan")
+off = med([x for x in (mean_us("off", r) for r in range(1, rounds + 1)) if x is not None])
 print(f"{'mode':9s} {'step us':>9s} {'added us':>9s} {'added %':>8s}  rounds (added us)")
 for m in ("off", "held", "detached"):
     step, added = [], []
@@ -59,7 +61,5 @@ for m in ("off", "held", "detached"):
         step.append(s)
         if o is not None:
             added.append(s - o)
-    med = lambda v: st.median(v) if v else float("nan")
-    off = med([x for x in (mean_us("off", r) for r in range(1, rounds + 1)) if x is not None])
     print(f"{m:9s} {med(step):9.1f} {med(added):9.1f} {100 * med(added) / off:7.1f}%  {' '.join(f'{a:.0f}' for a in added)}")
 PY

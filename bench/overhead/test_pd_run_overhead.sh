@@ -22,19 +22,15 @@ for a in "" "$tmp/build" "$tmp/build $tmp/o1 x" "$tmp/build $tmp/o1 0" "$tmp/bui
     [ ! -e "$tmp/o3" ] && [ ! -e "$tmp/o4" ]
   check "pd_run_overhead.sh '$a': exit 2, one line, nothing made ($(head -c 120 "$tmp/err"))" $?
 done
-for a in "" "$tmp/build" "$tmp/build $tmp/o1 x" "$tmp/build $tmp/o1 0" "$tmp/nobuild $tmp/o4 2"; do
-  # shellcheck disable=SC2086
-  bash "$here/pd_run_census.sh" $a >"$tmp/out" 2>"$tmp/err"
-  rc=$?
-  [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -e "$tmp/o1" ] && [ ! -e "$tmp/o4" ]
-  check "pd_run_census.sh '$a': exit 2, one line, nothing made ($(head -c 120 "$tmp/err"))" $?
-done
-for a in "" "$tmp/build" "$tmp/build $tmp/o1 x" "$tmp/build $tmp/o1 0" "$tmp/nobuild $tmp/o4 2"; do
-  # shellcheck disable=SC2086
-  bash "$here/pd_run_detach.sh" $a >"$tmp/out" 2>"$tmp/err"
-  rc=$?
-  [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -e "$tmp/o1" ] && [ ! -e "$tmp/o4" ]
-  check "pd_run_detach.sh '$a': exit 2, one line, nothing made ($(head -c 120 "$tmp/err"))" $?
+# the two scripts without MODES take the same usage
+for script in pd_run_census.sh pd_run_detach.sh; do
+  for a in "" "$tmp/build" "$tmp/build $tmp/o1 x" "$tmp/build $tmp/o1 0" "$tmp/nobuild $tmp/o4 2"; do
+    # shellcheck disable=SC2086
+    bash "$here/$script" $a >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -e "$tmp/o1" ] && [ ! -e "$tmp/o4" ]
+    check "$script '$a': exit 2, one line, nothing made ($(head -c 120 "$tmp/err"))" $?
+  done
 done
 grep -q "unknown mode 'bogus'" <(bash "$here/pd_run_overhead.sh" "$tmp/build" "$tmp/o2" 2 range,bogus 2>&1)
 check "the unknown mode is named" $?

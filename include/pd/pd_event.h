@@ -314,17 +314,15 @@ void pd_prof_cost_count(pd_prof_cost_t *c, const pd_trace_t *cycle);
  * than the calibration's empty kernel as profiler cost (docs/diagnosis.md). */
 double pd_prof_cost_window_call_ns(const pd_prof_cost_t *c);
 /* The calibration as run again at the cycles' ends (the mean over those cycles of
- * end_ns_per_call_sum and end_ns_per_range_sum): recorded, not used
- * (profiler_cost.calibration.ns_per_cuda_call_end, ns_per_host_range_end), to show whether
- * the start calibration still holds after the window (bench/diagnosis/calib_drift.sh; the
- * mean of both predicted the unprofiled step no better than the start's, docs/diagnosis.md).
- * Returns false, and -1 in both, where it never ran. Either pointer may be NULL. */
-bool pd_prof_cost_end_calibration(const pd_prof_cost_t *c, double *ns_per_call, double *ns_per_range);
-/* The untraced empty-kernel launch as timed again at the cycles' ends (the mean over those
- * cycles of end_ns_launch_untraced_sum; -1 where it never ran): recorded beside the start's
- * (profiler_cost.calibration.ns_per_launch_untraced_end), so the A/B's covariate can be
- * judged for how much it moves within a process (docs/gate.md). */
-double pd_prof_cost_end_launch_untraced(const pd_prof_cost_t *c);
+ * end_ns_per_call_sum, end_ns_per_range_sum and end_ns_launch_untraced_sum): recorded, not
+ * used (profiler_cost.calibration.ns_per_cuda_call_end, ns_per_host_range_end,
+ * ns_per_launch_untraced_end), to show whether the start calibration still holds after the
+ * window (bench/diagnosis/calib_drift.sh; the mean of both predicted the unprofiled step no
+ * better than the start's, docs/diagnosis.md) and how much the A/B's covariate moves within
+ * a process (docs/gate.md). Returns false, and -1 in each, where it never ran. Any pointer
+ * may be NULL. */
+bool pd_prof_cost_end_calibration(const pd_prof_cost_t *c, double *ns_per_call, double *ns_per_range,
+                                  double *ns_launch_untraced);
 /* The median duration of the runtime kernel-launch calls (cudaLaunchKernel and its forms)
  * in t, in ns; -1 when it has none. */
 double pd_prof_cost_launch_median_ns(const pd_trace_t *t);

@@ -585,7 +585,8 @@ int pd_inject_session_finish(pd_inject_session_t *s) {
 }
 
 bool pd_inject_session_take_let_go(pd_inject_session_t *s) {
-  return s != NULL && atomic_exchange(&s->let_go, false);
+  /* Asked at every launch's exit: a plain load first, so the hot path writes nothing. */
+  return s != NULL && atomic_load_explicit(&s->let_go, memory_order_relaxed) && atomic_exchange(&s->let_go, false);
 }
 
 /* pd_inject_session_finish under s->lock (also from finish_early). */

@@ -106,14 +106,13 @@ double pd_prof_cost_window_call_ns(const pd_prof_cost_t *c) {
   return w > 0.0 ? w : 0.0;
 }
 
-double pd_prof_cost_end_launch_untraced(const pd_prof_cost_t *c) {
-  return c != NULL && c->end_cycles > 0 ? c->end_ns_launch_untraced_sum / (double)c->end_cycles : -1.0;
-}
-
-bool pd_prof_cost_end_calibration(const pd_prof_cost_t *c, double *ns_per_call, double *ns_per_range) {
+bool pd_prof_cost_end_calibration(const pd_prof_cost_t *c, double *ns_per_call, double *ns_per_range,
+                                  double *ns_launch_untraced) {
   const bool ok = c != NULL && c->end_cycles > 0;
   if (ns_per_call != NULL) *ns_per_call = ok ? c->end_ns_per_call_sum / (double)c->end_cycles : -1.0;
   if (ns_per_range != NULL) *ns_per_range = ok ? c->end_ns_per_range_sum / (double)c->end_cycles : -1.0;
+  if (ns_launch_untraced != NULL)
+    *ns_launch_untraced = ok ? c->end_ns_launch_untraced_sum / (double)c->end_cycles : -1.0;
   return ok;
 }
 
@@ -210,11 +209,11 @@ cJSON *pd_prof_cost_to_json(const pd_prof_cost_t *c, double step_s) {
                      c->calib_ns_per_unrecorded_runtime >= 0.0);
   ok = ok && add_num(cj, "ns_per_unrecorded_driver_call", round(c->calib_ns_per_unrecorded_driver * 10.0) / 10.0,
                      c->calib_ns_per_unrecorded_driver >= 0.0);
-  double end_call = -1.0, end_range = -1.0;
-  const bool end = pd_prof_cost_end_calibration(c, &end_call, &end_range);
+  double end_call = -1.0, end_range = -1.0, end_untraced = -1.0;
+  const bool end = pd_prof_cost_end_calibration(c, &end_call, &end_range, &end_untraced);
   ok = ok && add_num(cj, "ns_per_cuda_call_end", round(end_call * 10.0) / 10.0, end);
   ok = ok && add_num(cj, "ns_per_host_range_end", round(end_range * 10.0) / 10.0, end);
-  ok = ok && add_num(cj, "ns_per_launch_untraced_end", round(pd_prof_cost_end_launch_untraced(c) * 10.0) / 10.0, end);
+  ok = ok && add_num(cj, "ns_per_launch_untraced_end", round(end_untraced * 10.0) / 10.0, end);
   if (ok && c->census_steps > 0) {
     const double n = (double)c->census_steps;
     cJSON *ce = cJSON_AddObjectToObject(o, "api_census");
