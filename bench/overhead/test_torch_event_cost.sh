@@ -13,7 +13,7 @@ check() { if [ "$2" -eq 0 ]; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; f
 printf '[{"kind": "gpu", "off0": {"16": -1, "256": 0.002}}]' >"$tmp/negative.json"
 printf '[]' >"$tmp/empty.json"
 printf '{"kind": ' >"$tmp/cut.json"
-for a in "--runs 0" "--runs 101" "--runs 1 --json $tmp/nodir/o.json" "--one bogus full_first" "--one gpu sideways" \
+for a in "--runs 0" "--runs 101" "--runs 1 --kinds cpu,bogus" "--runs 1 --json $tmp/nodir/o.json" "--one bogus full_first" "--one gpu sideways" \
   "--summarize $tmp/missing.json" "--summarize $tmp/negative.json" "--summarize $tmp/empty.json" \
   "--summarize $tmp/cut.json"; do
   # shellcheck disable=SC2086

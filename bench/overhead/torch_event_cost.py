@@ -14,6 +14,9 @@ CUPTI callback and activity record each) and, with profile_memory, memory record
          two memory records each;
   alloc  K 256-float CUDA tensors made and dropped: one op (aten::empty) and two memory
          records each, no CUDA call (the allocator's cache);
+  cat    K torch.cat of 64 four-float CPU tensors: ops with 64 inputs each, whose shapes
+         record_shapes writes (counted as `input_dims`: the entries of the ops' Input
+         Dims), for the cost of an op that grows with its inputs;
   step   the PyTorch training step (tests/torch/record_torch_traces.py, variant plain_b64:
          SimpleCNN, AMP, AdamW, pre-made batches): the check of the costs on a real step.
 
@@ -55,7 +58,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KINDS = ("cpu", "gpu", "alloc", "step")
+KINDS = ("cpu", "gpu", "alloc", "cat", "step")
+CAT_INPUTS = 64
 KS = (16, 256)
 BLOCK = 20  # steps of each K per block
 ROUNDS = 3  # rounds of (full, unprofiled, default, unprofiled) blocks
@@ -71,6 +75,15 @@ def make_work(kind):
         from record_torch_traces import make_step  # the one definition of the PyTorch step
         step, _ = make_step("plain_b64")
         return [(0, step)]
+    if kind == "cat":
+        parts = [torch.zeros(4) for _ in range(CAT_INPUTS)]
+
+        def cats(k):
+            def run():
+                for _ in range(k):
+                    torch.cat(parts)
+            return run
+        return [(k, cats(k)) for k in KS]
     dev = torch.device("cpu" if kind == "cpu" else "cuda")
     t = torch.zeros(16 if kind == "cpu" else 256, device=dev)
 
@@ -84,6 +97,18 @@ def make_work(kind):
                     t.add_(1.0)
         return run
     return [(k, ops(k)) for k in KS]
+
+
+def shapes_in(dims):
+    """Tensor shapes in an op's Input Dims: a shape is a list of ints, a tensor list a list
+    of shapes, a non-tensor argument an empty list."""
+    n = 0
+    for d in dims:
+        if isinstance(d, list) and d and all(isinstance(x, list) for x in d):
+            n += sum(1 for x in d if x)
+        elif isinstance(d, list) and d:
+            n += 1
+    return n
 
 
 def count_events(path, seq):
@@ -102,6 +127,9 @@ def count_events(path, seq):
         if i < 0 or e["ts"] > steps[i][1]:
             continue
         per[i][cat] = per[i].get(cat, 0) + 1
+        dims = (e.get("args") or {}).get("Input Dims")
+        if cat == "cpu_op" and isinstance(dims, list):
+            per[i]["input_dims"] = per[i].get("input_dims", 0) + shapes_in(dims)
     out = {}
     for (t0, t1, n), c in zip(steps, per):
         if n < len(seq):
@@ -216,15 +244,25 @@ def solve(eqs, unknowns):
 
 
 def spread(results, block, base, sess_events, unknowns):
-    """The costs from every combination of one process per kind: median, 10th, 90th percentile."""
+    """The costs (op, call, memory record; the first `unknowns`) from every combination of one
+    process per workload present (cpu, gpu, alloc): median, 10th, 90th percentile; None for a
+    cost no workload present measures (a call's without gpu)."""
     import itertools
     per_kind = [[slope(r, block, base, sess_events) for r in results if r["kind"] == k] for k in ("cpu", "gpu", "alloc")]
-    if not all(per_kind):
+    cols = [i for i in range(unknowns) if i != 1 or per_kind[1]]
+    per_kind = [p for p in per_kind if p]
+    if len(per_kind) < len(cols) or not per_kind:
         return None
-    sols = [solve(list(c), unknowns) for c in itertools.product(*per_kind)]
-    cols = list(zip(*sols))
+    sols = []
+    for c in itertools.product(*per_kind):
+        eqs = [(a, [d[i] for i in cols]) for a, d in c]
+        sols.append(solve(eqs, len(cols)))
     q = lambda xs, f: sorted(xs)[min(len(xs) - 1, int(f * len(xs)))]
-    return [(statistics.median(c), q(c, 0.1), q(c, 0.9)) for c in cols]
+    out = [None] * unknowns
+    for j, i in enumerate(cols):
+        xs = [sol[j] for sol in sols]
+        out[i] = (statistics.median(xs), q(xs, 0.1), q(xs, 0.9))
+    return out
 
 
 def summarize(results):
@@ -241,9 +279,12 @@ def summarize(results):
         sp = spread(results, sess, "off", sess, unknowns)
         if sp is None:
             continue
-        cost[sess] = [m for m, _, _ in sp] + [0.0] * (3 - unknowns)
-        for name, (m, lo, hi) in zip(("op", "traced CUDA call", "memory record"), sp):
-            print("%-9s %-18s %9.0f %9.0f %9.0f" % (sess, name, m, lo, hi))
+        cost[sess] = [x[0] if x else 0.0 for x in sp] + [0.0] * (3 - unknowns)
+        for name, x in zip(("op", "traced CUDA call", "memory record"), sp):
+            if x is None:
+                print("%-9s %-18s %9s   (no gpu workload)" % (sess, name, "n/a"))
+            else:
+                print("%-9s %-18s %9.0f %9.0f %9.0f" % (sess, name, *x))
     att = [slope(r, "off", "off0", "default") for r in results if r["kind"] == "gpu"]
     att_call = [a / d[1] for a, d in att if d[1] > 0]
     if att_call:
@@ -253,6 +294,27 @@ def summarize(results):
         if xs:
             print("%-9s %-18s %9.0f %9.0f %9.0f   (no CUDA call: should be near 0)" % ("attached", k + " op", med(xs),
                                                                                      min(xs), max(xs)))
+    cats = [r for r in results if r["kind"] == "cat"]
+    cpus = [r for r in results if r["kind"] == "cpu"]
+    if cats and cpus and "full" in cost:
+        # inputs an op of the cpu workload records, the baseline the per-op cost includes
+        ev = cpus[0]["full_events"][str(KS[1])]
+        base = ev.get("input_dims", 0) / max(1, events_of(ev, OP_CATS))
+        per_input, per_cat_op = [], []
+        for r in cats:
+            d, (d_ops, d_calls, d_mem) = slope(r, "full", "off", "full")
+            ev_hi, ev_lo = r["full_events"][str(KS[1])], r["full_events"][str(KS[0])]
+            d_in = ev_hi.get("input_dims", 0) - ev_lo.get("input_dims", 0)
+            rest = d - cost["full"][0] * d_ops - cost["full"][1] * d_calls - cost["full"][2] * d_mem
+            if d_in - base * d_ops > 0:
+                per_input.append(rest / (d_in - base * d_ops))
+            if d_ops > 0:
+                per_cat_op.append((d - cost["full"][2] * d_mem) / d_ops)
+        if per_input:
+            print("%-9s %-18s %9.0f %9.0f %9.0f   (min, max; %.1f inputs an op of the cpu workload)" % (
+                "full", "input shape", med(per_input), min(per_input), max(per_input), base))
+            print("%-9s %-18s %9.0f %9.0f %9.0f   (min, max; an op of %d inputs, its memory records out)" % (
+                "full", "cat op", med(per_cat_op), min(per_cat_op), max(per_cat_op), CAT_INPUTS))
     steps = [r for r in results if r["kind"] == "step"]
     if steps and cost:
         c_att = med(att_call) if att_call else 0.0
@@ -316,6 +378,7 @@ def main():
     ap.add_argument("--one", nargs=2, metavar=("KIND", "ORDER"))
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json")
+    ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated workloads (default: all)")
     ap.add_argument("--summarize", metavar="JSON", help="print the table from a kept --json file")
     a = ap.parse_args()
     if a.summarize:
@@ -333,10 +396,14 @@ def main():
         refuse("--runs must be 1 to 100, got %d" % a.runs)
     if a.json and not os.path.isdir(os.path.dirname(os.path.abspath(a.json))):
         refuse("no directory for --json %s" % a.json)
+    kinds_run = tuple(a.kinds.split(","))
+    for k in kinds_run:
+        if k not in KINDS:
+            refuse("--kinds: unknown workload '%s' (known: %s)" % (k, ", ".join(KINDS)))
     results = []
     for i in range(a.runs):
         order = "full_first" if i % 2 == 0 else "default_first"
-        kinds = KINDS[i % len(KINDS):] + KINDS[:i % len(KINDS)]
+        kinds = kinds_run[i % len(kinds_run):] + kinds_run[:i % len(kinds_run)]
         for kind in kinds:
             results.append(measure(kind, order))
             print("torch_event_cost: run %d/%d %s done" % (i + 1, a.runs, kind), file=sys.stderr)
