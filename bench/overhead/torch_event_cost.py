@@ -14,9 +14,10 @@ CUPTI callback and activity record each) and, with profile_memory, memory record
          two memory records each;
   alloc  K 256-float CUDA tensors made and dropped: one op (aten::empty) and two memory
          records each, no CUDA call (the allocator's cache);
-  cat    K torch.cat of 64 four-float CPU tensors: ops with 64 inputs each, whose shapes
-         record_shapes writes (counted as `input_dims`: the entries of the ops' Input
-         Dims), for the cost of an op that grows with its inputs;
+  cat    K torch.cat of 64 four-float CPU tensors: one op of 64 tensor inputs and two
+         memory records each, for the cost of an op that grows with its inputs (torch 2.11
+         writes a tensor list's shapes as `[]`, so the shapes counted from the trace,
+         `input_dims`, miss them, and the table gives the cat op's whole cost);
   step   the PyTorch training step (tests/torch/record_torch_traces.py, variant plain_b64:
          SimpleCNN, AMP, AdamW, pre-made batches): the check of the costs on a real step.
 
@@ -310,11 +311,12 @@ def summarize(results):
                 per_input.append(rest / (d_in - base * d_ops))
             if d_ops > 0:
                 per_cat_op.append((d - cost["full"][2] * d_mem) / d_ops)
+        if per_cat_op:
+            print("%-9s %-18s %9.0f %9.0f %9.0f   (min, max; an op of %d tensor inputs, its memory records out)" % (
+                "full", "cat op", med(per_cat_op), min(per_cat_op), max(per_cat_op), CAT_INPUTS))
         if per_input:
             print("%-9s %-18s %9.0f %9.0f %9.0f   (min, max; %.1f inputs an op of the cpu workload)" % (
                 "full", "input shape", med(per_input), min(per_input), max(per_input), base))
-            print("%-9s %-18s %9.0f %9.0f %9.0f   (min, max; an op of %d inputs, its memory records out)" % (
-                "full", "cat op", med(per_cat_op), min(per_cat_op), max(per_cat_op), CAT_INPUTS))
     steps = [r for r in results if r["kind"] == "step"]
     if steps and cost:
         c_att = med(att_call) if att_call else 0.0
