@@ -289,11 +289,12 @@ def summarize(results):
     att = [slope(r, "off", "off0", "default") for r in results if r["kind"] == "gpu"]
     att_call = [a / d[1] for a, d in att if d[1] > 0]
     if att_call:
-        print("%-9s %-18s %9.0f %9.0f %9.0f" % ("attached", "CUDA call", med(att_call), min(att_call), max(att_call)))
+        print("%-9s %-18s %9.0f %9.0f %9.0f   (min, max)" % ("attached", "CUDA call", med(att_call), min(att_call),
+                                                                  max(att_call)))
     for k in ("cpu", "alloc"):
         xs = [a / d[0] for a, d in (slope(r, "off", "off0", "default") for r in results if r["kind"] == k) if d[0] > 0]
         if xs:
-            print("%-9s %-18s %9.0f %9.0f %9.0f   (no CUDA call: should be near 0)" % ("attached", k + " op", med(xs),
+            print("%-9s %-18s %9.0f %9.0f %9.0f   (min, max; no CUDA call: should be near 0)" % ("attached", k + " op", med(xs),
                                                                                      min(xs), max(xs)))
     cats = [r for r in results if r["kind"] == "cat"]
     cpus = [r for r in results if r["kind"] == "cpu"]
