@@ -16,8 +16,7 @@ CUPTI callback and activity record each) and, with profile_memory, memory record
          records each, no CUDA call (the allocator's cache);
   cat    K torch.cat of 64 four-float CPU tensors: one op of 64 tensor inputs and two
          memory records each, for the cost of an op that grows with its inputs (torch 2.11
-         writes a tensor list's shapes as `[]`, so the shapes counted from the trace,
-         `input_dims`, miss them, and the table gives the cat op's whole cost);
+         writes a tensor list's shapes as `[]`, so the table gives the cat op's whole cost);
   step   the PyTorch training step (tests/torch/record_torch_traces.py, variant plain_b64:
          SimpleCNN, AMP, AdamW, pre-made batches): the check of the costs on a real step.
 
@@ -53,10 +52,11 @@ import gzip
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+from torch_overhead import run_fresh  # the one fresh-process runner of bench/overhead
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KINDS = ("cpu", "gpu", "alloc", "cat", "step")
@@ -100,18 +100,6 @@ def make_work(kind):
     return [(k, ops(k)) for k in KS]
 
 
-def shapes_in(dims):
-    """Tensor shapes in an op's Input Dims: a shape is a list of ints, a tensor list a list
-    of shapes, a non-tensor argument an empty list."""
-    n = 0
-    for d in dims:
-        if isinstance(d, list) and d and all(isinstance(x, list) for x in d):
-            n += sum(1 for x in d if x)
-        elif isinstance(d, list) and d:
-            n += 1
-    return n
-
-
 def count_events(path, seq):
     """Per step of the exported trace: {K: {cat: median count per step}} over its steps."""
     with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
@@ -128,9 +116,6 @@ def count_events(path, seq):
         if i < 0 or e["ts"] > steps[i][1]:
             continue
         per[i][cat] = per[i].get(cat, 0) + 1
-        dims = (e.get("args") or {}).get("Input Dims")
-        if cat == "cpu_op" and isinstance(dims, list):
-            per[i]["input_dims"] = per[i].get("input_dims", 0) + shapes_in(dims)
     out = {}
     for (t0, t1, n), c in zip(steps, per):
         if n < len(seq):
@@ -201,12 +186,7 @@ def one(kind, order):
 
 
 def measure(kind, order):
-    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", kind, order],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit("torch_event_cost: %s %s failed (exit %d): %s" %
-                 (kind, order, r.returncode, r.stderr.strip()[-2000:]))
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return json.loads(run_fresh(__file__, [kind, order], "torch_event_cost").strip().splitlines()[-1])
 
 
 def events_of(ev, cats):
@@ -296,28 +276,14 @@ def summarize(results):
         if xs:
             print("%-9s %-18s %9.0f %9.0f %9.0f   (min, max; no CUDA call: should be near 0)" % ("attached", k + " op", med(xs),
                                                                                      min(xs), max(xs)))
-    cats = [r for r in results if r["kind"] == "cat"]
-    cpus = [r for r in results if r["kind"] == "cpu"]
-    if cats and cpus and "full" in cost:
-        # inputs an op of the cpu workload records, the baseline the per-op cost includes
-        ev = cpus[0]["full_events"][str(KS[1])]
-        base = ev.get("input_dims", 0) / max(1, events_of(ev, OP_CATS))
-        per_input, per_cat_op = [], []
-        for r in cats:
-            d, (d_ops, d_calls, d_mem) = slope(r, "full", "off", "full")
-            ev_hi, ev_lo = r["full_events"][str(KS[1])], r["full_events"][str(KS[0])]
-            d_in = ev_hi.get("input_dims", 0) - ev_lo.get("input_dims", 0)
-            rest = d - cost["full"][0] * d_ops - cost["full"][1] * d_calls - cost["full"][2] * d_mem
-            if d_in - base * d_ops > 0:
-                per_input.append(rest / (d_in - base * d_ops))
-            if d_ops > 0:
-                per_cat_op.append((d - cost["full"][2] * d_mem) / d_ops)
-        if per_cat_op:
-            print("%-9s %-18s %9.0f %9.0f %9.0f   (min, max; an op of %d tensor inputs, its memory records out)" % (
-                "full", "cat op", med(per_cat_op), min(per_cat_op), max(per_cat_op), CAT_INPUTS))
-        if per_input:
-            print("%-9s %-18s %9.0f %9.0f %9.0f   (min, max; %.1f inputs an op of the cpu workload)" % (
-                "full", "input shape", med(per_input), min(per_input), max(per_input), base))
+    per_cat_op = []  # an op of CAT_INPUTS tensor inputs, whole: the trace does not show its inputs
+    for r in (x for x in results if x["kind"] == "cat"):
+        d, (d_ops, _, d_mem) = slope(r, "full", "off", "full")
+        if d_ops > 0 and "full" in cost:
+            per_cat_op.append((d - cost["full"][2] * d_mem) / d_ops)
+    if per_cat_op:
+        print("%-9s %-18s %9.0f %9.0f %9.0f   (min, max; an op of %d tensor inputs, its memory records out)" % (
+            "full", "cat op", med(per_cat_op), min(per_cat_op), max(per_cat_op), CAT_INPUTS))
     steps = [r for r in results if r["kind"] == "step"]
     if steps and cost:
         c_att = med(att_call) if att_call else 0.0

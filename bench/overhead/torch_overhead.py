@@ -69,13 +69,17 @@ def one(variant, mode):
     print("%.9f\t%.9f" % (statistics.median(active), statistics.mean(active)))
 
 
-def measure(variant, mode):
-    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", variant, mode],
-                       capture_output=True, text=True)
+def run_fresh(script, args, who):
+    """The stdout of `python3 SCRIPT --one ARGS...` run in a fresh process (also
+    torch_event_cost.py's); exits with the tail of its stderr when it fails."""
+    r = subprocess.run([sys.executable, os.path.abspath(script), "--one", *args], capture_output=True, text=True)
     if r.returncode != 0:
-        sys.exit("torch_overhead: %s %s failed (exit %d): %s" %
-                 (variant, mode, r.returncode, r.stderr.strip()[-2000:]))
-    p50, _ = r.stdout.strip().split("\t")
+        sys.exit("%s: %s failed (exit %d): %s" % (who, " ".join(args), r.returncode, r.stderr.strip()[-2000:]))
+    return r.stdout
+
+
+def measure(variant, mode):
+    p50, _ = run_fresh(__file__, [variant, mode], "torch_overhead").strip().split("\t")
     return float(p50)
 
 
