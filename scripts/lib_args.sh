@@ -25,6 +25,10 @@
 #                             48), the untraced steps the A/B judges host time on; none for
 #                             dataloader, which keeps the args file's warmup (its steps wait on
 #                             the loader by design, about 80 ms each: 48 would add 3 s a run).
+#   pd_ab_record_scenarios ARRAY
+#                             the scenarios bench/gate/ab_record.sh records: the words of
+#                             $PD_AB_SCENARIOS (spaces or commas), default "clean tiny_ops";
+#                             only those two (bench/gate/ab_eval.py evaluates them).
 # All return 0, or print one line on stderr and return 2.
 # shellcheck shell=bash
 
@@ -91,5 +95,23 @@ pd_ab_warmup_args() {
   pd_whole_number PD_AB_WARMUP "$pd_warm_n_" || return 2
   # shellcheck disable=SC2034 # a nameref: it fills the caller's array
   [ "$1" = dataloader ] || pd_warm_out_=(--warmup_steps "$pd_warm_n_")
+  return 0
+}
+
+pd_ab_record_scenarios() {
+  local -n pd_rec_out_=$1
+  local pd_rec_s_ prog=${0##*/}
+  read -r -a pd_rec_out_ <<<"$(printf '%s' "${PD_AB_SCENARIOS:-clean tiny_ops}" | tr ',' ' ')"
+  if [ "${#pd_rec_out_[@]}" -eq 0 ]; then
+    echo "${prog%.sh}: PD_AB_SCENARIOS names no scenario (clean, tiny_ops)" >&2
+    return 2
+  fi
+  for pd_rec_s_ in "${pd_rec_out_[@]}"; do
+    case "$pd_rec_s_" in clean | tiny_ops) ;; *)
+      echo "${prog%.sh}: PD_AB_SCENARIOS: '$pd_rec_s_' is not one ab_record.sh records (clean, tiny_ops)" >&2
+      return 2
+      ;;
+    esac
+  done
   return 0
 }

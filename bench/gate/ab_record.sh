@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ab_record.sh BUILD_DIR OUT_DIR [ROUNDS] [COMMIT]: records on this GPU host the runs the
 # A/B's power and false alarms are evaluated from offline (bench/gate/ab_eval.py), into
-# OUT_DIR/<scenario>/<round>/<kind>.json for clean and tiny_ops, with the flags of
+# OUT_DIR/<scenario>/<round>/<kind>.json for clean and tiny_ops (PD_AB_SCENARIOS: the
+# scenarios to record, of those two, space- or comma-separated; default both), with the flags of
 # baselines/acceptance.args and --warmup_steps PD_AB_WARMUP (default 48, as gpu_ab.sh). Each round runs, per scenario, four kinds in an order that
 # rotates from round to round (no kind always first):
 #   a, b  the unchanged build (two, so that an A/B of the build against itself exists)
@@ -28,6 +29,8 @@ commit=${4:-unknown}
 . scripts/lib_args.sh
 pd_whole_number ROUNDS "$rounds" || exit 2
 [ "$rounds" -ge 1 ] || { echo "ab_record: ROUNDS must be at least 1" >&2; exit 2; }
+scenarios=()
+pd_ab_record_scenarios scenarios || exit 2
 case "$build" in /*) ;; *) build=$PWD/$build ;; esac
 demo=$build/src/cli/profiler_demo/profiler_demo
 [ -x "$demo" ] || { echo "ab_record: no program at $demo (build first)" >&2; exit 2; }
@@ -46,7 +49,6 @@ warm=${w[1]}
 # PD_AB_ARGS: more profiler_demo flags for every run (e.g. --pin_cpu), kept in host.txt's args.
 read -r -a extra <<<"${PD_AB_ARGS:-}"
 args+=("${extra[@]}")
-scenarios=(clean tiny_ops)
 kinds=(a h5 b h10)
 mkdir -p "$out" || exit 2
 tmp=$(mktemp -d)
@@ -59,6 +61,7 @@ trap 'rm -rf "$tmp"' EXIT
   echo "commit $commit"
   echo "date $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "rounds $rounds"
+  echo "scenarios ${scenarios[*]}"
   echo "args ${args[*]} --warmup_steps $warm (dataloader: without it)"
 } >"$out/host.txt"
 printf 'scenario\tkind\tround\tseconds\n' >"$out/times.tsv"

@@ -9,8 +9,9 @@
 #      an A/B of all five scenarios, the build against itself, timed (its log in
 #      OUT_DIR/ab.log, its summary in OUT_DIR/ab/summary.md);
 #   3. bench/gate/ab_record.sh with as many rounds as fit in what is left of SECONDS
-#      (default 585; about 9 s a round and 40 s for the rest; at most PD_MAX_ROUNDS, default
-#      40), kept as OUT_DIR/<gpu>-<boot id prefix>.tar.gz (the folder itself is removed: a
+#      (default 585; about 9 s a round of clean and tiny_ops, 5 s a round of one of them
+#      (PD_AB_SCENARIOS, read by ab_record.sh), and 40 s for the rest; at most
+#      PD_MAX_ROUNDS, default 40), kept as OUT_DIR/<gpu>-<boot id prefix>.tar.gz (the folder itself is removed: a
 #      device call brings back a limited number of files). COMMIT goes into its host.txt
 #      (default: BUILD_DIR/pd_build_commit, which gpu_prepare.sh writes).
 # Prints the machine (uptime, boot id, GPU, driver), then each part's exit status and the
@@ -27,6 +28,8 @@ budget=${3:-585}
 pd_whole_number SECONDS "$budget" || exit 2
 maxr=${PD_MAX_ROUNDS:-40}
 pd_whole_number PD_MAX_ROUNDS "$maxr" || exit 2
+scen=()
+pd_ab_record_scenarios scen || exit 2
 [ -d "$build" ] || { echo "fresh_session: no build at $build (scripts/gpu_prepare.sh first)" >&2; exit 2; }
 commit=${4:-$(cat "$build/pd_build_commit" 2>/dev/null || echo unknown)}
 mkdir -p "$out" || { echo "fresh_session: cannot create $out" >&2; exit 2; }
@@ -54,7 +57,9 @@ fi
 # the machine again at the end: a caller that keeps only the output's tail still has it
 trap 'echo "fresh_session: done on boot $(cat /proc/sys/kernel/random/boot_id 2>/dev/null), acceptance exit $acc"' EXIT
 left=$((budget - (SECONDS - t0)))
-rounds=$(((left - 40) / 9))
+# seconds a round: 4 runs of about 1 s per scenario, and their start-up
+per_round=$((${#scen[@]} == 1 ? 5 : 9))
+rounds=$(((left - 40) / per_round))
 [ "$rounds" -gt "$maxr" ] && rounds=$maxr
 if [ "$rounds" -lt 8 ]; then
   echo "fresh_session: $left s left: too little for an A/B recording of 8 rounds; none made"

@@ -6,7 +6,9 @@ slow state (x1.4) one time in four, which their host calibration shows; h5/h10 r
 block. Checks: the normalised statistic, the one adjusted for the traced-call cost
 (which the slow state raises too) and the untraced warmup steps' median (which it barely
 touches) catch both and raise no false alarm; every
-statistic is tabled; the wall-time estimate is printed; a folder that is no recording is
+statistic is tabled; the sequential form starts its blocks wherever 8 rounds are left, or,
+in its row with no truncation, only where its cap's rounds are; the wall-time estimate is
+printed; a folder that is no recording is
 refused with exit 2. Also bench/gate/ab_emulate.py on the same recording, where a python3
 with numpy is found."""
 import json
@@ -90,6 +92,16 @@ else:
         pb = subprocess.run([py, em, tgz, bad_design], capture_output=True, text=True)
         if pb.returncode != 2 or f"design '{bad_design}'" not in pb.stderr or pb.stdout:
             fails.append(f"ab_emulate, a bad design {bad_design}: exit {pb.returncode}: {pb.stderr}")
+# the sequential rows, looks at 8 and 16 rounds: the usual one starts a block wherever 8
+# rounds are left (a detection block, then a null one); the row with no truncation starts a
+# block only where 16 are left, so the second block is never started
+ps = subprocess.run([sys.executable, ev, pc, tgz, "--rounds", "8", "--max-rounds", "16"], capture_output=True, text=True)
+seq = next((l for l in ps.stdout.splitlines() if l.startswith("| sequential 8..16 rounds, untraced p10")), "")
+whole = next((l for l in ps.stdout.splitlines() if l.startswith("| the same (gpu_ab.sh), each A/B started only where")), "")
+if ps.returncode != 0 or "| 1 of 1 (8 rounds) | 1 of 1 (8 rounds) | 0 of 1 (8 rounds) |" not in seq:
+    fails.append(f"sequential row: exit {ps.returncode}: {seq!r} {ps.stderr}")
+if "holds 16 more rounds: none runs out | 1 of 1 (8 rounds) | 1 of 1 (8 rounds) | 0 of 0 |" not in whole:
+    fails.append(f"the sequential row with no truncation: {whole!r}")
 # the same output one call at a time as side by side
 p1 = subprocess.run([sys.executable, ev, pc, tgz, "--rounds", "8", "--max-rounds", "8", "--jobs", "1"],
                     capture_output=True, text=True)

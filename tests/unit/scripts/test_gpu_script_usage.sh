@@ -3,7 +3,8 @@
 # run anything: exit 2, one line on stderr saying why, nothing written.
 #   scripts/gpu_prepare.sh with a bad PD_PRUNE;
 #   bench/gate/fresh_session.sh with a bad SECONDS, a bad PD_MAX_ROUNDS, no build folder, no
-#   arguments; bench/gate/ab_record.sh with too few arguments or a bad ROUNDS.
+#   arguments, a PD_AB_SCENARIOS it does not record; bench/gate/ab_record.sh with too few
+#   arguments, a bad ROUNDS, or a PD_AB_SCENARIOS naming another scenario or none.
 # Prints each failure; exits 1 on any.
 set -uo pipefail
 src=${PD_SOURCE_DIR:?PD_SOURCE_DIR is not set (run through ctest)}
@@ -33,6 +34,9 @@ refused "fresh_session no build" "no build at" "$tmp/o3" -- "$src/bench/gate/fre
 refused "fresh_session usage" "usage: fresh_session.sh" "$tmp/o4" -- "$src/bench/gate/fresh_session.sh"
 refused "ab_record usage" "usage: ab_record.sh" "$tmp/o5" -- "$src/bench/gate/ab_record.sh" "$tmp/build"
 refused "ab_record ROUNDS" "ROUNDS must be a whole number" "$tmp/o6" -- "$src/bench/gate/ab_record.sh" "$tmp/build" "$tmp/o6" 4x
+refused "ab_record PD_AB_SCENARIOS" "'sync' is not one ab_record.sh records" "$tmp/o7" -- env PD_AB_SCENARIOS=tiny_ops,sync "$src/bench/gate/ab_record.sh" "$tmp/build" "$tmp/o7" 4
+refused "ab_record PD_AB_SCENARIOS empty" "PD_AB_SCENARIOS names no scenario" "$tmp/o8" -- env PD_AB_SCENARIOS=, "$src/bench/gate/ab_record.sh" "$tmp/build" "$tmp/o8" 4
+refused "fresh_session PD_AB_SCENARIOS" "'dataloader' is not one ab_record.sh records" "$tmp/o9" -- env PD_AB_SCENARIOS=dataloader "$src/bench/gate/fresh_session.sh" "$tmp/build" "$tmp/o9"
 
 if [ "$fails" -gt 0 ]; then
   echo "test_gpu_script_usage: $fails failure(s)"
