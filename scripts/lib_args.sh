@@ -28,7 +28,7 @@
 #   pd_ab_record_scenarios ARRAY
 #                             the scenarios bench/gate/ab_record.sh records: the words of
 #                             $PD_AB_SCENARIOS (spaces or commas), default "clean tiny_ops";
-#                             only those two (bench/gate/ab_eval.py evaluates them).
+#                             only those two (bench/gate/ab_eval.py evaluates them), each once.
 # All return 0, or print one line on stderr and return 2.
 # shellcheck shell=bash
 
@@ -106,12 +106,19 @@ pd_ab_record_scenarios() {
     echo "${prog%.sh}: PD_AB_SCENARIOS names no scenario (clean, tiny_ops)" >&2
     return 2
   fi
+  local pd_rec_seen_=" "
   for pd_rec_s_ in "${pd_rec_out_[@]}"; do
     case "$pd_rec_s_" in clean | tiny_ops) ;; *)
       echo "${prog%.sh}: PD_AB_SCENARIOS: '$pd_rec_s_' is not one ab_record.sh records (clean, tiny_ops)" >&2
       return 2
       ;;
     esac
+    case "$pd_rec_seen_" in *" $pd_rec_s_ "*)
+      echo "${prog%.sh}: PD_AB_SCENARIOS names '$pd_rec_s_' twice" >&2
+      return 2
+      ;;
+    esac
+    pd_rec_seen_+="$pd_rec_s_ "
   done
   return 0
 }

@@ -4,7 +4,7 @@
 #   scripts/gpu_prepare.sh with a bad PD_PRUNE;
 #   bench/gate/fresh_session.sh with a bad SECONDS, a bad PD_MAX_ROUNDS, no build folder, no
 #   arguments, a PD_AB_SCENARIOS it does not record; bench/gate/ab_record.sh with too few
-#   arguments, a bad ROUNDS, or a PD_AB_SCENARIOS naming another scenario or none;
+#   arguments, a bad ROUNDS, or a PD_AB_SCENARIOS naming another scenario, one twice or none;
 #   bench/gate/run_cost.sh with a bad RUNS or no build.
 # Prints each failure; exits 1 on any.
 set -uo pipefail
@@ -37,6 +37,7 @@ refused "ab_record usage" "usage: ab_record.sh" "$tmp/o5" -- "$src/bench/gate/ab
 refused "ab_record ROUNDS" "ROUNDS must be a whole number" "$tmp/o6" -- "$src/bench/gate/ab_record.sh" "$tmp/build" "$tmp/o6" 4x
 refused "ab_record PD_AB_SCENARIOS" "'sync' is not one ab_record.sh records" "$tmp/o7" -- env PD_AB_SCENARIOS=tiny_ops,sync "$src/bench/gate/ab_record.sh" "$tmp/build" "$tmp/o7" 4
 refused "ab_record PD_AB_SCENARIOS empty" "PD_AB_SCENARIOS names no scenario" "$tmp/o8" -- env PD_AB_SCENARIOS=, "$src/bench/gate/ab_record.sh" "$tmp/build" "$tmp/o8" 4
+refused "ab_record PD_AB_SCENARIOS twice" "names 'tiny_ops' twice" "$tmp/o12" -- env PD_AB_SCENARIOS="tiny_ops clean tiny_ops" "$src/bench/gate/ab_record.sh" "$tmp/build" "$tmp/o12" 4
 refused "fresh_session PD_AB_SCENARIOS" "'dataloader' is not one ab_record.sh records" "$tmp/o9" -- env PD_AB_SCENARIOS=dataloader "$src/bench/gate/fresh_session.sh" "$tmp/build" "$tmp/o9"
 refused "run_cost RUNS" "RUNS must be a whole number" "$tmp/o10" -- "$src/bench/gate/run_cost.sh" "$tmp/build" 2x
 refused "run_cost no build" "build first" "$tmp/o11" -- "$src/bench/gate/run_cost.sh" "$tmp/none"
