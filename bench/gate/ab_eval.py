@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ab_eval.py: the A/B's power and false alarms, offline, from recorded runs.
 
-    bench/gate/ab_eval.py PROFILE_COMPARE RECORDING... [--rounds R] [--max-rounds M] [--jobs J]
+    bench/gate/ab_eval.py PROFILE_COMPARE RECORDING... [--rounds R] [--max-rounds M] [--jobs J] [--gate-only]
 
 RECORDING: a folder bench/gate/ab_record.sh wrote on one GPU host (host.txt, times.tsv,
 <scenario>/<round>/{a,b,h5,h10}.json), or its .tar.gz (what bench/gate/data/ keeps). Every A/B is made of the runs of one recording
@@ -260,6 +260,8 @@ def main():
     ap.add_argument("--max-rounds", type=int, default=40)
     ap.add_argument("--other-max-rounds", type=int, default=24,
                     help="gpu_ab.sh's PD_AB_OTHER_MAX_ROUNDS: the cap of sync and memory_churn (for the wall time)")
+    ap.add_argument("--gate-only", action="store_true",
+                    help="only gpu_ab.sh's own sequential rows (both forms), not the other statistics: a few minutes instead of a quarter hour")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                     help="profile_compare calls at once (default: the CPUs)")
     a = ap.parse_args()
@@ -303,11 +305,14 @@ def main():
             host = f"{kv.get('gpu', '?')}, boot {kv.get('boot_id', '?')[:8]}, commit {kv.get('commit', '?')}, {kv.get('date', '')}"
         print(f"| `{rec}` | {host} |")
     print()
-    variants = [(n, o, None, False) for n, o in VARIANTS]
+    if a.gate_only and a.max_rounds <= a.rounds:
+        die("--gate-only needs --max-rounds above --rounds (the sequential rows)")
+    variants = [] if a.gate_only else [(n, o, None, False) for n, o in VARIANTS]
     if a.max_rounds > a.rounds:
         gate = ["--primary", "untraced_step_p10_s", "--keep", "1", "--adjust", "--unpaired"]
-        variants.append((f"sequential {a.rounds}..{a.max_rounds} rounds, untraced p50, all runs adjusted, two-sample (the statistic before 2026-11-28 evening; its cap was 24)",
-                         ["--primary", "untraced_step_p50_s", "--keep", "1", "--adjust", "--unpaired"], a.max_rounds, False))
+        if not a.gate_only:
+            variants.append((f"sequential {a.rounds}..{a.max_rounds} rounds, untraced p50, all runs adjusted, two-sample (the statistic before 2026-11-28 evening; its cap was 24)",
+                             ["--primary", "untraced_step_p50_s", "--keep", "1", "--adjust", "--unpaired"], a.max_rounds, False))
         variants.append((f"sequential {a.rounds}..{a.max_rounds} rounds, untraced p10, all runs adjusted, two-sample (gpu_ab.sh)",
                          gate, a.max_rounds, False))
         variants.append((f"the same (gpu_ab.sh), each A/B started only where its recording holds {a.max_rounds} more rounds: none runs out",

@@ -102,6 +102,16 @@ if ps.returncode != 0 or "| 1 of 1 (8 rounds) | 1 of 1 (8 rounds) | 0 of 1 (8 ro
     fails.append(f"sequential row: exit {ps.returncode}: {seq!r} {ps.stderr}")
 if "holds 16 more rounds: none runs out | 1 of 1 (8 rounds) | 1 of 1 (8 rounds) | 0 of 0 |" not in whole:
     fails.append(f"the sequential row with no truncation: {whole!r}")
+# --gate-only: the two gpu_ab.sh rows, the same as in the whole table, and no other statistic
+pg = subprocess.run([sys.executable, ev, pc, tgz, "--rounds", "8", "--max-rounds", "16", "--gate-only"],
+                    capture_output=True, text=True)
+sec = pg.stdout.split("#### clean")[-1].split("####")[0]  # the clean section's table
+gl = [l for l in sec.splitlines() if l.startswith("| ") and not l.startswith("| statistic")]
+if pg.returncode != 0 or sorted(gl) != sorted([seq, whole]):
+    fails.append(f"--gate-only: exit {pg.returncode}: {gl!r} {pg.stderr}")
+pn = subprocess.run([sys.executable, ev, pc, tgz, "--gate-only", "--max-rounds", "8"], capture_output=True, text=True)
+if pn.returncode != 2 or "--gate-only needs --max-rounds above --rounds" not in pn.stderr:
+    fails.append(f"--gate-only without looks: exit {pn.returncode}: {pn.stderr}")
 # the same output one call at a time as side by side
 p1 = subprocess.run([sys.executable, ev, pc, tgz, "--rounds", "8", "--max-rounds", "8", "--jobs", "1"],
                     capture_output=True, text=True)
