@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""state_eval.py: what the per-process noise left after the A/B's covariate looks like, in
+recorded runs (bench/gate/ab_record.sh recordings, folders or .tar.gz).
+
+    bench/gate/state_eval.py RECORDING... [--scenario tiny_ops|clean]
+
+Per recording, over its runs of the scenario (the base runs a and b, and for the heap
+marker all four kinds with a term for each), the log of each run's untraced p10
+(warmup_step_times_s) regressed on the log untraced launch time
+(profiler_cost.calibration.ns_per_launch_untraced), as profile_compare --adjust does:
+  - resid: the spread left (standard deviation of the residuals, %);
+  - halves: the correlation of the residuals of the p10 of a run's odd and of its even
+    warmup steps (near 1: the noise is a constant of the process, not sampling);
+  - a~b: the correlation of the residuals of the a and b runs of one round (pairing);
+  - roll16 / white: the spread of the mean over 16 consecutive runs, against what
+    independent runs of that spread give (resid / 4): drift shows as a larger first figure;
+  - low heap: the share of runs whose host_memory.heap_start_kib is 3 KiB or more below the
+    recording's highest value, and how much slower they are with that flag in the
+    regression (%), and the spread left with it.
+Prints a Markdown table; docs/gate.md ("Measured (2026-11-28, night 2)") cites it.
+Needs numpy. Exit 0; 2 on bad usage or a recording without the samples.
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+import tarfile
+import tempfile
+
+import numpy as np
+
+
+def die(msg):
+    print(f"state_eval: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def unpack(path):
+    if os.path.isdir(path):
+        return path
+    if not (path.endswith((".tar.gz", ".tgz")) and os.path.isfile(path)):
+        die(f"{path}: not a recording folder or .tar.gz")
+    dest = tempfile.mkdtemp(prefix="state_eval.")
+    with tarfile.open(path) as tf:
+        if any(m.name.startswith("/") or ".." in m.name.split("/") or not (m.isfile() or m.isdir()) for m in tf):
+            die(f"{path}: holds paths outside its folder or links; not a recording")
+        tf.extractall(dest)
+    tops = glob.glob(os.path.join(dest, "*"))
+    if len(tops) != 1 or not os.path.isdir(tops[0]):
+        die(f"{path}: expected one folder inside")
+    return tops[0]
+
+
+def runs_of(rec, scen):
+    """[(kind, round, warmup samples, launch ns, heap kib or None)] of the complete runs."""
+    out = []
+    d = os.path.join(rec, scen)
+    for r in sorted((x for x in os.listdir(d) if x.isdigit()), key=int) if os.path.isdir(d) else []:
+        for k in ("a", "b", "h5", "h10"):
+            p = os.path.join(d, r, k + ".json")
+            if not os.path.isfile(p):
+                continue
+            with open(p) as f:
+                doc = json.load(f)
+            w = doc.get("warmup_step_times_s")
+            c = ((doc.get("profiler_cost") or {}).get("calibration") or {}).get("ns_per_launch_untraced")
+            h = (doc.get("host_memory") or {}).get("heap_start_kib")
+            if not isinstance(w, list) or len(w) < 8 or not all(isinstance(x, (int, float)) and 0 < x < 10 for x in w):
+                continue
+            if not isinstance(c, (int, float)) or not 0 < c < 1e7:
+                continue
+            out.append((k, int(r), np.array(w, float), float(c), h if isinstance(h, (int, float)) and h > 0 else None))
+    return out
+
+
+def fit(y, cols):
+    x = np.column_stack([np.ones_like(y)] + cols)
+    b, *_ = np.linalg.lstsq(x, y, rcond=None)
+    return y - x @ b, b
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("recordings", nargs="+")
+    ap.add_argument("--scenario", default="tiny_ops", choices=("tiny_ops", "clean"))
+    a = ap.parse_args()
+    rows = []
+    for path in a.recordings:
+        rec = unpack(path)
+        runs = runs_of(rec, a.scenario)
+        base = [r for r in runs if r[0] in ("a", "b")]
+        if len(base) < 8:
+            die(f"{path}: fewer than 8 {a.scenario} base runs with untraced samples and the launch calibration")
+        cov = np.log([r[3] for r in base])
+        p10 = lambda w: np.log(np.quantile(w, 0.10))
+        res, _ = fit(np.array([p10(r[2]) for r in base]), [cov])
+        odd, _ = fit(np.array([p10(r[2][0::2]) for r in base]), [cov])
+        even, _ = fit(np.array([p10(r[2][1::2]) for r in base]), [cov])
+        by = {(r[0], r[1]): e for r, e in zip(base, res)}
+        pairs = np.array([(by[("a", n)], by[("b", n)]) for (k, n) in by if k == "a" and ("b", n) in by])
+        ab = np.corrcoef(pairs.T)[0, 1] if len(pairs) >= 3 else float("nan")
+        order = np.argsort([r[1] for r in base], kind="stable")
+        roll = np.convolve(res[order], np.ones(16) / 16, mode="valid") if len(base) >= 16 else np.array([])
+        # the heap marker, over every kind (a term per kind)
+        hr = [r for r in runs if r[4] is not None]
+        heap = "-"
+        if len(hr) >= 8:
+            kinds = np.array([r[0] for r in hr])
+            y = np.array([p10(r[2]) for r in hr])
+            cols = [np.log([r[3] for r in hr])] + [(kinds == k).astype(float) for k in ("b", "h5", "h10")]
+            top = max(r[4] for r in hr)
+            low = np.array([1.0 if r[4] <= top - 3 else 0.0 for r in hr])
+            r0, _ = fit(y, cols)
+            if 0 < low.sum() < len(low):
+                r1, b1 = fit(y, cols + [low])
+                heap = f"{100 * low.mean():.0f}% | {100 * (np.exp(b1[-1]) - 1):+.1f}% | {100 * r0.std():.2f} -> {100 * r1.std():.2f}"
+            else:
+                heap = f"{100 * low.mean():.0f}% | - | {100 * r0.std():.2f}"
+        if heap == "-":
+            heap = "- | - | -"
+        name = os.path.basename(rec.rstrip("/"))
+        rows.append(f"| {name} | {len(base)} | {100 * res.std():.2f} | {np.corrcoef(odd, even)[0, 1]:.2f} | {ab:+.2f} | "
+                    + (f"{100 * roll.std():.2f} / {100 * res.std() / 4:.2f}" if roll.size else "-") + f" | {heap} |")
+    print(f"#### {a.scenario}: the noise left after the untraced-launch covariate (bench/gate/state_eval.py)\n")
+    print("| recording | base runs | resid % | halves | a~b | roll16 / white % | low heap: share | slower by | resid % without -> with |")
+    print("|---|---:|---:|---:|---:|---|---:|---:|---|")
+    for r in rows:
+        print(r)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
