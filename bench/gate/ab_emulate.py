@@ -3,7 +3,7 @@
 for choosing its design before the real evaluation (bench/gate/ab_eval.py, which runs
 profile_compare itself and is the figure of record).
 
-    bench/gate/ab_emulate.py RECORDING.tar.gz... [--draws N] [--seed S] DESIGN...
+    bench/gate/ab_emulate.py RECORDING.tar.gz... [--draws N] [--seed S] [--slope S] [--even-alpha] DESIGN...
 
 DESIGN: STAT:CAP:CONTINUE[:TOL], e.g. p10:40:0.015 (the default of gpu_ab.sh since the evening of
 2026-11-28) or p50:24:0.03 (the one before): STAT the run's statistic of its untraced warmup
@@ -81,14 +81,18 @@ def load(path):
     return out
 
 
-def adjust(b, h, cb, ch):
+def adjust(b, h, cb, ch, slope=None):
+    """slope: None fits the pooled within-side slope (profile_compare --adjust); a number
+    uses that slope instead (an experiment: --slope)."""
     lb, lh = np.log(b), np.log(h)
+    ref = np.concatenate([cb, ch]).mean()
+    if slope is not None:
+        return b * np.exp(-slope * (cb - ref)), h * np.exp(-slope * (ch - ref))
     sxy = ((cb - cb.mean()) * (lb - lb.mean())).sum() + ((ch - ch.mean()) * (lh - lh.mean())).sum()
     sxx = ((cb - cb.mean()) ** 2).sum() + ((ch - ch.mean()) ** 2).sum()
     if sxx <= 0:
         return b, h
     s = min(2.0, max(0.0, sxy / sxx))
-    ref = np.concatenate([cb, ch]).mean()
     return b * np.exp(-s * (cb - ref)), h * np.exp(-s * (ch - ref))
 
 
@@ -106,11 +110,17 @@ def look(b, h, alpha, cont, rng, tol=TOL, nperm=4000):
     return p < alpha, p >= alpha
 
 
-def sequential(bv, bc, hv, hc, cap, cont, rng, tol=TOL):
+def even_alphas(first, cap):
+    """The same looks as look_alphas, the total 0.01 spread evenly over them (--even-alpha)."""
+    looks = look_alphas(first, cap)
+    return [(n, 0.01 / len(looks)) for n, _ in looks]
+
+
+def sequential(bv, bc, hv, hc, cap, cont, rng, tol=TOL, slope=None, alphas=look_alphas):
     """gpu_ab.sh's looks (ab_eval.look_alphas: 8, 16, ... and the cap itself)."""
     n = 8
-    for n, a in look_alphas(8, cap):
-        b, h = adjust(bv[:n], hv[:n], bc[:n], hc[:n])
+    for n, a in alphas(8, cap):
+        b, h = adjust(bv[:n], hv[:n], bc[:n], hc[:n], slope)
         failed, undecided = look(b, h, a, cont, rng, tol)
         if failed or not undecided:
             return failed, n
@@ -122,7 +132,13 @@ def main():
     ap.add_argument("items", nargs="+", help="recordings (.tar.gz), then designs STAT:CAP:CONTINUE")
     ap.add_argument("--draws", type=int, default=50)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--slope", type=float, default=None,
+                    help="an experiment: this covariate slope instead of the one each A/B fits")
+    ap.add_argument("--even-alpha", action="store_true",
+                    help="an experiment: alpha 0.01 spread evenly over the looks instead of 0.004 then the rest")
     a = ap.parse_args()
+    if a.slope is not None and not 0.0 <= a.slope <= 2.0:
+        die("--slope must be from 0 to 2 (the fitted slope's clamp)")
     recs = [x for x in a.items if x.endswith(".tar.gz")]
     for r in recs:
         if not os.path.isfile(r):
@@ -157,7 +173,8 @@ def main():
                     order = rng.permutation(len(rows))[:cap]
                     for kind, bk, hk in (("h10", "ab"[i % 2], "h10"), ("h5", "ba"[i % 2], "h5"), ("same", "a", "b")):
                         res[kind].append(sequential(vals[bk][order], cov[bk][order], vals[hk][order], cov[hk][order],
-                                                    cap, cont, rng, tol))
+                                                    cap, cont, rng, tol, a.slope,
+                                                    even_alphas if a.even_alpha else look_alphas))
             if not res["same"]:
                 print(f"| {name} | {scen} | no recording has {cap} complete rounds with untraced samples | | | |")
                 continue

@@ -88,6 +88,29 @@ else:
     pt = subprocess.run([py, em, tgz, "p10:8:0.03:0.07", "--draws", "20"], capture_output=True, text=True)
     if pt.returncode != 0 or "| p10:8:0.03:0.07 | clean | 1.00 | 0.00 | 0.00 |" not in pt.stdout:
         fails.append(f"ab_emulate with TOL: exit {pt.returncode}: {pt.stdout} {pt.stderr}")
+    # the experiments: an even spend of alpha (one look here: the same 0.01) reads as the
+    # default; a slope of 0 (no adjustment) loses the 5% head in the slow-state noise
+    pv = subprocess.run([py, em, tgz, "p10:8:0.015", "--draws", "20", "--even-alpha"], capture_output=True, text=True)
+    if pv.returncode != 0 or "| p10:8:0.015 | clean | 1.00 | 1.00 | 0.00 |" not in pv.stdout:
+        fails.append(f"ab_emulate --even-alpha: exit {pv.returncode}: {pv.stdout} {pv.stderr}")
+    # a fixed slope: each value moved along the covariate by exactly that slope (the fitted
+    # one here would be 0.5), and --even-alpha's schedule sums to 0.01 over gpu_ab.sh's looks
+    chk = ("import sys, numpy as np; sys.path.insert(0, sys.argv[1]); import ab_emulate as E\n"
+           "cb = np.log([1.0, 2.0]); ch = np.log([1.0, 4.0])\n"
+           "b, h = E.adjust(np.array([3.0, 3.0 * 2 ** 0.5]), np.array([3.0, 6.0]), cb, ch, 1.0)\n"
+           "ref = np.concatenate([cb, ch]).mean()\n"
+           "ok = np.allclose(b, [3.0 * np.exp(ref), 3.0 * 2 ** -0.5 * np.exp(ref)]) and np.allclose(h, [3.0 * np.exp(ref), 1.5 * np.exp(ref)])\n"
+           "fb, fh = E.adjust(np.array([3.0, 3.0 * 2 ** 0.5]), np.array([3.0, 6.0]), cb, ch)\n"
+           "ok = ok and np.allclose(fb[0] / fb[1], 1.0) and np.allclose(fh[0] / fh[1], 1.0)\n"
+           "ev = E.even_alphas(8, 40)\n"
+           "ok = ok and [n for n, _ in ev] == [8, 16, 24, 32, 40] and abs(sum(a for _, a in ev) - 0.01) < 1e-12\n"
+           "sys.exit(0 if ok else 1)\n")
+    p0 = subprocess.run([py, "-c", chk, os.path.join(src, "bench/gate")], capture_output=True, text=True)
+    if p0.returncode != 0:
+        fails.append(f"ab_emulate's fixed slope or even alpha: exit {p0.returncode}: {p0.stderr}")
+    pbs = subprocess.run([py, em, tgz, "p10:8:0.015", "--slope", "2.5"], capture_output=True, text=True)
+    if pbs.returncode != 2 or "--slope must be from 0 to 2" not in pbs.stderr or pbs.stdout:
+        fails.append(f"ab_emulate --slope 2.5: exit {pbs.returncode}: {pbs.stderr}")
     for bad_design in ("p99:8:0", "p10:8:0.03:0.02"):  # no such statistic; CONTINUE above TOL
         pb = subprocess.run([py, em, tgz, bad_design], capture_output=True, text=True)
         if pb.returncode != 2 or f"design '{bad_design}'" not in pb.stderr or pb.stdout:
