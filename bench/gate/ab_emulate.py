@@ -29,13 +29,11 @@ import glob
 import json
 import os
 import sys
-import tarfile
-import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab_eval import look_alphas  # noqa: E402  (the one schedule of looks and their alpha)
+from ab_eval import look_alphas, unpack_recording  # noqa: E402  (the one schedule of looks; the one reader of a recording's .tar.gz)
 
 STATS = {
     "p10": lambda w: np.quantile(w, 0.10),
@@ -53,16 +51,11 @@ def die(msg):
 
 def load(path):
     """{scenario: [ {kind: (warmup samples, ns_per_launch_untraced)} per complete round ]}"""
-    dest = tempfile.mkdtemp(prefix="ab_emulate.")
-    with tarfile.open(path) as tf:
-        if any(m.name.startswith("/") or ".." in m.name.split("/") or not (m.isfile() or m.isdir()) for m in tf):
-            die(f"{path}: not a recording")
-        tf.extractall(dest)
-    top = glob.glob(os.path.join(dest, "*"))
+    top = unpack_recording(path, die, "ab_emulate.")
     out = {}
     for scen in ("clean", "tiny_ops"):
         rows = []
-        dirs = sorted(glob.glob(os.path.join(top[0], scen, "*")), key=lambda d: int(os.path.basename(d)))
+        dirs = sorted(glob.glob(os.path.join(top, scen, "*")), key=lambda d: int(os.path.basename(d)))
         for d in dirs:
             ent = {}
             for k in ("a", "b", "h5", "h10"):

@@ -78,6 +78,25 @@ def die(msg):
     sys.exit(2)
 
 
+def unpack_recording(path, fail, prefix="ab_eval_rec."):
+    """A recording's folder: PATH itself, or, for a .tar.gz (what bench/gate/data/ keeps),
+    the one folder inside it, unpacked into a new temporary folder. A member outside that
+    folder or a link, or anything but one folder at the top, calls fail(message) (each
+    tool's own one-line exit 2). ab_eval.py, ab_emulate.py and state_eval.py all read
+    recordings through it."""
+    if not (path.endswith((".tar.gz", ".tgz")) and os.path.isfile(path)):
+        return path
+    dest = tempfile.mkdtemp(prefix=prefix)
+    with tarfile.open(path) as tf:
+        if any(m.name.startswith("/") or ".." in m.name.split("/") or not (m.isfile() or m.isdir()) for m in tf):
+            fail(f"{path}: holds paths outside its folder or links; not a recording")
+        tf.extractall(dest)
+    tops = [os.path.join(dest, x) for x in os.listdir(dest)]
+    if len(tops) != 1 or not os.path.isdir(tops[0]):
+        fail(f"{path}: expected one folder inside")
+    return tops[0]
+
+
 def rounds_of(rec, scen):
     """Round numbers of a recording's scenario whose four runs are all there, in order."""
     d = os.path.join(rec, scen)
@@ -273,21 +292,7 @@ def main():
         die("--other-max-rounds must be from --rounds to 64")
     if not 1 <= a.jobs <= 256:
         die("--jobs must be from 1 to 256")
-    unpacked = []
-    for rec in a.recordings:
-        if rec.endswith((".tar.gz", ".tgz")) and os.path.isfile(rec):
-            dest = tempfile.mkdtemp(prefix="ab_eval_rec.")
-            with tarfile.open(rec) as tf:
-                if any(m.name.startswith("/") or ".." in m.name.split("/") or not (m.isfile() or m.isdir()) for m in tf):
-                    die(f"{rec}: holds paths outside its folder or links; not a recording")
-                tf.extractall(dest)
-            tops = [os.path.join(dest, x) for x in os.listdir(dest)]
-            if len(tops) != 1 or not os.path.isdir(tops[0]):
-                die(f"{rec}: expected one folder inside")
-            unpacked.append(tops[0])
-        else:
-            unpacked.append(rec)
-    a.recordings = unpacked
+    a.recordings = [unpack_recording(rec, die) for rec in a.recordings]
     for rec in a.recordings:
         if not (os.path.isfile(os.path.join(rec, "times.tsv")) and any(rounds_of(rec, s) for s in SCENARIOS)):
             die(f"{rec} is not an ab_record.sh folder (times.tsv and <scenario>/<round>/{{a,b,h5,h10}}.json)")

@@ -21,14 +21,14 @@ Prints a Markdown table; docs/gate.md ("Measured (2026-11-28, night 2)") cites i
 Needs numpy. Exit 0; 2 on bad usage or a recording without the samples.
 """
 import argparse
-import glob
 import json
 import os
 import sys
-import tarfile
-import tempfile
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_eval import unpack_recording  # noqa: E402  (the one reader of a recording's .tar.gz)
 
 
 def die(msg):
@@ -37,19 +37,10 @@ def die(msg):
 
 
 def unpack(path):
-    if os.path.isdir(path):
-        return path
-    if not (path.endswith((".tar.gz", ".tgz")) and os.path.isfile(path)):
+    rec = unpack_recording(path, die, "state_eval.")
+    if not os.path.isdir(rec):
         die(f"{path}: not a recording folder or .tar.gz")
-    dest = tempfile.mkdtemp(prefix="state_eval.")
-    with tarfile.open(path) as tf:
-        if any(m.name.startswith("/") or ".." in m.name.split("/") or not (m.isfile() or m.isdir()) for m in tf):
-            die(f"{path}: holds paths outside its folder or links; not a recording")
-        tf.extractall(dest)
-    tops = glob.glob(os.path.join(dest, "*"))
-    if len(tops) != 1 or not os.path.isdir(tops[0]):
-        die(f"{path}: expected one folder inside")
-    return tops[0]
+    return rec
 
 
 def runs_of(rec, scen):
