@@ -26,7 +26,7 @@
 #                             dataloader, which keeps the args file's warmup (its steps wait on
 #                             the loader by design, about 80 ms each: 48 would add 3 s a run).
 #   pd_ab_record_scenarios ARRAY
-#                             the scenarios bench/gate/ab_record.sh records: the words of
+#                             the scenarios bench/gate/ab_record.sh and env_check.sh record: the words of
 #                             $PD_AB_SCENARIOS (spaces or commas), default "clean tiny_ops";
 #                             only those two (bench/gate/ab_eval.py evaluates them), each once.
 # All return 0, or print one line on stderr and return 2.

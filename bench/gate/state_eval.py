@@ -18,6 +18,15 @@ marker all four kinds with a term for each), the log of each run's untraced p10
     recording's highest value, and how much slower they are with that flag in the
     regression (%), and the spread left with it.
 Prints a Markdown table; docs/gate.md ("Measured (2026-11-28, night 2)") cites it.
+
+    bench/gate/state_eval.py --modes RECORDING...
+
+compares instead the modes of bench/gate/env_check.sh recordings (one process per mode and
+round): per scenario and mode, the median untraced p50 and its change against mode free (or
+the first mode found), the spread between processes of the log untraced p50 (the gate's row) raw and
+after the untraced-launch covariate fitted within the mode, the launch time and its spread,
+the traced p10's spread, the runs over 1.15x the scenario's fastest, and the runs 3 KiB or
+more below the recording's highest heap_start_kib.
 Needs numpy. Exit 0; 2 on bad usage or a recording without the samples.
 """
 import argparse
@@ -43,12 +52,24 @@ def unpack(path):
     return rec
 
 
-def runs_of(rec, scen):
-    """[(kind, round, warmup samples, launch ns, heap kib or None)] of the complete runs."""
+def kinds_in(rec, scen):
+    """The run names (kinds or modes) of a recording's scenario, in first-seen order."""
+    d = os.path.join(rec, scen)
+    seen = []
+    for r in sorted((x for x in os.listdir(d) if x.isdigit()), key=int) if os.path.isdir(d) else []:
+        for f in sorted(os.listdir(os.path.join(d, r))):
+            if f.endswith(".json") and f[:-5] not in seen:
+                seen.append(f[:-5])
+    return seen
+
+
+def runs_of(rec, scen, kinds=("a", "b", "h5", "h10")):
+    """[(kind, round, warmup samples, launch ns, heap kib or None, traced step samples or
+    None)] of the complete runs."""
     out = []
     d = os.path.join(rec, scen)
     for r in sorted((x for x in os.listdir(d) if x.isdigit()), key=int) if os.path.isdir(d) else []:
-        for k in ("a", "b", "h5", "h10"):
+        for k in kinds:
             p = os.path.join(d, r, k + ".json")
             if not os.path.isfile(p):
                 continue
@@ -61,7 +82,10 @@ def runs_of(rec, scen):
                 continue
             if not isinstance(c, (int, float)) or not 0 < c < 1e7:
                 continue
-            out.append((k, int(r), np.array(w, float), float(c), h if isinstance(h, (int, float)) and h > 0 else None))
+            t = doc.get("step_times_s")
+            t = np.array(t, float) if isinstance(t, list) and len(t) >= 8 and all(
+                isinstance(x, (int, float)) and 0 < x < 10 for x in t) else None
+            out.append((k, int(r), np.array(w, float), float(c), h if isinstance(h, (int, float)) and h > 0 else None, t))
     return out
 
 
@@ -71,11 +95,57 @@ def fit(y, cols):
     return y - x @ b, b
 
 
+def modes_table(paths):
+    """Per recording, scenario and mode (bench/gate/env_check.sh): how the runs of each mode
+    spread between processes, on the gate's row (the untraced p50)."""
+    out = []
+    for path in paths:
+        rec = unpack(path)
+        name = os.path.basename(rec.rstrip("/"))
+        any_rows = False
+        for scen in ("clean", "tiny_ops"):
+            modes = kinds_in(rec, scen)
+            by = {m: runs_of(rec, scen, (m,)) for m in modes}
+            by = {m: v for m, v in by.items() if len(v) >= 4}
+            if not by:
+                continue
+            any_rows = True
+            p50 = {m: np.array([np.median(r[2]) for r in v]) for m, v in by.items()}
+            fastest = min(x.min() for x in p50.values())
+            ref = np.median(p50["free"] if "free" in p50 else next(iter(p50.values())))
+            top = max((r[4] for v in by.values() for r in v if r[4] is not None), default=None)
+            for m, v in by.items():
+                y = np.log(p50[m])
+                cov = np.log([r[3] for r in v])
+                res, _ = fit(y, [cov])
+                tr = [np.quantile(r[5], 0.10) for r in v if r[5] is not None]
+                heaps = [r[4] for r in v if r[4] is not None]
+                low = f"{sum(1 for h in heaps if h <= top - 3)}/{len(heaps)}" if heaps and top is not None else "-"
+                out.append(f"| {name} | {scen} | {m} | {len(v)} | {1e6 * np.median(p50[m]):.1f}, "
+                      f"{100 * (np.median(p50[m]) / ref - 1):+.1f}% | {100 * y.std():.2f} | {100 * res.std():.2f} | "
+                      f"{np.median([r[3] for r in v]):.0f}, {100 * cov.std():.1f} | "
+                      + (f"{100 * np.log(tr).std():.1f}" if len(tr) >= 4 else "-")
+                      + f" | {int((p50[m] > 1.15 * fastest).sum())}/{len(v)} | {low} |")
+        if not any_rows:
+            die(f"{path}: no scenario with 4 or more runs of a mode carrying untraced samples and the launch calibration")
+    print("#### The modes of bench/gate/env_check.sh recordings (bench/gate/state_eval.py --modes)\n")
+    print("| recording | scenario | mode | runs | untraced p50 (us): median, vs free | spread between processes % "
+          "| left after the launch covariate % | untraced launch (ns): median, spread % | traced p10 spread % "
+          "| runs over 1.15x the scenario's fastest | low heap |")
+    print("|---|---|---|---:|---|---:|---:|---|---:|---:|---:|")
+    print("\n".join(out))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("recordings", nargs="+")
     ap.add_argument("--scenario", default="tiny_ops", choices=("tiny_ops", "clean"))
+    ap.add_argument("--modes", action="store_true",
+                    help="compare the modes of bench/gate/env_check.sh recordings instead")
     a = ap.parse_args()
+    if a.modes:
+        return modes_table(a.recordings)
     rows = []
     for path in a.recordings:
         rec = unpack(path)

@@ -5,7 +5,8 @@ with its own constant (5%), part of which its launch calibration sees; one proce
 starts with 3 KiB less heap and runs 8% slower; within a run the warmup steps vary by 0.5%.
 Checks: the halves correlate near 1, the a and b runs of a round do not, the low-heap share
 and its slowdown are found and taking the flag in narrows the spread; a recording without
-runs is refused with exit 2 and one line. Exit 77 (skipped) where no python3 has numpy."""
+runs is refused with exit 2 and one line. --modes on a synthetic env_check.sh recording (two
+modes, one narrower and faster) finds both spreads and the change; an empty one is refused. Exit 77 (skipped) where no python3 has numpy."""
 import json
 import os
 import random
@@ -58,11 +59,44 @@ else:
             fails.append(f"low heap: share {share}%, slower by {slower}%, spread {before} -> {after}")
     except ValueError as e:
         fails.append(f"row {row!r}: {e}")
+# --modes: an env_check.sh recording, 12 rounds of tiny_ops in modes free and thp; free's
+# processes spread 8% between them, thp's 1% and 5% faster.
+mrec = os.path.join(tmp, "modes")
+for r in range(1, 13):
+    for mode, spread, lvl in (("free", 0.08, 2.2e-3), ("thp", 0.01, 2.09e-3)):
+        c = rng.gauss(0.0, spread)
+        doc = {"warmup_step_times_s": [lvl * (2.718281828 ** c) * rng.gauss(1.0, 0.002) for _ in range(48)],
+               "step_times_s": [2.0 * lvl * (2.718281828 ** c) for _ in range(20)],
+               "profiler_cost": {"calibration": {"ns_per_launch_untraced": 4000.0 * (2.718281828 ** rng.gauss(0, 0.01))}},
+               "host_memory": {"heap_start_kib": 248069}}
+        os.makedirs(os.path.join(mrec, "tiny_ops", str(r)), exist_ok=True)
+        with open(os.path.join(mrec, "tiny_ops", str(r), mode + ".json"), "w") as fp:
+            json.dump(doc, fp)
+pm = subprocess.run([py, tool, "--modes", mrec], capture_output=True, text=True)
+mrows = {c[2]: c for c in ([x.strip() for x in l.strip("|").split("|")] for l in pm.stdout.splitlines()
+                           if l.startswith("| modes |"))}
+if pm.returncode != 0 or set(mrows) != {"free", "thp"} or any(len(c) != 11 for c in mrows.values()):
+    fails.append(f"--modes: exit {pm.returncode}, rows {mrows}: {pm.stderr}")
+else:
+    try:
+        fr, th = mrows["free"], mrows["thp"]
+        if int(fr[3]) != 12 or int(th[3]) != 12:
+            fails.append(f"--modes: runs {fr[3]} and {th[3]}, want 12 each")
+        change = float(th[4].split(",")[1].strip().rstrip("%"))
+        if not -8.0 < change < -2.0 or not fr[4].endswith("+0.0%"):
+            fails.append(f"--modes: thp against free {th[4]!r} (free {fr[4]!r}), want about -5% and +0.0%")
+        if not 4.0 < float(fr[5]) < 14.0 or not float(th[5]) < 2.5 or not float(th[8]) < 2.5:
+            fails.append(f"--modes: spreads free {fr[5]} thp {th[5]} (traced {th[8]}), want about 8 and 1")
+    except (ValueError, IndexError) as e:
+        fails.append(f"--modes rows {mrows}: {e}")
 empty = os.path.join(tmp, "empty")
 os.makedirs(empty)
 pb = subprocess.run([py, tool, empty], capture_output=True, text=True)
 if pb.returncode != 2 or "fewer than 8 tiny_ops base runs" not in pb.stderr or len(pb.stderr.strip().splitlines()) != 1 or pb.stdout:
     fails.append(f"an empty folder: exit {pb.returncode}: {pb.stderr!r}")
+pe = subprocess.run([py, tool, "--modes", empty], capture_output=True, text=True)
+if pe.returncode != 2 or "no scenario with 4 or more runs" not in pe.stderr or len(pe.stderr.strip().splitlines()) != 1:
+    fails.append(f"--modes on an empty folder: exit {pe.returncode}: {pe.stderr!r}")
 subprocess.run(["rm", "-rf", tmp])
 if fails:
     print(p.stdout)
