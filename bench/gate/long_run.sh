@@ -6,8 +6,10 @@
 # flags of baselines/acceptance.args; while each runs, a sampler reads every 20 ms the CPU
 # each of its threads is on and its user and system time (/proc/PID/task/*/stat). Writes
 # OUT_DIR/<scenario>_<n>.json (metrics; warmup_step_times_s is the series) and
-# <scenario>_<n>.threads.tsv (t_ms, tid, name, state, cpu, utime and stime ticks), host.txt, and
-# OUT_DIR.tar.gz. `bench/gate/long_run_eval.py OUT_DIR.tar.gz` reads them. Exit 0; 1 a run
+# <scenario>_<n>.threads.tsv (t_ms on CLOCK_MONOTONIC, tid, name, state, cpu, utime and stime ticks), host.txt, and
+# OUT_DIR.tar.gz. With PD_WATCH=1, bench/gate/cpu_watch (built with the project) watches
+# every CPU's speed at 10% duty alongside each tiny_ops run: <scenario>_<n>.watch.tsv.
+# `bench/gate/long_run_eval.py OUT_DIR.tar.gz` reads them. Exit 0; 1 a run
 # failed; 2 bad usage; 3 no GPU.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -23,6 +25,9 @@ pd_whole_number RUNS "$runs" || exit 2
 case "$build" in /*) ;; *) build=$PWD/$build ;; esac
 demo=$build/src/cli/profiler_demo/profiler_demo
 [ -x "$demo" ] || { echo "long_run: no program at $demo (build first)" >&2; exit 2; }
+watch=${PD_WATCH:-0}
+case "$watch" in 0 | 1) ;; *) echo "long_run: PD_WATCH must be 0 or 1, got '$watch'" >&2; exit 2 ;; esac
+[ "$watch" = 0 ] || [ -x "$build/bench/gate/cpu_watch" ] || { echo "long_run: PD_WATCH=1 needs $build/bench/gate/cpu_watch (build it)" >&2; exit 2; }
 command -v python3 >/dev/null 2>&1 || { echo "long_run: needs python3 (the thread sampler)" >&2; exit 2; }
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || { echo "long_run: no GPU visible (nvidia-smi -L)" >&2; exit 3; }
 # shellcheck disable=SC2034  # read by gpu_libpath.sh
@@ -48,11 +53,10 @@ trap 'rm -rf "$tmp"' EXIT
 sampler='
 import os, sys, time
 pid, path = sys.argv[1], sys.argv[2]
-t0 = time.monotonic()
 with open(path, "w") as out:
     out.write("t_ms\ttid\tname\tstate\tcpu\tutime\tstime\n")
     while os.path.exists(f"/proc/{pid}"):
-        t = (time.monotonic() - t0) * 1e3
+        t = time.monotonic() * 1e3  # CLOCK_MONOTONIC, as the t0 of cpu_watch
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
@@ -77,9 +81,15 @@ for ((i = 1; i <= runs; i++)); do
     pid=$!
     python3 -c "$sampler" "$pid" "$out/${s}_$i.threads.tsv" &
     spid=$!
+    wpid=
+    if [ "$watch" = 1 ] && [ "$s" = tiny_ops ]; then
+      "$build/bench/gate/cpu_watch" 9 10 >"$out/${s}_$i.watch.tsv" 2>"$tmp/watch.log" &
+      wpid=$!
+    fi
     wait "$pid"
     rc=$?
     wait "$spid"
+    [ -z "$wpid" ] || wait "$wpid" || { echo "long_run: cpu_watch failed:" >&2; cat "$tmp/watch.log" >&2; failed=1; }
     rm -rf "$tmp/t"
     if [ "$rc" -eq 3 ]; then echo "long_run: no CUDA device" >&2; exit 3; fi
     if [ "$rc" -ne 0 ]; then

@@ -12,6 +12,19 @@ process was running (state R) on its CPU. Per scenario: the spread of the run me
 between processes against the spread of window medians within a process (both standard
 deviations of the log, %): a within-process spread far below the between-process one
 means the state is set once per process; a comparable one, a moment of the machine.
+Where a run has a <run>.watch.tsv (long_run.sh with PD_WATCH=1: bench/gate/cpu_watch
+alongside), each window is also placed in time (the warmup ends about 0.3 s before the last
+thread sample: the profiled steps, the analysis and the exit come after it) and set against
+the watched speed of the launching thread's CPU and of the other CPUs in that window (the
+chunk's time over that CPU's p10 over the run): the correlation of the logs, pooled over
+runs.
+
+    bench/gate/long_run_eval.py --watch FILE.tsv    (cpu_watch's output on its own)
+
+prints per CPU: the compute and memory chunks' p10 (us), the share of bins more than 15%
+over it, the longest such episode (ms), and the correlation of the compute and memory
+series; and the mean correlation of the compute series between CPUs, with the most
+correlated pairs.
 Prints Markdown; exit 0; 2 on bad usage or a recording without runs.
 """
 import argparse
@@ -67,14 +80,128 @@ def main_thread_stats(th):
     return str(len(set(cpus))), str(moves), f"{100 * shared / len(seq):.0f}%" if seq else "-"
 
 
+TAIL_MS = 300.0  # from the last warmup step to the process's exit (profiled steps, analysis)
+
+
+def read_watch(path):
+    """(t0_ns, bin_ns, {cpu: {bin: (compute_ns, memory_ns)}}) of a cpu_watch output."""
+    t0 = bin_ns = None
+    data = {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#"):
+                p = line.split()
+                try:
+                    t0, bin_ns = int(p[2]), int(p[4])
+                except (IndexError, ValueError):
+                    die(f"{path}: a bad first line {line.strip()!r}")
+                continue
+            p = line.rstrip("\n").split("\t")
+            if len(p) != 5 or not p[0].isdigit():
+                continue
+            c, b, cn, mn = int(p[0]), int(p[1]), float(p[2]), float(p[3])
+            if 0 < cn < 1e9 and 0 < mn < 1e9:
+                data.setdefault(c, {})[b] = (cn, mn)
+    if t0 is None or not data:
+        die(f"{path}: not cpu_watch output (no '# t0_monotonic_ns' line or no rows)")
+    return t0, bin_ns, data
+
+
+def ratios(series, k):
+    """{bin: value / p10 over the bins} of one CPU's compute (k 0) or memory (k 1) times."""
+    v = sorted(x[k] for x in series.values())
+    p10 = v[len(v) // 10]
+    return {b: x[k] / p10 for b, x in series.items()}
+
+
+def corr(x, y):
+    if len(x) < 3 or st.pstdev(x) == 0 or st.pstdev(y) == 0:
+        return float("nan")
+    mx, my = st.fmean(x), st.fmean(y)
+    return sum((a - mx) * (b - my) for a, b in zip(x, y)) / (len(x) * st.pstdev(x) * st.pstdev(y))
+
+
+def watch_table(path):
+    _, bin_ns, data = read_watch(path)
+    rows, comp = [], {}
+    for c in sorted(data):
+        ser = data[c]
+        rc, rm = ratios(ser, 0), ratios(ser, 1)
+        comp[c] = rc
+        bins = sorted(ser)
+        longest = run = 0
+        for b in bins:
+            run = run + 1 if rc[b] > 1.15 else 0
+            longest = max(longest, run)
+        cv = sorted(x[0] for x in ser.values())
+        mv = sorted(x[1] for x in ser.values())
+        rows.append(f"| {c} | {len(bins)} | {cv[len(cv) // 10] / 1e3:.1f} | {100 * sum(rc[b] > 1.15 for b in bins) / len(bins):.0f}% | "
+                    f"{mv[len(mv) // 10] / 1e3:.1f} | {100 * sum(rm[b] > 1.15 for b in bins) / len(bins):.0f}% | "
+                    f"{longest * bin_ns / 1e6:.0f} | {corr([math.log(rc[b]) for b in bins], [math.log(rm[b]) for b in bins]):+.2f} |")
+    pairs = []
+    cpus = sorted(comp)
+    for i, a in enumerate(cpus):
+        for b in cpus[i + 1:]:
+            common = sorted(set(comp[a]) & set(comp[b]))
+            pairs.append((corr([math.log(comp[a][k]) for k in common], [math.log(comp[b][k]) for k in common]), a, b))
+    print(f"#### cpu_watch: each CPU's speed over time ({os.path.basename(path)}; bins of {bin_ns / 1e6:.0f} ms)\n")
+    print("| CPU | bins | compute p10 (us) | bins over 1.15x | memory p10 (us) | bins over 1.15x | longest compute episode (ms) "
+          "| compute~memory |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n".join(rows))
+    good = [p for p in pairs if not math.isnan(p[0])]
+    if good:
+        good.sort(reverse=True)
+        print(f"\nCompute series between CPUs: mean correlation {st.fmean(p[0] for p in good):+.2f} over {len(good)} pairs; "
+              "most correlated: " + ", ".join(f"{a}~{b} {r:+.2f}" for r, a, b in good[:5]))
+    return 0
+
+
+def watch_windows(rec, name, w, size, th):
+    """[(log window step over the run's p10 of windows, log watched compute ratio on the
+    launching thread's CPU, the same over the other CPUs)] for a run with a .watch.tsv."""
+    path = os.path.join(rec, name + ".watch.tsv")
+    if not os.path.isfile(path) or not th:
+        return []
+    t0, bin_ns, data = read_watch(path)
+    main = min(th)
+    end_ms = max(t for s in th.values() for t, _, _, _ in s) - TAIL_MS
+    start_ms = end_ms - 1e3 * sum(w)
+    rc = {c: ratios(ser, 0) for c, ser in data.items()}
+    wins, at = [], start_ms
+    for i in range(0, len(w) - size + 1, size):
+        a, b = at, at + 1e3 * sum(w[i:i + size])
+        at = b
+        cpus = [c for t, _, _, c in th[main] if a <= t <= b]
+        if not cpus:
+            continue
+        cpu = max(set(cpus), key=cpus.count)
+        lo, hi = int((a * 1e6 - t0) // bin_ns), int((b * 1e6 - t0) // bin_ns)
+        own = [rc[cpu][k] for k in range(lo, hi + 1) if cpu in rc and k in rc[cpu]]
+        others = [rc[c][k] for c in rc if c != cpu for k in range(lo, hi + 1) if k in rc[c]]
+        if own and others:
+            wins.append((st.median(w[i:i + size]), math.log(st.median(own)), math.log(st.median(others))))
+    if not wins:
+        return []
+    base = sorted(x[0] for x in wins)[len(wins) // 10]
+    return [(math.log(x[0] / base), o, r) for x, o, r in ((x, x[1], x[2]) for x in wins)]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("recording")
+    ap.add_argument("recording", nargs="?")
+    ap.add_argument("--watch", metavar="FILE", help="cpu_watch output on its own")
     a = ap.parse_args()
+    if a.watch:
+        if a.recording:
+            die("give a recording or --watch FILE, not both")
+        return watch_table(a.watch)
+    if not a.recording:
+        die("give a recording (a long_run.sh folder or .tar.gz) or --watch FILE")
     rec = unpack_recording(a.recording, die, "long_run_eval.")
     if not os.path.isdir(rec):
         die(f"{a.recording}: not a recording folder or .tar.gz")
-    rows, summary = [], []
+    rows, summary, watched = [], [], []
     for scen in ("tiny_ops", "clean"):
         names = sorted((f for f in os.listdir(rec) if f.startswith(scen + "_") and f.endswith(".json")),
                        key=lambda f: int(f[len(scen) + 1:-5]) if f[len(scen) + 1:-5].isdigit() else 0)
@@ -91,7 +218,9 @@ def main():
             moved = sum(1 for x, y in zip(wins, wins[1:]) if abs(math.log(y / x)) > math.log(1.08))
             meds.append(med)
             within.extend(math.log(x / med) for x in wins)
-            cpus, moves, shared = main_thread_stats(threads_of(os.path.join(rec, f[:-5] + ".threads.tsv")))
+            th = threads_of(os.path.join(rec, f[:-5] + ".threads.tsv"))
+            cpus, moves, shared = main_thread_stats(th)
+            watched.extend(watch_windows(rec, f[:-5], w, size, th))
             rows.append(f"| {scen} | {f[:-5]} | {len(w)} | {1e6 * med:.1f} | {100 * (min(wins) / med - 1):+.1f}% / "
                         f"{100 * (max(wins) / med - 1):+.1f}% | {moved} of {len(wins) - 1} | {cpus} | {moves} | {shared} |")
         if len(meds) >= 2:
@@ -109,6 +238,11 @@ def main():
           "window medians % | medians (us) |")
     print("|---|---:|---:|---:|---|")
     print("\n".join(summary))
+    if len(watched) >= 3:
+        y = [x[0] for x in watched]
+        print(f"\nWith cpu_watch alongside ({len(watched)} windows of 0.25 s): correlation of a window's step level with "
+              f"the watched compute speed of the launching thread's CPU {corr(y, [x[1] for x in watched]):+.2f}, "
+              f"of the other CPUs {corr(y, [x[2] for x in watched]):+.2f}")
     return 0
 
 
