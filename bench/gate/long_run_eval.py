@@ -19,7 +19,7 @@ the watched speed of the launching thread's CPU and of the other CPUs in that wi
 chunk's time over that CPU's p10 over the run): the correlation of the logs, pooled over
 runs.
 
-    bench/gate/long_run_eval.py --watch FILE.tsv    (cpu_watch's output on its own)
+    bench/gate/long_run_eval.py --watch FILE.tsv[.gz]    (cpu_watch's output on its own)
 
 prints per CPU: the compute and memory chunks' p10 (us), the share of bins more than 15%
 over it, the longest such episode (ms), and the correlation of the compute and memory
@@ -29,6 +29,7 @@ Prints Markdown; exit 0; 2 on bad usage or a recording without runs.
 """
 import argparse
 import csv
+import gzip
 import json
 import math
 import os
@@ -87,7 +88,7 @@ def read_watch(path):
     """(t0_ns, bin_ns, {cpu: {bin: (compute_ns, memory_ns)}}) of a cpu_watch output."""
     t0 = bin_ns = None
     data = {}
-    with open(path) as f:
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         for line in f:
             if line.startswith("#"):
                 p = line.split()

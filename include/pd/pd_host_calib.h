@@ -83,6 +83,14 @@ int pd_host_calib_measure(pd_host_calib_sample_t *out);
  * its determinism, and what keeps the compiler from removing it). */
 uint64_t pd_host_calib_work(int64_t iters);
 
+/* This thread's speed at this moment, for a series of them between a program's steps (a
+ * host's CPUs slow down by a quarter for 0.2-4 s at a time: docs/gate.md): the issue time
+ * of `launches` empty kernels on `stream` (a cudaStream_t; NULL the default stream), ns per
+ * launch, the stream drained after, untimed; then `compute_iters` of pd_host_calib_work,
+ * ns. GPU only (src/capture/calibrate.c). Returns 0; PD_EINVAL for launches outside 1..1024,
+ * compute_iters outside 1..10^8 or a NULL output; PD_ECUDA when a CUDA call failed. */
+int pd_speed_probe(void *stream, int launches, int64_t compute_iters, double *launch_ns, double *compute_ns);
+
 #ifdef __cplusplus
 }
 #endif

@@ -231,6 +231,11 @@ typedef struct {
    * gate's A/B judges host time on (untraced, so CUPTI's per-call state is not in it);
    * NULL: none */
   const double *warmup_step_times_s;
+  /* profiler_demo --warmup_probe: after each of the same steps, outside its time, the
+   * launching thread's ns per empty kernel launch and ns for a fixed piece of compute
+   * (pd_speed_probe); NULL: not probed (the keys are left out) */
+  const double *warmup_probe_launch_ns;
+  const double *warmup_probe_compute_ns;
   size_t nwarmup;
   const pd_verdict_t *verdict;
   const pd_op_table_t *top_ops; /* sorted as it should appear; may be NULL */

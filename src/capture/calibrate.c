@@ -17,6 +17,7 @@
 #include <math.h>
 
 #include "capture_internal.h"
+#include "pd/pd_host_calib.h"
 #include "pd/pd_prof.h"
 #include "pd/pd_stats.h"
 
@@ -181,4 +182,23 @@ void pd_calibrate_end(pd_record_source_t *src, pd_prof_cost_t *cost) {
     cost->end_cycles++;
   }
   cost->calibrate_ms += (double)(pd_clock_now_ns() - t0) * 1e-6;
+}
+
+int pd_speed_probe(void *stream, int launches, int64_t compute_iters, double *launch_ns, double *compute_ns) {
+  if (launches < 1 || launches > 1024 || compute_iters < 1 || compute_iters > 100000000 || launch_ns == NULL ||
+      compute_ns == NULL)
+    return PD_EINVAL;
+  cudaStream_t s = (cudaStream_t)stream;
+  const int64_t t0 = pd_clock_now_ns();
+  if (pd_calibration_launch(launches, s) != 0) return PD_ECUDA;
+  const int64_t t1 = pd_clock_now_ns();
+  if (cudaStreamSynchronize(s) != cudaSuccess) return PD_ECUDA;
+  volatile uint64_t sink = 0;
+  const int64_t t2 = pd_clock_now_ns();
+  sink = pd_host_calib_work(compute_iters);
+  const int64_t t3 = pd_clock_now_ns();
+  (void)sink;
+  *launch_ns = (double)(t1 - t0) / launches;
+  *compute_ns = (double)(t3 - t2);
+  return 0;
 }

@@ -305,6 +305,10 @@ static cJSON *build_report(const pd_run_report_t *r) {
     add_samples(&b, root, "warmup_periods_s", r->warmup_periods_s, r->nwarmup);
   if (r->warmup_step_times_s != NULL && r->nwarmup > 0)
     add_samples(&b, root, "warmup_step_times_s", r->warmup_step_times_s, r->nwarmup);
+  if (r->warmup_probe_launch_ns != NULL && r->warmup_probe_compute_ns != NULL && r->nwarmup > 0) {
+    add_samples(&b, root, "warmup_probe_launch_ns", r->warmup_probe_launch_ns, r->nwarmup);
+    add_samples(&b, root, "warmup_probe_compute_ns", r->warmup_probe_compute_ns, r->nwarmup);
+  }
 
   if (r->verdict != NULL) {
     if (pd_verdict_add_json(root, "verdict", r->verdict) != 0) b.failed = true;

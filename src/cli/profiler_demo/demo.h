@@ -83,6 +83,7 @@ typedef struct {
   bool quiet;
   bool no_profile;    /* same steps without the profiler: host-timed metrics only */
   bool pin_cpu;       /* the launching thread on the fastest CPU (pd_host_pin_fastest) */
+  bool warmup_probe;  /* pd_speed_probe after each warmup step */
   bool list_names;    /* --names: --list_scenarios prints the names only */
   /* fix knobs: PD_KNOB_SCENARIO (-1) keeps the scenario's setting */
   bool no_sync;
@@ -155,6 +156,8 @@ typedef struct {
   const double *period_s;           /* per timed step, its data wait's start to the next's */
   const double *warm_period_s;      /* the same per warmup step after the first */
   const double *warm_step_s;        /* the step time (between the two synchronizes) of the same */
+  const double *warm_probe_launch_ns;  /* --warmup_probe: after the same steps (pd_speed_probe); */
+  const double *warm_probe_compute_ns; /* NULL without it */
   size_t nwarm;
   size_t nsamples;
   const pd_verdict_t *verdict;      /* NULL: not available (--no_profile), written as null */

@@ -160,6 +160,10 @@ static const opt_t opts[] = {
     {ROW("pin_cpu", OPT_SWITCH), OFF(pin_cpu), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_RUN, "off",
      "pin the launching thread to the CPU that runs a fixed loop fastest at start (docs/gate.md: a "
      "thread that starts on a slow CPU stays there); the loader threads keep the other CPUs"},
+    {ROW("warmup_probe", OPT_SWITCH), OFF(warmup_probe), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_RUN, "off",
+     "after each warmup step, outside its time, time 16 empty kernel launches and a fixed piece of "
+     "compute on the launching thread (warmup_probe_launch_ns, warmup_probe_compute_ns in the metrics "
+     "JSON): the host's speed at that moment (docs/gate.md)"},
 
     {ROW("no_sync", OPT_SWITCH), OFF(no_sync), 0, 0, 0, 0, NULL, NULL, 0, NULL, G_KNOB, "off",
      "drop the host reads of the loss inside the step (fixes sync)"},
@@ -248,6 +252,7 @@ void pd_demo_config_init(pd_demo_config_t *cfg) {
   cfg->quiet = false;
   cfg->no_profile = false;
   cfg->pin_cpu = false;
+  cfg->warmup_probe = false;
   cfg->no_sync = false;
   cfg->tiny_ops_mode = PD_KNOB_SCENARIO;
   cfg->tiny_ops_depth = PD_KNOB_SCENARIO;

@@ -42,6 +42,11 @@
 #include "pd/pd_stats.h"
 #include "pd/pd_writers.h"
 
+/* --warmup_probe: empty launches and calibration-workload iterations per probe (about 30 us
+ * of the launching thread's time after each warmup step). */
+#define DEMO_PROBE_LAUNCHES 16
+#define DEMO_PROBE_ITERS 8000
+
 typedef struct {
   const pd_demo_config_t *cfg;
   pd_demo_outputs_t outs;
@@ -83,6 +88,7 @@ typedef struct {
   pd_scen_inject_t warm_inject; /* --inject_slowdown in the warmup, sized from its own steps */
   double *step_s, *wait_s, *period_s; /* per timed (active) step */
   double *warm_period_s, *warm_step_s; /* per warmup step after the first */
+  double *warm_probe_launch_ns, *warm_probe_compute_ns; /* the same, --warmup_probe (else NULL) */
   int nwarm_period;
   int nsamples;
   /* the results */
@@ -517,12 +523,14 @@ int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *
       {.key = "repeat", .type = PD_CFG_INT, .i = c->repeat},
       {.key = "steps", .type = PD_CFG_INT, .i = c->steps},
       {.key = "no_profile", .type = PD_CFG_BOOL, .b = true},
+      {.key = "warmup_probe", .type = PD_CFG_BOOL, .b = true},
   };
   const size_t nentries = sizeof(entries) / sizeof(entries[0]);
-  const bool optional_set[4] = {c->wait_steps != 1, c->repeat != 1, c->steps != 0, c->no_profile};
-  size_t nconfig = nentries - 4;
-  for (size_t i = 0; i < 4; i++)
-    if (optional_set[i]) entries[nconfig++] = entries[nentries - 4 + i];
+  enum { NOPT = 5 };
+  const bool optional_set[NOPT] = {c->wait_steps != 1, c->repeat != 1, c->steps != 0, c->no_profile, c->warmup_probe};
+  size_t nconfig = nentries - NOPT;
+  for (size_t i = 0; i < NOPT; i++)
+    if (optional_set[i]) entries[nconfig++] = entries[nentries - NOPT + i];
   pd_run_report_t report = {
       .config = entries,
       .nconfig = nconfig,
@@ -533,6 +541,8 @@ int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *
       .step_periods_s = res->period_s,
       .warmup_periods_s = res->warm_period_s,
       .warmup_step_times_s = res->warm_step_s,
+      .warmup_probe_launch_ns = res->warm_probe_launch_ns,
+      .warmup_probe_compute_ns = res->warm_probe_compute_ns,
       .nwarmup = res->nwarm,
       .nsteps = res->nsamples,
       .verdict = res->verdict,
@@ -665,8 +675,12 @@ static int demo_phase_configure(demo_run_t *r) {
   r->period_s = calloc((size_t)r->active_steps, sizeof(double));
   r->warm_period_s = calloc(cfg->warmup_steps > 0 ? (size_t)cfg->warmup_steps : 1, sizeof(double));
   r->warm_step_s = calloc(cfg->warmup_steps > 0 ? (size_t)cfg->warmup_steps : 1, sizeof(double));
+  if (cfg->warmup_probe) {
+    r->warm_probe_launch_ns = calloc(cfg->warmup_steps > 0 ? (size_t)cfg->warmup_steps : 1, sizeof(double));
+    r->warm_probe_compute_ns = calloc(cfg->warmup_steps > 0 ? (size_t)cfg->warmup_steps : 1, sizeof(double));
+  }
   if (!tables_ok || r->step_s == NULL || r->wait_s == NULL || r->period_s == NULL || r->warm_period_s == NULL ||
-      r->warm_step_s == NULL) {
+      r->warm_step_s == NULL || (cfg->warmup_probe && (r->warm_probe_launch_ns == NULL || r->warm_probe_compute_ns == NULL))) {
     demo_err("out of host memory");
     return PD_DEMO_EXIT_RUNTIME;
   }
@@ -784,7 +798,19 @@ static int demo_phase_warmup(demo_run_t *r) {
     /* the first step pays one-time costs, and its loss read is no part of an iteration */
     if (i > 0) {
       r->warm_step_s[r->nwarm_period] = res.step_s;
-      r->warm_period_s[r->nwarm_period++] = (double)(r->prev_end_ns - iter_start_ns) * 1e-9;
+      r->warm_period_s[r->nwarm_period] = (double)(r->prev_end_ns - iter_start_ns) * 1e-9;
+      if (cfg->warmup_probe) {
+        /* outside the step and its period (as the loss read): the next period starts after it */
+        const int prc = pd_speed_probe(r->stream, DEMO_PROBE_LAUNCHES, DEMO_PROBE_ITERS,
+                                       &r->warm_probe_launch_ns[r->nwarm_period],
+                                       &r->warm_probe_compute_ns[r->nwarm_period]);
+        if (prc != 0) {
+          demo_err("--warmup_probe after warmup step %d: %s", i, pd_strerror(prc));
+          return PD_DEMO_EXIT_RUNTIME;
+        }
+        r->prev_end_ns = pd_clock_now_ns();
+      }
+      r->nwarm_period++;
     }
     if (demo_stop_requested(r, r->steps_done)) break;
   }
@@ -1008,6 +1034,8 @@ static int demo_phase_json(demo_run_t *r) {
       .period_s = r->period_s,
       .warm_period_s = r->warm_period_s,
       .warm_step_s = r->warm_step_s,
+      .warm_probe_launch_ns = r->warm_probe_launch_ns,
+      .warm_probe_compute_ns = r->warm_probe_compute_ns,
       .nwarm = (size_t)r->nwarm_period,
       .nsamples = (size_t)r->nsamples,
       .verdict = cfg->no_profile ? NULL : &r->verdict,
@@ -1061,6 +1089,8 @@ static int demo_run_free(demo_run_t *r, int exit_code) {
   free(r->period_s);
   free(r->warm_period_s);
   free(r->warm_step_s);
+  free(r->warm_probe_launch_ns);
+  free(r->warm_probe_compute_ns);
   free(r->wait_s);
   free(r);
   return exit_code;

@@ -104,6 +104,9 @@ Test(metrics_json, round_trip) {
   const double warm_periods[3] = {0.0041, 0.0042, 0.0043}, warm_steps[3] = {0.0031, 0.0032, 0.0033};
   r.warmup_periods_s = warm_periods;
   r.warmup_step_times_s = warm_steps;
+  const double probe_launch[3] = {2100.5, 2200.25, 2900.0}, probe_compute[3] = {13000, 13100, 17500};
+  r.warmup_probe_launch_ns = probe_launch;
+  r.warmup_probe_compute_ns = probe_compute;
   r.nwarmup = 3;
   char path[512];
   snprintf(path, sizeof path, "%s/metrics.json", tmpdir);
@@ -161,6 +164,9 @@ Test(metrics_json, round_trip) {
   cJSON *wp = cJSON_GetObjectItem(j, "warmup_periods_s"), *ws = cJSON_GetObjectItem(j, "warmup_step_times_s");
   cr_expect(cJSON_GetArraySize(wp) == 3 && cJSON_GetArrayItem(wp, 2)->valuedouble == 0.0043);
   cr_expect(cJSON_GetArraySize(ws) == 3 && cJSON_GetArrayItem(ws, 0)->valuedouble == 0.0031);
+  cJSON *pl = cJSON_GetObjectItem(j, "warmup_probe_launch_ns"), *pc = cJSON_GetObjectItem(j, "warmup_probe_compute_ns");
+  cr_expect(cJSON_GetArraySize(pl) == 3 && cJSON_GetArrayItem(pl, 1)->valuedouble == 2200.25, "--warmup_probe's launches");
+  cr_expect(cJSON_GetArraySize(pc) == 3 && cJSON_GetArrayItem(pc, 2)->valuedouble == 17500, "--warmup_probe's compute");
 
   cJSON *vj = cJSON_GetObjectItem(j, "verdict");
   cr_expect_str_eq(str(vj, "bottleneck"), pd_bottleneck_name(v.bottleneck));
@@ -304,6 +310,8 @@ Test(metrics_json, minimal_report_has_every_section) {
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "host_memory")));
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "data_loader")));
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(j, "host_calibration")));
+  cr_expect(!cJSON_HasObjectItem(j, "warmup_probe_launch_ns") && !cJSON_HasObjectItem(j, "warmup_probe_compute_ns"),
+            "not probed: the keys are left out");
   cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_ops")), 0);
   cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_kernels")), 0);
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metrics"), "gpu_busy_fraction")));
@@ -436,6 +444,18 @@ Test(metrics_json, loader_headroom_and_host_calibration) {
 
 /* The calibration's workload is deterministic, and its measurement is a positive time
  * with the thread's CPU time no larger than the wall time (plus clock granularity). */
+/* pd_speed_probe refuses what it cannot time, before any CUDA call (no GPU needed). */
+Test(metrics_json, speed_probe_refuses_bad_arguments) {
+  double l = -1.0, c = -1.0;
+  cr_expect_eq(pd_speed_probe(NULL, 0, 8000, &l, &c), PD_EINVAL, "no launch");
+  cr_expect_eq(pd_speed_probe(NULL, 1025, 8000, &l, &c), PD_EINVAL, "too many launches");
+  cr_expect_eq(pd_speed_probe(NULL, 16, 0, &l, &c), PD_EINVAL, "no compute");
+  cr_expect_eq(pd_speed_probe(NULL, 16, 100000001, &l, &c), PD_EINVAL, "too much compute");
+  cr_expect_eq(pd_speed_probe(NULL, 16, 8000, NULL, &c), PD_EINVAL);
+  cr_expect_eq(pd_speed_probe(NULL, 16, 8000, &l, NULL), PD_EINVAL);
+  cr_expect(l == -1.0 && c == -1.0, "outputs untouched on refusal");
+}
+
 Test(metrics_json, host_calibration_measures_the_workload) {
   cr_expect_eq(pd_host_calib_work(1000), pd_host_calib_work(1000));
   cr_expect_neq(pd_host_calib_work(1000), pd_host_calib_work(1001));
