@@ -8,7 +8,9 @@
 # OUT_DIR/<scenario>_<n>.json (metrics; warmup_step_times_s is the series) and
 # <scenario>_<n>.threads.tsv (t_ms on CLOCK_MONOTONIC, tid, name, state, cpu, utime and stime ticks), host.txt, and
 # OUT_DIR.tar.gz. With PD_WATCH=1, bench/gate/cpu_watch (built with the project) watches
-# every CPU's speed at 10% duty alongside each tiny_ops run: <scenario>_<n>.watch.tsv.
+# every CPU's speed at 10% duty alongside each tiny_ops run: <scenario>_<n>.watch.tsv (it
+# shares the launching thread's CPU, which then moves: a perturbed run). PD_LONG_ARGS: more
+# profiler_demo flags for every run (e.g. --warmup_probe, the speed measured in the process).
 # `bench/gate/long_run_eval.py OUT_DIR.tar.gz` reads them. Exit 0; 1 a run
 # failed; 2 bad usage; 3 no GPU.
 set -uo pipefail
@@ -36,6 +38,8 @@ root=$PWD libpath_probe=$demo
 . scripts/gpu_libpath.sh
 args=()
 pd_args_read baselines/acceptance.args args || exit 2
+read -r -a extra <<<"${PD_LONG_ARGS:-}"
+args+=("${extra[@]}")
 mkdir -p "$out" || exit 2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -17,7 +17,10 @@ alongside), each window is also placed in time (the warmup ends about 0.3 s befo
 thread sample: the profiled steps, the analysis and the exit come after it) and set against
 the watched speed of the launching thread's CPU and of the other CPUs in that window (the
 chunk's time over that CPU's p10 over the run): the correlation of the logs, pooled over
-runs.
+runs. Where the runs carry profiler_demo --warmup_probe's series (the launching thread's
+launch and compute speed after each step, in the process), the same correlations with the
+probe's window medians, and per process the spread left in the window levels after the
+probe's launch time (a covariate within the process).
 
     bench/gate/long_run_eval.py --watch FILE.tsv[.gz]    (cpu_watch's output on its own)
 
@@ -202,7 +205,7 @@ def main():
     rec = unpack_recording(a.recording, die, "long_run_eval.")
     if not os.path.isdir(rec):
         die(f"{a.recording}: not a recording folder or .tar.gz")
-    rows, summary, watched = [], [], []
+    rows, summary, watched, probed = [], [], [], []
     for scen in ("tiny_ops", "clean"):
         names = sorted((f for f in os.listdir(rec) if f.startswith(scen + "_") and f.endswith(".json")),
                        key=lambda f: int(f[len(scen) + 1:-5]) if f[len(scen) + 1:-5].isdigit() else 0)
@@ -219,6 +222,12 @@ def main():
             moved = sum(1 for x, y in zip(wins, wins[1:]) if abs(math.log(y / x)) > math.log(1.08))
             meds.append(med)
             within.extend(math.log(x / med) for x in wins)
+            pl, pc = doc.get("warmup_probe_launch_ns"), doc.get("warmup_probe_compute_ns")
+            if isinstance(pl, list) and isinstance(pc, list) and len(pl) == len(w) == len(pc) and all(
+                    isinstance(x, (int, float)) and 0 < x < 1e9 for x in pl + pc):
+                pw = [(st.median(w[i:i + size]), st.median(pl[i:i + size]), st.median(pc[i:i + size]))
+                      for i in range(0, len(w) - size + 1, size)]
+                probed.append((scen, [(math.log(a / med), math.log(b), math.log(c)) for a, b, c in pw]))
             th = threads_of(os.path.join(rec, f[:-5] + ".threads.tsv"))
             cpus, moves, shared = main_thread_stats(th)
             watched.extend(watch_windows(rec, f[:-5], w, size, th))
@@ -239,6 +248,23 @@ def main():
           "window medians % | medians (us) |")
     print("|---|---:|---:|---:|---|")
     print("\n".join(summary))
+    for scen in ("tiny_ops", "clean"):
+        runs = [v for s, v in probed if s == scen and len(v) >= 3]
+        if not runs:
+            continue
+        # within each process: the window levels against the probe's windows, centred per run
+        y, xl, xc, left = [], [], [], []
+        for v in runs:
+            my, ml, mc = (st.fmean(x[k] for x in v) for k in range(3))
+            y += [x[0] - my for x in v]
+            xl += [x[1] - ml for x in v]
+            xc += [x[2] - mc for x in v]
+        slope = sum(a * b for a, b in zip(y, xl)) / max(sum(b * b for b in xl), 1e-30)
+        left = [a - slope * b for a, b in zip(y, xl)]
+        print(f"\nWith --warmup_probe, {scen} ({len(runs)} runs, {len(y)} windows, centred per run): correlation of a "
+              f"window's step level with the probe's launch time {corr(y, xl):+.2f}, with its compute time "
+              f"{corr(y, xc):+.2f}; the window levels' spread {100 * st.pstdev(y):.2f}% -> {100 * st.pstdev(left):.2f}% "
+              f"after the launch time (slope {slope:.2f})")
     if len(watched) >= 3:
         y = [x[0] for x in watched]
         print(f"\nWith cpu_watch alongside ({len(watched)} windows of 0.25 s): correlation of a window's step level with "
