@@ -93,6 +93,9 @@ scenarios=()
 pd_scenarios_chosen "${demo[head]}" scenarios || exit 2
 args=()
 pd_args_read baselines/acceptance.args args || exit 2
+# --warmup_probe where both builds have it (PD_AB_PROBE=0: never): the untraced rows'
+# covariate then follows the host's slow episodes during the judged steps (docs/gate.md)
+pd_ab_probe_check "${demo[base]}" "${demo[head]}" || exit 2
 w=()
 pd_ab_warmup_args clean w || exit 2 # PD_AB_WARMUP checked before the first run
 

@@ -25,6 +25,14 @@
 #                             48), the untraced steps the A/B judges host time on; none for
 #                             dataloader, which keeps the args file's warmup (its steps wait on
 #                             the loader by design, about 80 ms each: 48 would add 3 s a run).
+#                             With pd_ab_probe=1 (pd_ab_probe_check), also --warmup_probe
+#                             (the host's speed after every warmup step: profile_compare
+#                             --adjust's covariate for the untraced rows, docs/gate.md).
+#   pd_ab_probe_check DEMO...
+#                             sets pd_ab_probe=1 when PD_AB_PROBE is not 0 (default 1) and
+#                             every DEMO (profiler_demo of each build of an A/B) has
+#                             --warmup_probe in its --help; else 0 (a base build from before
+#                             it: both sides without, the covariate falls back).
 #   pd_ab_record_scenarios ARRAY
 #                             the scenarios bench/gate/ab_record.sh and env_check.sh record: the words of
 #                             $PD_AB_SCENARIOS (spaces or commas), default "clean tiny_ops";
@@ -95,6 +103,23 @@ pd_ab_warmup_args() {
   pd_whole_number PD_AB_WARMUP "$pd_warm_n_" || return 2
   # shellcheck disable=SC2034 # a nameref: it fills the caller's array
   [ "$1" = dataloader ] || pd_warm_out_=(--warmup_steps "$pd_warm_n_")
+  # shellcheck disable=SC2034
+  [ "$1" = dataloader ] || [ "${pd_ab_probe:-0}" != 1 ] || pd_warm_out_+=(--warmup_probe)
+  return 0
+}
+
+pd_ab_probe_check() {
+  local d prog=${0##*/}
+  pd_ab_probe=0
+  case "${PD_AB_PROBE:-1}" in 0) return 0 ;; 1) ;; *)
+    echo "${prog%.sh}: PD_AB_PROBE must be 0 or 1, got '$PD_AB_PROBE'" >&2
+    return 2
+    ;;
+  esac
+  for d in "$@"; do
+    "$d" --help 2>/dev/null | grep -q -- '--warmup_probe' || return 0
+  done
+  pd_ab_probe=1
   return 0
 }
 

@@ -43,6 +43,7 @@ root=$PWD libpath_probe=$demo
 args=()
 pd_args_read baselines/acceptance.args args || exit 2
 # The untraced warmup steps the A/B judges host time on: as many as scripts/gpu_ab.sh gives.
+pd_ab_probe_check "$demo" || exit 2
 w=()
 pd_ab_warmup_args clean w || exit 2
 warm=${w[1]}

@@ -56,6 +56,7 @@ root=$PWD libpath_probe=$demo
 . scripts/gpu_libpath.sh
 args=()
 pd_args_read baselines/acceptance.args args || exit 2
+pd_ab_probe_check "$demo" || exit 2
 mkdir -p "$out" || exit 2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

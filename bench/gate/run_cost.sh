@@ -33,6 +33,7 @@ root=$PWD libpath_probe=("$demo" "$example")
 args=()
 pd_args_read baselines/acceptance.args args || exit 2
 w=()
+pd_ab_probe_check "$demo" || exit 2
 pd_ab_warmup_args tiny_ops w || exit 2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -217,9 +217,11 @@ typedef struct {
    * [0, 2]) moves each run to the mean call cost of all runs. The slow state of a process
    * on these hosts raises that cost with the step (docs/gate.md); a change under test that
    * does not touch the profiler leaves it alone. Every run must carry it. The untraced
-   * rows (untraced_step_p50_s, _p10_s) take the untraced launch time instead
-   * (calibration.ns_per_launch_untraced, where every run has it), which tracks the same
-   * state without CUPTI. */
+   * rows (untraced_step_p50_s, _p10_s) take the untraced launch time instead, which tracks
+   * the same state without CUPTI: the median of warmup_probe_launch_ns (profiler_demo
+   * --warmup_probe, timed after every judged step, so it follows the host's slow episodes
+   * while they run) where every run has it, else calibration.ns_per_launch_untraced (timed
+   * once, after the warmup) where every run has that. */
   bool adjust_call_cost;
   /* A two-sample permutation test (the 2n runs split into two groups of n in every way,
    * exact up to 9 rounds, else 65536 drawn from a fixed seed) instead of the paired one
@@ -291,6 +293,10 @@ typedef struct {
    * measurable to its calls, or a build without it), while every run has the untraced
    * launch the untraced rows (the primary by default) are adjusted along. */
   char adjust_note[192];
+  /* A/B with --adjust: what the untraced rows were adjusted along: "warmup_probe_launch_ns"
+   * (the median of profiler_demo --warmup_probe's launch times, where every run has them),
+   * "ns_per_launch_untraced" (the profiler's calibration), or "" (not adjusted). */
+  char untraced_covariate[32];
   bool unpaired;            /* A/B: the two-sample permutation test, not the paired one */
   char primary[96];         /* A/B: the one gating host metric; "" when all gate */
   char config_note[512];    /* config keys that differ (reported, not failed); "" if none */

@@ -32,6 +32,7 @@
 #include "gate_internal.h"
 
 #define AB_EXACT_MAX_ROUNDS 16
+#define AB_PROBE_CAP 100000 /* warmup probes read per run (profiler_demo's --warmup_steps at most) */
 #define AB_RANDOM_PERMUTATIONS 65536
 /* The minimum detectable effect's simulation: simulated A/Bs per shift, relabellings per
  * simulated test (exact up to 8 rounds), the power asked for, and the bisection steps
@@ -433,6 +434,25 @@ static size_t ab_calib_logs(const cJSON *const *docs, size_t n, const char *fiel
   return n;
 }
 
+/* The log of the median of each run's warmup_probe_launch_ns (profiler_demo --warmup_probe:
+ * the untraced launch time measured after every warmup step, so it follows the host's slow
+ * episodes while the judged steps run), into lc. Returns n, or the index of the first run
+ * without at least AB_PROBE_MIN samples, each in (0, 1e7) ns. */
+#define AB_PROBE_MIN 4
+static size_t ab_probe_logs(const cJSON *const *docs, size_t n, double *lc, double *work) {
+  for (size_t i = 0; i < n; i++) {
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(docs[i], "warmup_probe_launch_ns"), *x = NULL;
+    size_t k = 0;
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < AB_PROBE_MIN || cJSON_GetArraySize(arr) > AB_PROBE_CAP) return i;
+    cJSON_ArrayForEach(x, arr) {
+      if (!cJSON_IsNumber(x) || !(x->valuedouble > 0.0 && x->valuedouble < 1e7)) return i;
+      work[k++] = x->valuedouble;
+    }
+    lc[i] = log(pd_quantile(work, k, 0.5));
+  }
+  return n;
+}
+
 /* The traced call cost of every run, base then head (names likewise), into lc: NULL when
  * every run has it, else the name of the first run that lacks it. */
 static const char *ab_call_costs(const cJSON *const *base, const cJSON *const *head, size_t n,
@@ -575,8 +595,21 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
   }
   bool traced_cov = false;
   if (rc == 0 && lcost != NULL) {
-    untraced_cov = ab_calib_logs(base, n, "ns_per_launch_untraced", lcost + 2 * n) == n &&
-                   ab_calib_logs(head, n, "ns_per_launch_untraced", lcost + 3 * n) == n;
+    /* The untraced rows' covariate: the in-process probe where every run has it, else the
+     * one untraced launch calibration after the warmup. */
+    double *pw = malloc(AB_PROBE_CAP * sizeof(*pw));
+    if (pw == NULL) rc = PD_ENOMEM;
+    untraced_cov = pw != NULL && ab_probe_logs(base, n, lcost + 2 * n, pw) == n &&
+                   ab_probe_logs(head, n, lcost + 3 * n, pw) == n;
+    free(pw);
+    if (untraced_cov) snprintf(rep->untraced_covariate, sizeof rep->untraced_covariate, "warmup_probe_launch_ns");
+    else {
+      untraced_cov = ab_calib_logs(base, n, "ns_per_launch_untraced", lcost + 2 * n) == n &&
+                     ab_calib_logs(head, n, "ns_per_launch_untraced", lcost + 3 * n) == n;
+      if (untraced_cov) snprintf(rep->untraced_covariate, sizeof rep->untraced_covariate, "ns_per_launch_untraced");
+    }
+  }
+  if (rc == 0 && lcost != NULL) {
     const char *lacking = ab_call_costs(base, head, n, names, lcost);
     traced_cov = lacking == NULL;
     /* One run whose calibration read no positive traced-call cost (noise on a host where

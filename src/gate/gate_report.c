@@ -79,6 +79,8 @@ static void rep_summary(FILE *out, const pd_cmp_report_t *rep) {
             rep->normalized ? ", host times normalised by each run's host calibration" : "");
     if (rep->adjusted) fprintf(out, ", host times adjusted for each run's traced-call cost");
     if (rep->adjusted && rep->adjust_note[0] != '\0') fprintf(out, " (%s)", rep->adjust_note);
+    if (rep->adjusted && rep->untraced_covariate[0] != '\0')
+      fprintf(out, ", untraced rows along %s", rep->untraced_covariate);
     fprintf(out, "; %s permutation test", rep->unpaired ? "two-sample" : "paired");
     if (rep->primary[0] != '\0') fprintf(out, "; primary host metric %s", rep->primary);
     if (rep->undecided > 0)
@@ -197,6 +199,10 @@ cJSON *pd_cmp_report_to_json(const pd_cmp_report_t *rep) {
         cJSON_AddStringToObject(stat, "adjust_note", rep->adjust_note);
       else
         cJSON_AddNullToObject(stat, "adjust_note");
+      if (rep->untraced_covariate[0] != '\0')
+        cJSON_AddStringToObject(stat, "untraced_covariate", rep->untraced_covariate);
+      else
+        cJSON_AddNullToObject(stat, "untraced_covariate");
       cJSON_AddStringToObject(stat, "test", rep->unpaired ? "two_sample_permutation" : "paired_permutation");
       if (rep->primary[0] != '\0')
         cJSON_AddStringToObject(stat, "primary", rep->primary);

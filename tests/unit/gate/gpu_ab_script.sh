@@ -8,7 +8,9 @@
 # an undecided one at the cap, within policy and said so; dataloader stops at its first look
 # unless PD_AB_DATALOADER_MAX_ROUNDS; a head worse by more than half the tolerance but within
 # it is undecided (more rounds) and passes at the cap; PD_AB_MIN_ROUNDS makes a pass go on
-# to it, and a failure before it stands; sync stops at PD_AB_OTHER_MAX_ROUNDS.
+# to it, and a failure before it stands; sync stops at PD_AB_OTHER_MAX_ROUNDS; both sides'
+# runs get --warmup_probe (not dataloader's) and the untraced rows follow it, unless a build
+# lacks it or PD_AB_PROBE=0.
 set -uo pipefail
 src=${1:?usage: gpu_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
 pc=${2:?usage: gpu_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
@@ -24,15 +26,17 @@ for side in base head; do
   cat >"$tmp/$side/src/cli/profiler_demo/profiler_demo" <<FAKE
 #!/usr/bin/env bash
 # fake profiler_demo ($side): the fixture run, step times x the next factor of FAKE_${side^^}
+# (--help names --warmup_probe unless FAKE_PROBE_${side^^}=0: a build from before it)
+if [ "\$1" = --help ]; then [ "\${FAKE_PROBE_${side^^}:-1}" = 0 ] || echo "  --warmup_probe"; exit 0; fi
 echo "\$*" >>"$tmp/$side.args"
-out="" scen=""
+out="" scen="" probe=0
 while [ \$# -gt 0 ]; do
-  case "\$1" in --output_json) out=\$2; shift ;; --scenario) scen=\$2; shift ;; esac
+  case "\$1" in --output_json) out=\$2; shift ;; --scenario) scen=\$2; shift ;; --warmup_probe) probe=1 ;; esac
   shift
 done
 n=\$(cat "$tmp/$side.count" 2>/dev/null || echo 0)
 echo \$((n + 1)) >"$tmp/$side.count"
-exec python3 - "$src/tests/fixtures/runs/clean.metrics.json" "\$out" "\$n" "\${FAKE_${side^^}:-1}" "\${FAKE_OLD_${side^^}:-0}" <<'PY'
+exec python3 - "$src/tests/fixtures/runs/clean.metrics.json" "\$out" "\$n" "\${FAKE_${side^^}:-1}" "\${FAKE_OLD_${side^^}:-0}" "\$probe" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 n, pattern = int(sys.argv[3]), [float(x) for x in sys.argv[4].split(",")]
@@ -44,6 +48,8 @@ d.pop("warmup_step_times_s", None)
 if sys.argv[5] != "1":
     d["warmup_step_times_s"] = [t * f for t in warm]
 d["step_times_s"] = [t * f for t in d["step_times_s"]]
+if sys.argv[6] == "1" and "warmup_step_times_s" in d:
+    d["warmup_probe_launch_ns"] = [4000.0 + (i % 3) for i in range(len(d["warmup_step_times_s"]))]
 json.dump(d, open(sys.argv[2], "w"))
 PY
 FAKE
@@ -67,11 +73,22 @@ case_run() {
 case_run same 0 1
 grep -q 'within policy (8 rounds, look 1' "$tmp/log.same" || { cat "$tmp/log.same"; fail "same: not decided at the first look"; }
 grep -q 'untraced_step_p10_s' "$tmp/out.same/clean.ab.txt" || fail "same: no untraced_step_p10_s row"
-grep -q -- '--warmup_steps 10 .*--warmup_steps 48' "$tmp/head.args" || fail "same: the runs did not get --warmup_steps 48 after the acceptance flags"
+grep -q -- '--warmup_steps 10 .*--warmup_steps 48 --warmup_probe' "$tmp/head.args" || fail "same: the runs did not get --warmup_steps 48 --warmup_probe after the acceptance flags"
+grep -q -- '--warmup_probe' "$tmp/base.args" || fail "same: the base runs got no --warmup_probe"
+grep -q 'untraced rows along warmup_probe_launch_ns' "$tmp/out.same/clean.ab.txt" || { cat "$tmp/out.same/clean.ab.txt"; fail "same: the untraced rows were not adjusted along the probe"; }
+# a base build from before --warmup_probe: neither side gets it; PD_AB_PROBE=0 likewise
+case_run old_probe 0 1 FAKE_PROBE_BASE=0
+if grep -q -- '--warmup_probe' "$tmp/head.args" "$tmp/base.args"; then fail "old_probe: a run got --warmup_probe"; fi
+if grep -q 'along warmup_probe_launch_ns' "$tmp/out.old_probe/clean.ab.txt"; then fail "old_probe: adjusted along a probe no run has"; fi
+case_run no_probe 0 1 PD_AB_PROBE=0
+if grep -q -- '--warmup_probe' "$tmp/head.args" "$tmp/base.args"; then fail "no_probe: a run got --warmup_probe"; fi
+case_run bad_probe 2 1 PD_AB_PROBE=yes
+grep -qx "gpu_ab: PD_AB_PROBE must be 0 or 1, got 'yes'" "$tmp/log.bad_probe" || { cat "$tmp/log.bad_probe"; fail "bad_probe: no message"; }
 # dataloader keeps the acceptance flags' warmup (its steps wait on the loader by design)
 case_run loader 0 1 PD_SCENARIOS=dataloader
 grep -q -- '--scenario dataloader' "$tmp/head.args" || fail "loader: no dataloader run"
 if grep -q -- '--scenario dataloader.*--warmup_steps 48' "$tmp/head.args"; then fail "loader: dataloader got --warmup_steps 48"; fi
+if grep -q -- '--scenario dataloader.*--warmup_probe' "$tmp/head.args"; then fail "loader: dataloader got --warmup_probe"; fi
 case_run slow 1 1.3
 grep -q 'REGRESSED (8 rounds, look 1' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: not caught at the first look"; }
 grep -q 'untraced_step_p10_s' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: the primary untraced row is not what regressed"; }
@@ -130,4 +147,4 @@ grep -q 'sync: within policy (8 rounds, look 1 of at most 1, alpha 0.01; still u
 grep -q 'clean: within policy (16 rounds, look 2 of at most 2, alpha 0.006; still undecided at the cap of 16 rounds' \
   "$tmp/log.others" || { cat "$tmp/log.others"; fail "others: clean not taken to PD_AB_MAX_ROUNDS"; }
 [ -s "$tmp/out.others/sync.ab.md" ] && [ -s "$tmp/out.others/clean.ab.md" ] || fail "others: a report is missing"
-echo "gpu_ab_script: 15 cases passed"
+echo "gpu_ab_script: 18 cases passed"

@@ -961,6 +961,69 @@ static cJSON *mk_untraced_run(double w, double call_ns, double launch_untraced_n
   return d;
 }
 
+/* --adjust prefers the in-process probe (warmup_probe_launch_ns, its median per run) for the
+ * untraced rows: processes in a slow state (the probe's launches 1.5x, the untraced steps
+ * 1.3x) while the one calibration after the warmup missed it (4000 ns in every run), 1 of
+ * 12 slow on the base side and 11 of 12 on the head side. Variant 0: every run probed: the
+ * states are adjusted away and the report names the probe; variant 1: the same states on
+ * both sides and the head 10% slower: caught; variant 2: one head run without the probe
+ * and variant 3: one with a probe sample out of range: the calibration is the covariate
+ * (named so), which misses the states: a regression. */
+Test(gate_core, ab_adjusts_untraced_rows_for_the_warmup_probe) {
+  enum { N = 12, W = 40 };
+  for (int variant = 0; variant < 4; variant++) {
+    cJSON *b[N], *h[N];
+    for (int r = 0; r < N; r++) {
+      const double jitter = 1.0 + 0.004 * (r % 3);
+      bool sb = r == 0, sh = r != 0;
+      double fh = 1.0;
+      if (variant == 1) {
+        sb = sh = r % 3 == 0;
+        fh = 1.10;
+      }
+      b[r] = mk_untraced_run((sb ? 1.3 : 1.0) * jitter, 1500.0, 4000.0);
+      h[r] = mk_untraced_run((sh ? 1.3 : 1.0) * jitter * fh, 1500.0, 4000.0);
+      double pb[W], ph[W];
+      for (int i = 0; i < W; i++) {
+        pb[i] = (sb ? 6000.0 : 4000.0) * (1.0 + 0.01 * rng_normal());
+        ph[i] = (sh ? 6000.0 : 4000.0) * (1.0 + 0.01 * rng_normal());
+      }
+      if (variant == 3 && r == 4) ph[7] = 2e7; /* out of (0, 1e7) ns */
+      cJSON_AddItemToObject(b[r], "warmup_probe_launch_ns", cJSON_CreateDoubleArray(pb, W));
+      if (!(variant == 2 && r == 4)) cJSON_AddItemToObject(h[r], "warmup_probe_launch_ns", cJSON_CreateDoubleArray(ph, W));
+    }
+    pd_cmp_report_t rep;
+    char why[256];
+    pd_cmp_options_t opt = {.keep = 1.0, .unpaired = true, .adjust_call_cost = true,
+                            .primary = "untraced_step_p50_s"};
+    cr_assert_eq(pd_cmp_ab((const cJSON *const *)b, N, (const cJSON *const *)h, N, NULL, &opt, &rep, why, sizeof why),
+                 0, "%s", why);
+    const pd_cmp_row_t *u = row_of(&rep, "untraced_step_p50_s");
+    if (variant == 0) {
+      cr_expect_str_eq(rep.untraced_covariate, "warmup_probe_launch_ns");
+      cr_expect_eq(u->verdict, PD_CMP_OK, "adjusted along the probe: %g%%", u->change_pct);
+      cr_expect_float_eq(u->change_pct, 0.0, 1.5, "%g", u->change_pct);
+      cJSON *j = pd_cmp_report_to_json(&rep);
+      const cJSON *cov = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "statistic"), "untraced_covariate");
+      cr_expect(cJSON_IsString(cov) && strcmp(cov->valuestring, "warmup_probe_launch_ns") == 0);
+      cJSON_Delete(j);
+    } else if (variant == 1) {
+      cr_expect_str_eq(rep.untraced_covariate, "warmup_probe_launch_ns");
+      cr_expect_eq(u->verdict, PD_CMP_REGRESSED, "a real 10%% slowdown: %g%%", u->change_pct);
+      cr_expect_float_eq(u->change_pct, 10.0, 1.5, "%g", u->change_pct);
+    } else {
+      cr_expect_str_eq(rep.untraced_covariate, "ns_per_launch_untraced", "variant %d", variant);
+      cr_expect_eq(u->verdict, PD_CMP_REGRESSED, "variant %d: the calibration misses the states (%g%%)", variant,
+                   u->change_pct);
+    }
+    pd_cmp_report_free(&rep);
+    for (int r = 0; r < N; r++) {
+      cJSON_Delete(b[r]);
+      cJSON_Delete(h[r]);
+    }
+  }
+}
+
 /* --adjust on the untraced rows uses the untraced launch time: processes in a slow state
  * (untraced launch 1.5x, the untraced step 1.3x; the traced-call cost unmoved), 1 of 12
  * on the base side and 11 of 12 on the head side, read as a regression unadjusted and as
