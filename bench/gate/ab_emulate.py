@@ -3,7 +3,8 @@
 for choosing its design before the real evaluation (bench/gate/ab_eval.py, which runs
 profile_compare itself and is the figure of record).
 
-    bench/gate/ab_emulate.py RECORDING.tar.gz... [--draws N] [--seed S] [--slope S] [--even-alpha] DESIGN...
+    bench/gate/ab_emulate.py RECORDING.tar.gz... [--draws N] [--seed S] [--slope S] [--even-alpha]
+        [--covariate auto|probe|calib] DESIGN...
 
 DESIGN: STAT:CAP:CONTINUE[:TOL], e.g. p10:40:0.015 (the default of gpu_ab.sh since the evening of
 2026-11-28) or p50:24:0.03 (the one before): STAT the run's statistic of its untraced warmup
@@ -13,8 +14,9 @@ worse than this fraction, but not significant, takes more rounds (0.015 is profi
 half-tolerance rule, 0.03 the rule before it); TOL the tolerance band a change must exceed
 to fail (default 0.03, the host class's A/B tolerance in gate_policy.c).
 
-The emulation, per look: each run's value adjusted along its log untraced launch time
-(analysis of covariance on log values, pooled within-side slope clamped to [0, 2], as
+The emulation, per look: each run's value adjusted along its log untraced launch time (the
+median of profiler_demo --warmup_probe's where every run has it, as profile_compare; else
+the calibration's; --covariate picks) (analysis of covariance on log values, pooled within-side slope clamped to [0, 2], as
 profile_compare --adjust), the mean of each side (--keep 1), the change against the 3%
 tolerance, and a two-sample permutation p (4000 random splits) against the look's alpha
 (0.004 at the first look, 0.006 split over the later ones). Each A/B is drawn from one
@@ -50,7 +52,8 @@ def die(msg):
 
 
 def load(path):
-    """{scenario: [ {kind: (warmup samples, ns_per_launch_untraced)} per complete round ]}"""
+    """{scenario: [ {kind: (warmup samples, ns_per_launch_untraced, median warmup_probe_launch_ns
+    or None)} per complete round ]}"""
     top = unpack_recording(path, die, "ab_emulate.")
     out = {}
     for scen in ("clean", "tiny_ops"):
@@ -67,7 +70,10 @@ def load(path):
                 c = doc.get("profiler_cost", {}).get("calibration", {}).get("ns_per_launch_untraced")
                 if not w or not isinstance(c, (int, float)) or not 0 < c < 1e7:
                     break
-                ent[k] = (np.array(w, float), float(c))
+                pr = doc.get("warmup_probe_launch_ns")
+                pr = float(np.median(pr)) if isinstance(pr, list) and len(pr) >= 4 and all(
+                    isinstance(x, (int, float)) and 0 < x < 1e7 for x in pr) else None
+                ent[k] = (np.array(w, float), float(c), pr)
             if len(ent) == 4:
                 rows.append(ent)
         out[scen] = rows
@@ -127,6 +133,10 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--slope", type=float, default=None,
                     help="an experiment: this covariate slope instead of the one each A/B fits")
+    ap.add_argument("--covariate", choices=("auto", "probe", "calib"), default="auto",
+                    help="the untraced rows' covariate: auto as profile_compare (the median of "
+                    "warmup_probe_launch_ns where every run of the recording has it, else "
+                    "ns_per_launch_untraced), or one of the two")
     ap.add_argument("--even-alpha", action="store_true",
                     help="an experiment: alpha 0.01 spread evenly over the looks instead of 0.004 then the rest")
     a = ap.parse_args()
@@ -161,7 +171,12 @@ def main():
                 if len(rows) < cap:
                     continue
                 vals = {k: np.array([STATS[stat](e[k][0]) for e in rows]) for k in ("a", "b", "h5", "h10")}
-                cov = {k: np.log([e[k][1] for e in rows]) for k in ("a", "b", "h5", "h10")}
+                # profile_compare's choice: the probe where every run has it, else the calibration
+                probed = a.covariate != "calib" and all(e[k][2] is not None for e in rows for k in e)
+                if a.covariate == "probe" and not probed:
+                    die(f"--covariate probe: a {scen} run of a recording has no warmup_probe_launch_ns")
+                ci = 2 if probed else 1
+                cov = {k: np.log([e[k][ci] for e in rows]) for k in ("a", "b", "h5", "h10")}
                 for i in range(a.draws):
                     order = rng.permutation(len(rows))[:cap]
                     for kind, bk, hk in (("h10", "ab"[i % 2], "h10"), ("h5", "ba"[i % 2], "h5"), ("same", "a", "b")):

@@ -28,6 +28,10 @@ truncation: a block starts only where the recording still holds M rounds, so eve
 can run to its cap (long recordings: PD_AB_SCENARIOS=tiny_ops and PD_MAX_ROUNDS above 40
 in bench/gate/fresh_session.sh); a recording shorter than M gives it nothing.
 
+gpu_ab.sh's own rows judge untraced_step_p50_s where the recordings' runs carry
+profiler_demo --warmup_probe's series (the probe is then the covariate), else
+untraced_step_p10_s; a mix of the two kinds of recording is refused.
+
 Also printed: the measured change of the judged step (the primary row's change), the
 minimum detectable effect the A/Bs stated, and the wall time of an A/B of all five
 scenarios, estimated from times.tsv (clean and tiny_ops from their recorded runs, the
@@ -271,6 +275,18 @@ def times(recs):
     return {s: statistics.mean(v) for s, v in per.items() if v}
 
 
+def recording_probed(rec):
+    """Whether the first run of the recording carries profiler_demo --warmup_probe's series
+    (ab_record.sh gives every non-dataloader run the flag where the build has it)."""
+    for scen in SCENARIOS:
+        for r in rounds_of(rec, scen):
+            p = os.path.join(rec, scen, str(r), "a.json")
+            if os.path.isfile(p):
+                with open(p) as f:
+                    return isinstance(json.load(f).get("warmup_probe_launch_ns"), list)
+    return False
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("profile_compare")
@@ -314,11 +330,19 @@ def main():
         die("--gate-only needs --max-rounds above --rounds (the sequential rows)")
     variants = [] if a.gate_only else [(n, o, None, False) for n, o in VARIANTS]
     if a.max_rounds > a.rounds:
-        gate = ["--primary", "untraced_step_p10_s", "--keep", "1", "--adjust", "--unpaired"]
+        # gpu_ab.sh's primary: the untraced p50 where both builds probe (runs with
+        # warmup_probe_launch_ns), else the untraced p10
+        probed = [recording_probed(rec) for rec in a.recordings]
+        if any(probed) and not all(probed):
+            die("some recordings carry warmup_probe_launch_ns and some do not: gpu_ab.sh judges the two on "
+                "different rows; evaluate them apart")
+        gprim, gname = ("untraced_step_p50_s", "untraced p50 along the probe") if all(probed) else \
+            ("untraced_step_p10_s", "untraced p10")
+        gate = ["--primary", gprim, "--keep", "1", "--adjust", "--unpaired"]
         if not a.gate_only:
             variants.append((f"sequential {a.rounds}..{a.max_rounds} rounds, untraced p50, all runs adjusted, two-sample (the statistic before 2026-11-28 evening; its cap was 24)",
                              ["--primary", "untraced_step_p50_s", "--keep", "1", "--adjust", "--unpaired"], a.max_rounds, False))
-        variants.append((f"sequential {a.rounds}..{a.max_rounds} rounds, untraced p10, all runs adjusted, two-sample (gpu_ab.sh)",
+        variants.append((f"sequential {a.rounds}..{a.max_rounds} rounds, {gname}, all runs adjusted, two-sample (gpu_ab.sh)",
                          gate, a.max_rounds, False))
         variants.append((f"the same (gpu_ab.sh), each A/B started only where its recording holds {a.max_rounds} more rounds: none runs out",
                          gate, a.max_rounds, True))

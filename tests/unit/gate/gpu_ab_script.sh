@@ -80,8 +80,9 @@ grep -q 'untraced rows along warmup_probe_launch_ns' "$tmp/out.same/clean.ab.txt
 case_run old_probe 0 1 FAKE_PROBE_BASE=0
 if grep -q -- '--warmup_probe' "$tmp/head.args" "$tmp/base.args"; then fail "old_probe: a run got --warmup_probe"; fi
 if grep -q 'along warmup_probe_launch_ns' "$tmp/out.old_probe/clean.ab.txt"; then fail "old_probe: adjusted along a probe no run has"; fi
-case_run no_probe 0 1 PD_AB_PROBE=0
+case_run no_probe 1 1.3 PD_AB_PROBE=0
 if grep -q -- '--warmup_probe' "$tmp/head.args" "$tmp/base.args"; then fail "no_probe: a run got --warmup_probe"; fi
+grep -q 'untraced_step_p10_s' "$tmp/log.no_probe" || { cat "$tmp/log.no_probe"; fail "no_probe: the primary is not the untraced p10"; }
 case_run bad_probe 2 1 PD_AB_PROBE=yes
 grep -qx "gpu_ab: PD_AB_PROBE must be 0 or 1, got 'yes'" "$tmp/log.bad_probe" || { cat "$tmp/log.bad_probe"; fail "bad_probe: no message"; }
 # dataloader keeps the acceptance flags' warmup (its steps wait on the loader by design)
@@ -91,10 +92,10 @@ if grep -q -- '--scenario dataloader.*--warmup_steps 48' "$tmp/head.args"; then 
 if grep -q -- '--scenario dataloader.*--warmup_probe' "$tmp/head.args"; then fail "loader: dataloader got --warmup_probe"; fi
 case_run slow 1 1.3
 grep -q 'REGRESSED (8 rounds, look 1' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: not caught at the first look"; }
-grep -q 'untraced_step_p10_s' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: the primary untraced row is not what regressed"; }
+grep -q 'untraced_step_p50_s' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: the primary untraced row (p50: both builds probe) is not what regressed"; }
 # A base build from before the untraced samples: compared on the traced p10, said so.
 case_run old_base 1 1.3 FAKE_OLD_BASE=1
-grep -q 'carry no untraced_step_p10_s.*compared on step_time_p10_s' "$tmp/log.old_base" ||
+grep -q 'carry no untraced_step_p50_s.*compared on step_time_p10_s' "$tmp/log.old_base" ||
   { cat "$tmp/log.old_base"; fail "old_base: no fallback to step_time_p10_s"; }
 grep -q 'REGRESSED (8 rounds, look 1' "$tmp/log.old_base" || { cat "$tmp/log.old_base"; fail "old_base: not caught"; }
 case_run bad_warm 2 1 PD_AB_WARMUP=x
