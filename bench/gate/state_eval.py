@@ -16,7 +16,10 @@ marker all four kinds with a term for each), the log of each run's untraced p10
     independent runs of that spread give (resid / 4): drift shows as a larger first figure;
   - low heap: the share of runs whose host_memory.heap_start_kib is 3 KiB or more below the
     recording's highest value, and how much slower they are with that flag in the
-    regression (%), and the spread left with it.
+    regression (%), and the spread left with it;
+  - where every base run carries profiler_demo --warmup_probe's series: the spread left
+    with the median probe launch time as the covariate instead, and for the untraced p50
+    the spread left along the calibration and along the probe.
 Prints a Markdown table; docs/gate.md ("Measured (2026-11-28, night 2)") cites it.
 
     bench/gate/state_eval.py --modes RECORDING...
@@ -65,7 +68,7 @@ def kinds_in(rec, scen):
 
 def runs_of(rec, scen, kinds=("a", "b", "h5", "h10")):
     """[(kind, round, warmup samples, launch ns, heap kib or None, traced step samples or
-    None)] of the complete runs."""
+    None, median warmup_probe_launch_ns or None)] of the complete runs."""
     out = []
     d = os.path.join(rec, scen)
     for r in sorted((x for x in os.listdir(d) if x.isdigit()), key=int) if os.path.isdir(d) else []:
@@ -82,10 +85,13 @@ def runs_of(rec, scen, kinds=("a", "b", "h5", "h10")):
                 continue
             if not isinstance(c, (int, float)) or not 0 < c < 1e7:
                 continue
+            pr = doc.get("warmup_probe_launch_ns")
+            pr = float(np.median(pr)) if isinstance(pr, list) and len(pr) >= 4 and all(
+                isinstance(x, (int, float)) and 0 < x < 1e7 for x in pr) else None
             t = doc.get("step_times_s")
             t = np.array(t, float) if isinstance(t, list) and len(t) >= 8 and all(
                 isinstance(x, (int, float)) and 0 < x < 10 for x in t) else None
-            out.append((k, int(r), np.array(w, float), float(c), h if isinstance(h, (int, float)) and h > 0 else None, t))
+            out.append((k, int(r), np.array(w, float), float(c), h if isinstance(h, (int, float)) and h > 0 else None, t, pr))
     return out
 
 
@@ -179,12 +185,21 @@ def main():
                 heap = f"{100 * low.mean():.0f}% | - | {100 * r0.std():.2f}"
         if heap == "-":
             heap = "- | - | -"
+        probe = "-"
+        if all(r[6] is not None for r in base):
+            pres, _ = fit(np.array([p10(r[2]) for r in base]), [np.log([r[6] for r in base])])
+            p50r, _ = fit(np.array([np.log(np.median(r[2])) for r in base]), [np.log([r[6] for r in base])])
+            c50r, _ = fit(np.array([np.log(np.median(r[2])) for r in base]), [cov])
+            probe = f"{100 * pres.std():.2f} | {100 * c50r.std():.2f} -> {100 * p50r.std():.2f}"
+        else:
+            probe = "- | -"
         name = os.path.basename(rec.rstrip("/"))
         rows.append(f"| {name} | {len(base)} | {100 * res.std():.2f} | {np.corrcoef(odd, even)[0, 1]:.2f} | {ab:+.2f} | "
-                    + (f"{100 * roll.std():.2f} / {100 * res.std() / 4:.2f}" if roll.size else "-") + f" | {heap} |")
+                    + (f"{100 * roll.std():.2f} / {100 * res.std() / 4:.2f}" if roll.size else "-") + f" | {heap} | {probe} |")
     print(f"#### {a.scenario}: the noise left after the untraced-launch covariate (bench/gate/state_eval.py)\n")
-    print("| recording | base runs | resid % | halves | a~b | roll16 / white % | low heap: share | slower by | resid % without -> with |")
-    print("|---|---:|---:|---:|---:|---|---:|---:|---|")
+    print("| recording | base runs | resid % | halves | a~b | roll16 / white % | low heap: share | slower by | resid % without -> with "
+          "| resid % along the probe | p50: resid % calibration -> probe |")
+    print("|---|---:|---:|---:|---:|---|---:|---:|---|---:|---|")
     for r in rows:
         print(r)
     return 0

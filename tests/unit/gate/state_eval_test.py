@@ -4,7 +4,8 @@ known structure, without a GPU. 24 rounds of tiny_ops (a, b, h5, h10), each run 
 with its own constant (5%), part of which its launch calibration sees; one process in four
 starts with 3 KiB less heap and runs 8% slower; within a run the warmup steps vary by 0.5%.
 Checks: the halves correlate near 1, the a and b runs of a round do not, the low-heap share
-and its slowdown are found and taking the flag in narrows the spread; a recording without
+and its slowdown are found and taking the flag in narrows the spread; the probe (which sees
+the whole state) leaves almost no spread where the calibration leaves 3%; a recording without
 runs is refused with exit 2 and one line. --modes on a synthetic env_check.sh recording (two
 modes, one narrower and faster) finds both spreads and the change; an empty one is refused. Exit 77 (skipped) where no python3 has numpy."""
 import json
@@ -32,7 +33,10 @@ for r in range(1, 25):
         lvl = 2.2e-3 * f * (2.718281828 ** (seen + unseen)) * (1.08 if low else 1.0)
         doc = {"warmup_step_times_s": [lvl * rng.gauss(1.0, 0.005) for _ in range(48)],
                "profiler_cost": {"calibration": {"ns_per_launch_untraced": 4000.0 * (2.718281828 ** seen)}},
-               "host_memory": {"heap_start_kib": 248066 if low else 248069}}
+               "host_memory": {"heap_start_kib": 248066 if low else 248069},
+               # the in-process probe sees the whole state, the calibration only part of it
+               "warmup_probe_launch_ns": [4000.0 * (2.718281828 ** (seen + unseen)) * (1.08 if low else 1.0)
+                                          * rng.gauss(1.0, 0.003) for _ in range(48)]}
         os.makedirs(os.path.join(rec, "tiny_ops", str(r)), exist_ok=True)
         with open(os.path.join(rec, "tiny_ops", str(r), kind + ".json"), "w") as fp:
             json.dump(doc, fp)
@@ -40,7 +44,7 @@ tool = os.path.join(src, "bench/gate/state_eval.py")
 p = subprocess.run([py, tool, rec], capture_output=True, text=True)
 row = next((l for l in p.stdout.splitlines() if l.startswith("| rec |")), "")
 cells = [c.strip() for c in row.strip("|").split("|")]
-if p.returncode != 0 or len(cells) != 9:
+if p.returncode != 0 or len(cells) != 11:
     fails.append(f"exit {p.returncode}, row {row!r}: {p.stderr}")
 else:
     try:
@@ -57,6 +61,10 @@ else:
             fails.append(f"a~b {ab}, want near 0 (independent processes)")
         if not 10 <= share <= 40 or not 4.0 < slower < 12.0 or not after < before:
             fails.append(f"low heap: share {share}%, slower by {slower}%, spread {before} -> {after}")
+        probe = float(cells[9])
+        c50, p50 = (float(x) for x in cells[10].split("->"))
+        if not probe < 1.5 or not p50 < 1.5 < c50:
+            fails.append(f"the probe sees the state: resid along it {probe}%, p50 {c50} -> {p50}, want under 1.5%")
     except ValueError as e:
         fails.append(f"row {row!r}: {e}")
 # --modes: an env_check.sh recording, 12 rounds of tiny_ops in modes free and thp; free's
