@@ -63,7 +63,7 @@ trap 'rm -rf "$tmp"' EXIT
   echo "date $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "rounds $rounds"
   echo "scenarios ${scenarios[*]}"
-  echo "args ${args[*]} --warmup_steps $warm (dataloader: without it)"
+  echo "args ${args[*]} --warmup_steps $warm$([ "${pd_ab_probe:-0}" = 1 ] && echo " --warmup_probe") (dataloader: without it)"
 } >"$out/host.txt"
 printf 'scenario\tkind\tround\tseconds\n' >"$out/times.tsv"
 
