@@ -20,7 +20,8 @@ chunk's time over that CPU's p10 over the run): the correlation of the logs, poo
 runs. Where the runs carry profiler_demo --warmup_probe's series (the launching thread's
 launch and compute speed after each step, in the process), the same correlations with the
 probe's window medians, and per process the spread left in the window levels after the
-probe's launch time (a covariate within the process).
+probe's launch time (a covariate within the process); and what an A/B run of L warmup
+steps (48 to 800) drawn at random from these processes would leave after its own probes.
 
     bench/gate/long_run_eval.py --watch FILE.tsv[.gz]    (cpu_watch's output on its own)
 
@@ -36,6 +37,7 @@ import gzip
 import json
 import math
 import os
+import random
 import statistics as st
 import sys
 
@@ -205,7 +207,7 @@ def main():
     rec = unpack_recording(a.recording, die, "long_run_eval.")
     if not os.path.isdir(rec):
         die(f"{a.recording}: not a recording folder or .tar.gz")
-    rows, summary, watched, probed = [], [], [], []
+    rows, summary, watched, probed, series = [], [], [], [], {}
     for scen in ("tiny_ops", "clean"):
         names = sorted((f for f in os.listdir(rec) if f.startswith(scen + "_") and f.endswith(".json")),
                        key=lambda f: int(f[len(scen) + 1:-5]) if f[len(scen) + 1:-5].isdigit() else 0)
@@ -228,6 +230,7 @@ def main():
                 pw = [(st.median(w[i:i + size]), st.median(pl[i:i + size]), st.median(pc[i:i + size]))
                       for i in range(0, len(w) - size + 1, size)]
                 probed.append((scen, [(math.log(a / med), math.log(b), math.log(c)) for a, b, c in pw]))
+                series.setdefault(scen, []).append((w, pl))
             th = threads_of(os.path.join(rec, f[:-5] + ".threads.tsv"))
             cpus, moves, shared = main_thread_stats(th)
             watched.extend(watch_windows(rec, f[:-5], w, size, th))
@@ -265,6 +268,26 @@ def main():
               f"window's step level with the probe's launch time {corr(y, xl):+.2f}, with its compute time "
               f"{corr(y, xc):+.2f}; the window levels' spread {100 * st.pstdev(y):.2f}% -> {100 * st.pstdev(left):.2f}% "
               f"after the launch time (slope {slope:.2f})")
+    for scen, runs in series.items():
+        if len(runs) < 3:
+            continue
+        # an A/B run of L warmup steps, drawn from these processes: its p50 adjusted along
+        # its own probes (one pooled slope), the spread left between draws
+        rnd = random.Random(3)
+        cells = []
+        for L in (48, 100, 200, 400, 800):
+            ys, xs = [], []
+            for w, pl in runs:
+                for _ in range(100):
+                    a = rnd.randrange(100, len(w) - L) if len(w) - L > 100 else 0
+                    ys.append(math.log(st.median(w[a:a + L])))
+                    xs.append(math.log(st.median(pl[a:a + L])))
+            mx, my = st.fmean(xs), st.fmean(ys)
+            sxx = sum((x - mx) ** 2 for x in xs)
+            slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx > 0 else 0.0
+            cells.append(f"{L}: {100 * st.pstdev([y - slope * x for x, y in zip(xs, ys)]):.2f}%")
+        print(f"\nWith --warmup_probe, {scen}: a run of L warmup steps drawn from these processes (100 draws each), "
+              f"its p50 adjusted along its probes, spread left: " + ", ".join(cells))
     if len(watched) >= 3:
         y = [x[0] for x in watched]
         print(f"\nWith cpu_watch alongside ({len(watched)} windows of 0.25 s): correlation of a window's step level with "
