@@ -35,7 +35,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab_eval import look_alphas, unpack_recording  # noqa: E402  (the one schedule of looks; the one reader of a recording's .tar.gz)
+from ab_eval import look_alphas, probe_median, unpack_recording  # noqa: E402  (the one schedule of looks; the one reader of a recording's .tar.gz and of a run's probe)
 
 STATS = {
     "p10": lambda w: np.quantile(w, 0.10),
@@ -70,10 +70,7 @@ def load(path):
                 c = doc.get("profiler_cost", {}).get("calibration", {}).get("ns_per_launch_untraced")
                 if not w or not isinstance(c, (int, float)) or not 0 < c < 1e7:
                     break
-                pr = doc.get("warmup_probe_launch_ns")
-                pr = float(np.median(pr)) if isinstance(pr, list) and len(pr) >= 4 and all(
-                    isinstance(x, (int, float)) and 0 < x < 1e7 for x in pr) else None
-                ent[k] = (np.array(w, float), float(c), pr)
+                ent[k] = (np.array(w, float), float(c), probe_median(doc))
             if len(ent) == 4:
                 rows.append(ent)
         out[scen] = rows

@@ -101,6 +101,21 @@ def unpack_recording(path, fail, prefix="ab_eval_rec."):
     return tops[0]
 
 
+PROBE_MIN = 4  # samples a run's probe needs, as profile_compare (gate_ab.c, AB_PROBE_MIN)
+
+
+def probe_median(doc):
+    """The median of a run's warmup_probe_launch_ns (profiler_demo --warmup_probe), or None
+    where the run has fewer than PROBE_MIN samples or one outside (0, 1e7) ns: the figure
+    profile_compare --adjust takes as the untraced rows' covariate. ab_eval.py, ab_emulate.py
+    and state_eval.py read it through here."""
+    pr = doc.get("warmup_probe_launch_ns")
+    if not isinstance(pr, list) or len(pr) < PROBE_MIN or not all(
+            isinstance(x, (int, float)) and 0 < x < 1e7 for x in pr):
+        return None
+    return statistics.median(pr)
+
+
 def rounds_of(rec, scen):
     """Round numbers of a recording's scenario whose four runs are all there, in order."""
     d = os.path.join(rec, scen)
@@ -283,7 +298,7 @@ def recording_probed(rec):
             p = os.path.join(rec, scen, str(r), "a.json")
             if os.path.isfile(p):
                 with open(p) as f:
-                    return isinstance(json.load(f).get("warmup_probe_launch_ns"), list)
+                    return probe_median(json.load(f)) is not None
     return False
 
 

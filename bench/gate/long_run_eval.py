@@ -113,11 +113,22 @@ def read_watch(path):
     return t0, bin_ns, data
 
 
+def p10(values):
+    v = sorted(values)
+    return v[len(v) // 10]
+
+
 def ratios(series, k):
     """{bin: value / p10 over the bins} of one CPU's compute (k 0) or memory (k 1) times."""
-    v = sorted(x[k] for x in series.values())
-    p10 = v[len(v) // 10]
-    return {b: x[k] / p10 for b, x in series.items()}
+    base = p10(x[k] for x in series.values())
+    return {b: x[k] / base for b, x in series.items()}
+
+
+def slope(xs, ys):
+    """The least-squares slope of ys on xs (0 where xs do not vary)."""
+    mx, my = st.fmean(xs), st.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx > 0 else 0.0
 
 
 def corr(x, y):
@@ -139,10 +150,9 @@ def watch_table(path):
         for b in bins:
             run = run + 1 if rc[b] > 1.15 else 0
             longest = max(longest, run)
-        cv = sorted(x[0] for x in ser.values())
-        mv = sorted(x[1] for x in ser.values())
-        rows.append(f"| {c} | {len(bins)} | {cv[len(cv) // 10] / 1e3:.1f} | {100 * sum(rc[b] > 1.15 for b in bins) / len(bins):.0f}% | "
-                    f"{mv[len(mv) // 10] / 1e3:.1f} | {100 * sum(rm[b] > 1.15 for b in bins) / len(bins):.0f}% | "
+        rows.append(f"| {c} | {len(bins)} | {p10(x[0] for x in ser.values()) / 1e3:.1f} | "
+                    f"{100 * sum(rc[b] > 1.15 for b in bins) / len(bins):.0f}% | "
+                    f"{p10(x[1] for x in ser.values()) / 1e3:.1f} | {100 * sum(rm[b] > 1.15 for b in bins) / len(bins):.0f}% | "
                     f"{longest * bin_ns / 1e6:.0f} | {corr([math.log(rc[b]) for b in bins], [math.log(rm[b]) for b in bins]):+.2f} |")
     pairs = []
     cpus = sorted(comp)
@@ -189,8 +199,8 @@ def watch_windows(rec, name, w, size, th):
             wins.append((st.median(w[i:i + size]), math.log(st.median(own)), math.log(st.median(others))))
     if not wins:
         return []
-    base = sorted(x[0] for x in wins)[len(wins) // 10]
-    return [(math.log(x[0] / base), o, r) for x, o, r in ((x, x[1], x[2]) for x in wins)]
+    base = p10(x[0] for x in wins)
+    return [(math.log(s / base), o, r) for s, o, r in wins]
 
 
 def main():
@@ -207,7 +217,7 @@ def main():
     rec = unpack_recording(a.recording, die, "long_run_eval.")
     if not os.path.isdir(rec):
         die(f"{a.recording}: not a recording folder or .tar.gz")
-    rows, summary, watched, probed, series = [], [], [], [], {}
+    rows, summary, watched, series = [], [], [], {}
     for scen in ("tiny_ops", "clean"):
         names = sorted((f for f in os.listdir(rec) if f.startswith(scen + "_") and f.endswith(".json")),
                        key=lambda f: int(f[len(scen) + 1:-5]) if f[len(scen) + 1:-5].isdigit() else 0)
@@ -227,10 +237,7 @@ def main():
             pl, pc = doc.get("warmup_probe_launch_ns"), doc.get("warmup_probe_compute_ns")
             if isinstance(pl, list) and isinstance(pc, list) and len(pl) == len(w) == len(pc) and all(
                     isinstance(x, (int, float)) and 0 < x < 1e9 for x in pl + pc):
-                pw = [(st.median(w[i:i + size]), st.median(pl[i:i + size]), st.median(pc[i:i + size]))
-                      for i in range(0, len(w) - size + 1, size)]
-                probed.append((scen, [(math.log(a / med), math.log(b), math.log(c)) for a, b, c in pw]))
-                series.setdefault(scen, []).append((w, pl))
+                series.setdefault(scen, []).append((w, pl, pc, size))
             th = threads_of(os.path.join(rec, f[:-5] + ".threads.tsv"))
             cpus, moves, shared = main_thread_stats(th)
             watched.extend(watch_windows(rec, f[:-5], w, size, th))
@@ -252,22 +259,27 @@ def main():
     print("|---|---:|---:|---:|---|")
     print("\n".join(summary))
     for scen in ("tiny_ops", "clean"):
-        runs = [v for s, v in probed if s == scen and len(v) >= 3]
-        if not runs:
+        # within each process: the window levels (logs) against the probe's windows, centred per run
+        wins = []
+        for w, pl, pc, size in series.get(scen, []):
+            v = [(math.log(st.median(w[i:i + size])), math.log(st.median(pl[i:i + size])),
+                  math.log(st.median(pc[i:i + size]))) for i in range(0, len(w) - size + 1, size)]
+            if len(v) >= 3:
+                wins.append(v)
+        if not wins:
             continue
-        # within each process: the window levels against the probe's windows, centred per run
-        y, xl, xc, left = [], [], [], []
-        for v in runs:
+        y, xl, xc = [], [], []
+        for v in wins:
             my, ml, mc = (st.fmean(x[k] for x in v) for k in range(3))
             y += [x[0] - my for x in v]
             xl += [x[1] - ml for x in v]
             xc += [x[2] - mc for x in v]
-        slope = sum(a * b for a, b in zip(y, xl)) / max(sum(b * b for b in xl), 1e-30)
-        left = [a - slope * b for a, b in zip(y, xl)]
-        print(f"\nWith --warmup_probe, {scen} ({len(runs)} runs, {len(y)} windows, centred per run): correlation of a "
+        b = slope(xl, y)
+        left = [a - b * x for a, x in zip(y, xl)]
+        print(f"\nWith --warmup_probe, {scen} ({len(wins)} runs, {len(y)} windows, centred per run): correlation of a "
               f"window's step level with the probe's launch time {corr(y, xl):+.2f}, with its compute time "
               f"{corr(y, xc):+.2f}; the window levels' spread {100 * st.pstdev(y):.2f}% -> {100 * st.pstdev(left):.2f}% "
-              f"after the launch time (slope {slope:.2f})")
+              f"after the launch time (slope {b:.2f})")
     for scen, runs in series.items():
         if len(runs) < 3:
             continue
@@ -277,15 +289,13 @@ def main():
         cells = []
         for L in (48, 100, 200, 400, 800):
             ys, xs = [], []
-            for w, pl in runs:
+            for w, pl, _, _ in runs:
                 for _ in range(100):
                     a = rnd.randrange(100, len(w) - L) if len(w) - L > 100 else 0
                     ys.append(math.log(st.median(w[a:a + L])))
                     xs.append(math.log(st.median(pl[a:a + L])))
-            mx, my = st.fmean(xs), st.fmean(ys)
-            sxx = sum((x - mx) ** 2 for x in xs)
-            slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx > 0 else 0.0
-            cells.append(f"{L}: {100 * st.pstdev([y - slope * x for x, y in zip(xs, ys)]):.2f}%")
+            b = slope(xs, ys)
+            cells.append(f"{L}: {100 * st.pstdev([y - b * x for x, y in zip(xs, ys)]):.2f}%")
         print(f"\nWith --warmup_probe, {scen}: a run of L warmup steps drawn from these processes (100 draws each), "
               f"its p50 adjusted along its probes, spread left: " + ", ".join(cells))
     if len(watched) >= 3:

@@ -40,7 +40,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab_eval import unpack_recording  # noqa: E402  (the one reader of a recording's .tar.gz)
+from ab_eval import probe_median, unpack_recording  # noqa: E402  (the one reader of a recording's .tar.gz and of a run's probe)
 
 
 def die(msg):
@@ -85,9 +85,7 @@ def runs_of(rec, scen, kinds=("a", "b", "h5", "h10")):
                 continue
             if not isinstance(c, (int, float)) or not 0 < c < 1e7:
                 continue
-            pr = doc.get("warmup_probe_launch_ns")
-            pr = float(np.median(pr)) if isinstance(pr, list) and len(pr) >= 4 and all(
-                isinstance(x, (int, float)) and 0 < x < 1e7 for x in pr) else None
+            pr = probe_median(doc)
             t = doc.get("step_times_s")
             t = np.array(t, float) if isinstance(t, list) and len(t) >= 8 and all(
                 isinstance(x, (int, float)) and 0 < x < 10 for x in t) else None
