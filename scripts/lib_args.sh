@@ -33,6 +33,9 @@
 #                             every DEMO (profiler_demo of each build of an A/B) has
 #                             --warmup_probe in its --help; else 0 (a base build from before
 #                             it: both sides without, the covariate falls back).
+#   pd_machine_lines          the machine, for a bench recording's host.txt: the lines
+#                             "boot_id ...", "hostname ...", "gpu NAME, DRIVER" and
+#                             "cpu MODEL x CPUS" on stdout (always returns 0).
 #   pd_ab_record_scenarios ARRAY
 #                             the scenarios bench/gate/ab_record.sh and env_check.sh record: the words of
 #                             $PD_AB_SCENARIOS (spaces or commas), default "clean tiny_ops";
@@ -101,11 +104,18 @@ pd_ab_warmup_args() {
   local pd_warm_n_=${PD_AB_WARMUP:-48}
   pd_warm_out_=()
   pd_whole_number PD_AB_WARMUP "$pd_warm_n_" || return 2
+  [ "$1" = dataloader ] && return 0
   # shellcheck disable=SC2034 # a nameref: it fills the caller's array
-  [ "$1" = dataloader ] || pd_warm_out_=(--warmup_steps "$pd_warm_n_")
-  # shellcheck disable=SC2034
-  [ "$1" = dataloader ] || [ "${pd_ab_probe:-0}" != 1 ] || pd_warm_out_+=(--warmup_probe)
+  pd_warm_out_=(--warmup_steps "$pd_warm_n_")
+  [ "${pd_ab_probe:-0}" = 1 ] && pd_warm_out_+=(--warmup_probe)
   return 0
+}
+
+pd_machine_lines() {
+  echo "boot_id $(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown)"
+  echo "hostname $(hostname)"
+  echo "gpu $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
+  echo "cpu $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') x $(nproc)"
 }
 
 pd_ab_probe_check() {

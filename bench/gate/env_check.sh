@@ -61,10 +61,7 @@ mkdir -p "$out" || exit 2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 {
-  echo "boot_id $(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown)"
-  echo "hostname $(hostname)"
-  echo "gpu $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
-  echo "cpu $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') x $(nproc)"
+  pd_machine_lines
   echo "glibc $(getconf GNU_LIBC_VERSION 2>/dev/null || echo unknown)"
   echo "thp_enabled $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo unknown)"
   echo "thp_defrag $(cat /sys/kernel/mm/transparent_hugepage/defrag 2>/dev/null || echo unknown)"

@@ -44,9 +44,7 @@ mkdir -p "$out" || exit 2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 {
-  echo "boot_id $(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown)"
-  echo "gpu $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
-  echo "cpu $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') x $(nproc)"
+  pd_machine_lines
   echo "clk_tck $(getconf CLK_TCK)"
   echo "date $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "runs $runs"
