@@ -961,6 +961,21 @@ static cJSON *mk_untraced_run(double w, double call_ns, double launch_untraced_n
   return d;
 }
 
+/* The process states of round r in the two untraced-covariate tests below: the base slow
+ * (1.3x) in round 0 only and the head in every other round, so that unadjusted the states
+ * decide; with same_states, both sides slow one round in three and the head 10% slower
+ * (*fh). A little jitter per round on both. */
+static void untraced_states(int r, bool same_states, bool *sb, bool *sh, double *jitter, double *fh) {
+  *jitter = 1.0 + 0.004 * (r % 3);
+  *sb = r == 0;
+  *sh = r != 0;
+  *fh = 1.0;
+  if (same_states) {
+    *sb = *sh = r % 3 == 0;
+    *fh = 1.10;
+  }
+}
+
 /* --adjust prefers the in-process probe (warmup_probe_launch_ns, its median per run) for the
  * untraced rows: processes in a slow state (the probe's launches 1.5x, the untraced steps
  * 1.3x) while the one calibration after the warmup missed it (4000 ns in every run), 1 of
@@ -974,13 +989,9 @@ Test(gate_core, ab_adjusts_untraced_rows_for_the_warmup_probe) {
   for (int variant = 0; variant < 4; variant++) {
     cJSON *b[N], *h[N];
     for (int r = 0; r < N; r++) {
-      const double jitter = 1.0 + 0.004 * (r % 3);
-      bool sb = r == 0, sh = r != 0;
-      double fh = 1.0;
-      if (variant == 1) {
-        sb = sh = r % 3 == 0;
-        fh = 1.10;
-      }
+      bool sb, sh;
+      double jitter, fh;
+      untraced_states(r, variant == 1, &sb, &sh, &jitter, &fh);
       b[r] = mk_untraced_run((sb ? 1.3 : 1.0) * jitter, 1500.0, 4000.0);
       h[r] = mk_untraced_run((sh ? 1.3 : 1.0) * jitter * fh, 1500.0, 4000.0);
       double pb[W], ph[W];
@@ -1038,13 +1049,9 @@ Test(gate_core, ab_adjusts_untraced_rows_for_the_untraced_launch) {
   for (int variant = 0; variant < 5; variant++) {
     cJSON *b[N], *h[N];
     for (int r = 0; r < N; r++) {
-      const double jitter = 1.0 + 0.004 * (r % 3);
-      bool sb = r == 0, sh = r != 0;
-      double fh = 1.0;
-      if (variant == 1) {
-        sb = sh = r % 3 == 0; /* the same states on both sides, and the head 10% slower */
-        fh = 1.10;
-      }
+      bool sb, sh;
+      double jitter, fh;
+      untraced_states(r, variant == 1, &sb, &sh, &jitter, &fh);
       const double lu = variant == 2 || variant == 4 ? 0.0 : 1.0; /* no untraced launch figure */
       const double call_h = variant >= 3 && r == 5 ? 0.0 : 1500.0;
       b[r] = mk_untraced_run((sb ? 1.3 : 1.0) * jitter, 1500.0, lu * (sb ? 6000.0 : 4000.0));
