@@ -30,13 +30,16 @@
 # a scenario that passes before this many rounds gets more rounds anyway (its looks are
 # made and their alpha spent as above; a failure at any look stands), for a smaller mde on
 # a pass, or to time the longest A/B the cap allows (PD_AB_MIN_ROUNDS=40). One host metric gates,
-# PD_AB_PRIMARY (default untraced_step_p50_s where both builds have --warmup_probe, else
-# untraced_step_p10_s: the median or 10th percentile of each run's untraced warmup steps,
-# where the profiler's per-call state, 15-40% between processes, is not in the step; a
-# base build whose runs lack those samples is compared on step_time_p10_s, said so; "all":
-# every host row at alpha each). docs/gate.md ("Measured (2026-11-28, evening)") has why
-# p10, 40 and half the tolerance with the one calibration as covariate, ("Measured
-# (2026-11-29)") why p50 with the probe. Every run but dataloader's gets --warmup_steps
+# PD_AB_PRIMARY (default auto: profile_compare --primary auto chooses per scenario from the
+# runs: where every run has the probe, the median of each run's untraced warmup steps,
+# clean's 10th percentile; untraced steps without the probe, their 10th percentile; runs
+# of a build before the untraced samples, step_time_p10_s; the report says which and why.
+# The untraced steps are where the profiler's per-call state, 15-40% between processes,
+# is not in the step. A named metric a base build's runs lack falls back to
+# step_time_p10_s, said so; "all": every host row at alpha each). docs/gate.md ("Measured
+# (2026-11-28, evening)") has why p10, 40 and half the tolerance with the one calibration
+# as covariate, ("Measured (2026-11-29)" and "(2026-11-29, later)") why p50 with the probe,
+# and p10 for clean. Every run but dataloader's gets --warmup_steps
 # PD_AB_WARMUP (default 48) after the acceptance flags, so each has that many untraced
 # steps, and --warmup_probe where both builds have it (PD_AB_PROBE=0: not). PD_AB_NORMALIZE=1 scales
 # host times by each run's host calibration (both builds must write it); PD_AB_ADJUST=1
@@ -155,10 +158,9 @@ look_alpha() {
   if [ "$n" -eq 1 ]; then echo 0.01; elif [ "$1" -eq 1 ]; then echo 0.004; else awk -v n="$n" 'BEGIN { printf "%.6g", 0.006 / (n - 1) }'; fi
 }
 cmp_args=()
-# the median follows the probe best; with only the calibration, the 10th percentile
-default_primary=untraced_step_p10_s
-[ "$pd_ab_probe" = 1 ] && default_primary=untraced_step_p50_s
-primary=${PD_AB_PRIMARY:-$default_primary}
+# profile_compare chooses per scenario from the runs (--primary auto: untraced steps, the
+# probe, the scenario) and says which and why
+primary=${PD_AB_PRIMARY:-auto}
 [ "$primary" = all ] || cmp_args+=(--primary "$primary")
 [ "${PD_AB_NORMALIZE:-0}" = 1 ] && cmp_args+=(--normalize)
 # The default statistic: p10 of every run, host times adjusted for each run's traced-call

@@ -28,9 +28,10 @@ truncation: a block starts only where the recording still holds M rounds, so eve
 can run to its cap (long recordings: PD_AB_SCENARIOS=tiny_ops and PD_MAX_ROUNDS above 40
 in bench/gate/fresh_session.sh); a recording shorter than M gives it nothing.
 
-gpu_ab.sh's own rows judge untraced_step_p50_s where the recordings' runs carry
-profiler_demo --warmup_probe's series (the probe is then the covariate), else
-untraced_step_p10_s; a mix of the two kinds of recording is refused.
+gpu_ab.sh's own rows judge what profile_compare --primary auto chooses: untraced_step_p50_s
+where the recordings' runs carry profiler_demo --warmup_probe's series (the probe is then
+the covariate), clean's untraced_step_p10_s; else untraced_step_p10_s; a mix of the two
+kinds of recording is refused.
 
 Also printed: the measured change of the judged step (the primary row's change), the
 minimum detectable effect the A/Bs stated, and the wall time of an A/B of all five
@@ -245,7 +246,8 @@ def evaluate(cmp, recs, scen, size, opts, seq_cap=None, whole=False):
                 if out and kind == "same":
                     res["ran_out"].append(n)  # might have failed later: not counted
                     continue
-                r = row(rep, prim) or {}
+                # the row that gated: the one --primary auto chose, as the report says
+                r = row(rep, ((rep or {}).get("statistic") or {}).get("primary") or prim) or {}
                 note = f"{n} rounds" + (": " + ",".join(failing_rows(rep)) if rc == 1 else "")
                 res[kind].append((rc == 1, r.get("change_pct"), r.get("mde_fraction"), note, f"{n}{'*' if out else ''}"))
             start += used
@@ -345,15 +347,15 @@ def main():
         die("--gate-only needs --max-rounds above --rounds (the sequential rows)")
     variants = [] if a.gate_only else [(n, o, None, False) for n, o in VARIANTS]
     if a.max_rounds > a.rounds:
-        # gpu_ab.sh's primary: the untraced p50 where both builds probe (runs with
-        # warmup_probe_launch_ns), else the untraced p10
+        # gpu_ab.sh's primary, profile_compare --primary auto: where every run probes
+        # (warmup_probe_launch_ns) the untraced p50, clean's p10; else the untraced p10
         probed = [recording_probed(rec) for rec in a.recordings]
         if any(probed) and not all(probed):
             die("some recordings carry warmup_probe_launch_ns and some do not: gpu_ab.sh judges the two on "
                 "different rows; evaluate them apart")
-        gprim, gname = ("untraced_step_p50_s", "untraced p50 along the probe") if all(probed) else \
-            ("untraced_step_p10_s", "untraced p10")
-        gate = ["--primary", gprim, "--keep", "1", "--adjust", "--unpaired"]
+        gname = "untraced p50 along the probe (clean: p10; --primary auto)" if all(probed) else \
+            "untraced p10 (--primary auto)"
+        gate = ["--primary", "auto", "--keep", "1", "--adjust", "--unpaired"]
         if not a.gate_only:
             variants.append((f"sequential {a.rounds}..{a.max_rounds} rounds, untraced p50, all runs adjusted, two-sample (the statistic before 2026-11-28 evening; its cap was 24)",
                              ["--primary", "untraced_step_p50_s", "--keep", "1", "--adjust", "--unpaired"], a.max_rounds, False))

@@ -164,6 +164,18 @@ typedef struct {
 /* Returns the derived statistics' table and its length (static storage). */
 const pd_cmp_derived_t *pd_cmp_derived_metrics(size_t *count);
 
+/* pd_cmp_options_t.primary's value that lets the A/B choose its primary host metric from
+ * the runs (pd_cmp_ab_auto_primary); scripts/gpu_ab.sh passes it. */
+#define PD_CMP_PRIMARY_AUTO "auto"
+
+/* The A/B's primary host metric for runs of scenario that all carry untraced warmup
+ * samples (untraced) and all carry profiler_demo --warmup_probe's series (probed):
+ * untraced_step_p50_s where probed, except clean's untraced_step_p10_s; untraced_step_p10_s
+ * where untraced only; step_time_p10_s otherwise. *why (may be NULL) gets one phrase saying
+ * which case applied. Static strings. docs/gate.md ("Measured (2026-11-29, later)") has the
+ * recordings each choice was measured on. */
+const char *pd_cmp_ab_auto_primary(const char *scenario, bool untraced, bool probed, const char **why);
+
 /* Fills vals (at most cap) with the q-quantile of each run's slice of doc[samples]: a
  * baseline's pooled samples are split by its runs[].steps, a plain metrics JSON is one
  * run. Returns the number of values written; 0 when the samples are absent or empty. */
@@ -299,6 +311,9 @@ typedef struct {
   char untraced_covariate[32];
   bool unpaired;            /* A/B: the two-sample permutation test, not the paired one */
   char primary[96];         /* A/B: the one gating host metric; "" when all gate */
+  /* A/B with --primary auto: why that metric was chosen (pd_cmp_ab_auto_primary); "" when
+   * the metric was given. */
+  char primary_why[96];
   char config_note[512];    /* config keys that differ (reported, not failed); "" if none */
   /* What changed most, largest first: kernels by device time, host ops by self CPU time
    * per step (from the runs' top_kernels and top_ops). Filled for every comparison;

@@ -453,6 +453,27 @@ static size_t ab_probe_logs(const cJSON *const *docs, size_t n, double *lc, doub
   return n;
 }
 
+/* What --primary auto chooses by (pd_cmp_ab_auto_primary): whether every run, base and
+ * head, has untraced warmup samples, and whether every one has the probe's series. */
+static int ab_auto_inputs(const cJSON *const *base, const cJSON *const *head, size_t n, bool *untraced,
+                          bool *probed) {
+  double *lc = malloc(n * sizeof(*lc)), *pw = malloc(AB_PROBE_CAP * sizeof(*pw));
+  if (lc == NULL || pw == NULL) {
+    free(lc);
+    free(pw);
+    return PD_ENOMEM;
+  }
+  *untraced = true;
+  for (size_t i = 0; i < 2 * n && *untraced; i++) {
+    double q = NAN;
+    *untraced = pd_cmp_run_quantiles(i < n ? base[i] : head[i - n], "warmup_step_times_s", 0.5, &q, 1) == 1;
+  }
+  *probed = ab_probe_logs(base, n, lc, pw) == n && ab_probe_logs(head, n, lc, pw) == n;
+  free(lc);
+  free(pw);
+  return 0;
+}
+
 /* The traced call cost of every run, base then head (names likewise), into lc: NULL when
  * every run has it, else the name of the first run that lacks it. */
 static const char *ab_call_costs(const cJSON *const *base, const cJSON *const *head, size_t n,
@@ -558,10 +579,19 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
   snprintf(rep->baseline_path, sizeof(rep->baseline_path), "%zu base runs", n);
   snprintf(rep->current_path, sizeof(rep->current_path), "%zu head runs", n);
   rep->baseline_runs = n;
+  const char *primary = opt != NULL ? opt->primary : NULL;
+  if (primary != NULL && strcmp(primary, PD_CMP_PRIMARY_AUTO) == 0) {
+    bool untraced = false, probed = false;
+    rc = ab_auto_inputs(base, head, n, &untraced, &probed);
+    if (rc != 0) return rc;
+    const char *pwhy = NULL;
+    primary = pd_cmp_ab_auto_primary(scen, untraced, probed, &pwhy);
+    snprintf(rep->primary_why, sizeof rep->primary_why, "%s", pwhy);
+  }
   const ab_settings_t st = {.alpha = rep->alpha,
                             .unpaired = opt != NULL && opt->unpaired,
                             .keep = opt != NULL && opt->keep > 0.0 && opt->keep <= 1.0 ? opt->keep : 0.5,
-                            .primary = opt != NULL ? opt->primary : NULL};
+                            .primary = primary};
   rep->keep = st.keep;
   rep->normalized = opt != NULL && opt->normalize_host;
   rep->adjusted = opt != NULL && opt->adjust_call_cost;

@@ -188,6 +188,35 @@ const pd_cmp_derived_t *pd_cmp_derived_metrics(size_t *count) {
   return k_derived;
 }
 
+/* Which untraced statistic follows the probe best differs by scenario, measured on the
+ * recordings with the probe in every run (bench/gate/data/probe_ab/, fresh H200s): after
+ * the adjustment along the probe, the spread left between unchanged processes is, for
+ * tiny_ops, 3.6-4.0% at the median against 4.3-5.3% at the 10th percentile (four
+ * recordings), and for clean 3.9-4.0% at the median against 2.9-3.1% at the 10th
+ * percentile (two recordings; clean's short steps have a slow tail that the median
+ * carries). The other scenarios have no such recordings and keep the median, the choice
+ * made for the probe. Without the probe the 10th percentile along the calibration is the
+ * one measured (fifteen recordings, docs/gate.md); without untraced samples (a build from
+ * before them), the profiled steps' 10th percentile. */
+const char *pd_cmp_ab_auto_primary(const char *scenario, bool untraced, bool probed, const char **why) {
+  const char *w, *m;
+  if (!untraced) {
+    w = "some run has no untraced warmup steps";
+    m = "step_time_p10_s";
+  } else if (!probed) {
+    w = "untraced steps without the probe in every run";
+    m = "untraced_step_p10_s";
+  } else if (scenario != NULL && strcmp(scenario, "clean") == 0) {
+    w = "untraced steps and the probe, clean";
+    m = "untraced_step_p10_s";
+  } else {
+    w = "untraced steps and the probe";
+    m = "untraced_step_p50_s";
+  }
+  if (why != NULL) *why = w;
+  return m;
+}
+
 static int gate_sampled(const char *metric) {
   for (size_t i = 0; metric != NULL && i < GATE_COUNT_OF(k_sampled); i++)
     if (strcmp(k_sampled[i].metric, metric) == 0) return (int)i;

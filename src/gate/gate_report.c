@@ -83,6 +83,7 @@ static void rep_summary(FILE *out, const pd_cmp_report_t *rep) {
       fprintf(out, ", untraced rows along %s", rep->untraced_covariate);
     fprintf(out, "; %s permutation test", rep->unpaired ? "two-sample" : "paired");
     if (rep->primary[0] != '\0') fprintf(out, "; primary host metric %s", rep->primary);
+    if (rep->primary_why[0] != '\0') fprintf(out, " (--primary auto: %s)", rep->primary_why);
     if (rep->undecided > 0)
       fprintf(out, "; %zu undecided (worse by more than half the tolerance, not significant: more rounds would tell)", rep->undecided);
     fprintf(out, "; mde: the smallest slowdown (%%) caught with 80%% power");
@@ -208,6 +209,10 @@ cJSON *pd_cmp_report_to_json(const pd_cmp_report_t *rep) {
         cJSON_AddStringToObject(stat, "primary", rep->primary);
       else
         cJSON_AddNullToObject(stat, "primary");
+      if (rep->primary_why[0] != '\0')
+        cJSON_AddStringToObject(stat, "primary_auto", rep->primary_why);
+      else
+        cJSON_AddNullToObject(stat, "primary_auto");
     }
   }
   cJSON *counts = cJSON_AddObjectToObject(root, "counts");

@@ -10,7 +10,8 @@
 # it is undecided (more rounds) and passes at the cap; PD_AB_MIN_ROUNDS makes a pass go on
 # to it, and a failure before it stands; sync stops at PD_AB_OTHER_MAX_ROUNDS; both sides'
 # runs get --warmup_probe (not dataloader's) and the untraced rows follow it, unless a build
-# lacks it or PD_AB_PROBE=0.
+# lacks it or PD_AB_PROBE=0; profile_compare --primary auto chooses the gating row and says
+# why, and a named primary a base build lacks falls back to step_time_p10_s.
 set -uo pipefail
 src=${1:?usage: gpu_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
 pc=${2:?usage: gpu_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
@@ -92,12 +93,19 @@ if grep -q -- '--scenario dataloader.*--warmup_steps 48' "$tmp/head.args"; then 
 if grep -q -- '--scenario dataloader.*--warmup_probe' "$tmp/head.args"; then fail "loader: dataloader got --warmup_probe"; fi
 case_run slow 1 1.3
 grep -q 'REGRESSED (8 rounds, look 1' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: not caught at the first look"; }
-grep -q 'untraced_step_p50_s' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: the primary untraced row (p50: both builds probe) is not what regressed"; }
-# A base build from before the untraced samples: compared on the traced p10, said so.
+grep -q 'untraced_step_p10_s' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: the primary untraced row (clean with the probe: p10) is not what regressed"; }
+grep -q 'primary host metric untraced_step_p10_s (--primary auto: untraced steps and the probe, clean)' "$tmp/out.slow/clean.ab.txt" ||
+  { cat "$tmp/out.slow/clean.ab.txt"; fail "slow: the report does not say the primary was chosen and why"; }
+# A base build from before the untraced samples: --primary auto takes the traced p10, said so.
 case_run old_base 1 1.3 FAKE_OLD_BASE=1
-grep -q 'carry no untraced_step_p50_s.*compared on step_time_p10_s' "$tmp/log.old_base" ||
-  { cat "$tmp/log.old_base"; fail "old_base: no fallback to step_time_p10_s"; }
+grep -q 'primary host metric step_time_p10_s (--primary auto: some run has no untraced warmup steps)' "$tmp/out.old_base/clean.ab.txt" ||
+  { cat "$tmp/out.old_base/clean.ab.txt"; fail "old_base: not compared on step_time_p10_s, or not said why"; }
 grep -q 'REGRESSED (8 rounds, look 1' "$tmp/log.old_base" || { cat "$tmp/log.old_base"; fail "old_base: not caught"; }
+# A named primary such a base build lacks: compared on the traced p10, said so.
+case_run old_named 1 1.3 FAKE_OLD_BASE=1 PD_AB_PRIMARY=untraced_step_p50_s
+grep -q 'carry no untraced_step_p50_s.*compared on step_time_p10_s' "$tmp/log.old_named" ||
+  { cat "$tmp/log.old_named"; fail "old_named: no fallback to step_time_p10_s"; }
+grep -q 'REGRESSED (8 rounds, look 1' "$tmp/log.old_named" || { cat "$tmp/log.old_named"; fail "old_named: not caught"; }
 case_run bad_warm 2 1 PD_AB_WARMUP=x
 grep -q 'PD_AB_WARMUP must be a whole number' "$tmp/log.bad_warm" || { cat "$tmp/log.bad_warm"; fail "bad_warm: no message"; }
 # The head's run n (3 warm-ups first) uses entry n: round 8 (n = 10) is the one fast round.

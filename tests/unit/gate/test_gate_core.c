@@ -961,6 +961,70 @@ static cJSON *mk_untraced_run(double w, double call_ns, double launch_untraced_n
   return d;
 }
 
+/* --primary auto: the rule (pd_cmp_ab_auto_primary) and the A/B that applies it to its
+ * runs. Nine rounds, the head's untraced steps 10% slower, its traced ones not: the row
+ * chosen gates (regressed), the report names it and why. The choice follows the runs:
+ * clean with the probe in every run takes the untraced p10, another scenario the p50; one
+ * head run without the probe, the p10; one base run without untraced steps, the traced
+ * p10 (which sees no change). */
+Test(gate_core, ab_primary_auto_chooses_from_the_runs) {
+  const char *why = NULL;
+  cr_expect_str_eq(pd_cmp_ab_auto_primary("clean", true, true, &why), "untraced_step_p10_s");
+  cr_expect_str_eq(pd_cmp_ab_auto_primary("tiny_ops", true, true, &why), "untraced_step_p50_s");
+  cr_expect_str_eq(pd_cmp_ab_auto_primary(NULL, true, true, NULL), "untraced_step_p50_s");
+  cr_expect_str_eq(pd_cmp_ab_auto_primary("clean", true, false, &why), "untraced_step_p10_s");
+  cr_expect_str_eq(pd_cmp_ab_auto_primary("tiny_ops", false, true, &why), "step_time_p10_s");
+  cr_expect(why != NULL && why[0] != '\0');
+  enum { N = 9, W = 40 };
+  const struct {
+    const char *scenario;
+    int drop; /* 0 none, 1 one head run's probe, 2 one base run's untraced steps */
+    const char *primary, *why;
+    bool failed;
+  } cases[] = {
+      {"clean", 0, "untraced_step_p10_s", "untraced steps and the probe, clean", true},
+      {"tiny_ops", 0, "untraced_step_p50_s", "untraced steps and the probe", true},
+      {"tiny_ops", 1, "untraced_step_p10_s", "untraced steps without the probe in every run", true},
+      {"tiny_ops", 2, "step_time_p10_s", "some run has no untraced warmup steps", false},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    cJSON *b[N], *h[N];
+    for (int r = 0; r < N; r++) {
+      b[r] = mk_untraced_run(1.0, 1500.0, 4000.0);
+      h[r] = mk_untraced_run(1.10, 1500.0, 4000.0);
+      double pr[W];
+      for (int i = 0; i < W; i++) pr[i] = 4000.0 * (1.0 + 0.01 * rng_normal());
+      cJSON_AddItemToObject(b[r], "warmup_probe_launch_ns", cJSON_CreateDoubleArray(pr, W));
+      if (!(cases[c].drop == 1 && r == 3)) cJSON_AddItemToObject(h[r], "warmup_probe_launch_ns", cJSON_CreateDoubleArray(pr, W));
+      if (cases[c].drop == 2 && r == 5) cJSON_DeleteItemFromObject(b[r], "warmup_step_times_s");
+      cJSON_ReplaceItemInObject(cJSON_GetObjectItem(b[r], "config"), "scenario", cJSON_CreateString(cases[c].scenario));
+      cJSON_ReplaceItemInObject(cJSON_GetObjectItem(h[r], "config"), "scenario", cJSON_CreateString(cases[c].scenario));
+    }
+    pd_cmp_report_t rep;
+    char err[256];
+    pd_cmp_options_t opt = {.keep = 1.0, .unpaired = true, .adjust_call_cost = true, .primary = PD_CMP_PRIMARY_AUTO};
+    cr_assert_eq(pd_cmp_ab((const cJSON *const *)b, N, (const cJSON *const *)h, N, NULL, &opt, &rep, err, sizeof err),
+                 0, "case %zu: %s", c, err);
+    cr_expect_str_eq(rep.primary, cases[c].primary, "case %zu", c);
+    cr_expect_str_eq(rep.primary_why, cases[c].why, "case %zu", c);
+    cr_expect_eq(rep.failed, cases[c].failed, "case %zu: failed %d", c, rep.failed);
+    if (cases[c].failed) cr_expect_eq(row_of(&rep, cases[c].primary)->verdict, PD_CMP_REGRESSED, "case %zu", c);
+    pd_cmp_report_free(&rep);
+    /* a named primary is kept, and no reason is given */
+    opt.primary = "untraced_step_p10_s";
+    if (cases[c].drop != 2) {
+      cr_assert_eq(pd_cmp_ab((const cJSON *const *)b, N, (const cJSON *const *)h, N, NULL, &opt, &rep, err, sizeof err),
+                   0, "case %zu: %s", c, err);
+      cr_expect_str_eq(rep.primary_why, "", "case %zu", c);
+      pd_cmp_report_free(&rep);
+    }
+    for (int r = 0; r < N; r++) {
+      cJSON_Delete(b[r]);
+      cJSON_Delete(h[r]);
+    }
+  }
+}
+
 /* The process states of round r in the two untraced-covariate tests below: the base slow
  * (1.3x) in round 0 only and the head in every other round, so that unadjusted the states
  * decide; with same_states, both sides slow one round in three and the head 10% slower
