@@ -39,7 +39,9 @@
 #   pd_ab_record_scenarios ARRAY
 #                             the scenarios bench/gate/ab_record.sh and env_check.sh record: the words of
 #                             $PD_AB_SCENARIOS (spaces or commas), default "clean tiny_ops";
-#                             only those two (bench/gate/ab_eval.py evaluates them), each once.
+#                             of clean, tiny_ops, sync and memory_churn (the scenarios gpu_ab.sh
+#                             judges on untraced steps, which bench/gate/ab_eval.py evaluates),
+#                             each once.
 # All return 0, or print one line on stderr and return 2.
 # shellcheck shell=bash
 
@@ -138,13 +140,13 @@ pd_ab_record_scenarios() {
   local pd_rec_s_ prog=${0##*/}
   read -r -a pd_rec_out_ <<<"$(printf '%s' "${PD_AB_SCENARIOS:-clean tiny_ops}" | tr ',' ' ')"
   if [ "${#pd_rec_out_[@]}" -eq 0 ]; then
-    echo "${prog%.sh}: PD_AB_SCENARIOS names no scenario (clean, tiny_ops)" >&2
+    echo "${prog%.sh}: PD_AB_SCENARIOS names no scenario (clean, tiny_ops, sync, memory_churn)" >&2
     return 2
   fi
   local pd_rec_seen_=" "
   for pd_rec_s_ in "${pd_rec_out_[@]}"; do
-    case "$pd_rec_s_" in clean | tiny_ops) ;; *)
-      echo "${prog%.sh}: PD_AB_SCENARIOS: '$pd_rec_s_' is not one ab_record.sh records (clean, tiny_ops)" >&2
+    case "$pd_rec_s_" in clean | tiny_ops | sync | memory_churn) ;; *)
+      echo "${prog%.sh}: PD_AB_SCENARIOS: '$pd_rec_s_' is not one ab_record.sh records (clean, tiny_ops, sync, memory_churn)" >&2
       return 2
       ;;
     esac

@@ -35,7 +35,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab_eval import look_alphas, probe_median, unpack_recording  # noqa: E402  (the one schedule of looks; the one reader of a recording's .tar.gz and of a run's probe)
+from ab_eval import SCENARIOS, look_alphas, probe_median, unpack_recording  # noqa: E402  (the one schedule of looks; the one reader of a recording's .tar.gz and of a run's probe)
 
 STATS = {
     "p10": lambda w: np.quantile(w, 0.10),
@@ -56,7 +56,7 @@ def load(path):
     or None)} per complete round ]}"""
     top = unpack_recording(path, die, "ab_emulate.")
     out = {}
-    for scen in ("clean", "tiny_ops"):
+    for scen in SCENARIOS:
         rows = []
         dirs = sorted(glob.glob(os.path.join(top, scen, "*")), key=lambda d: int(os.path.basename(d)))
         for d in dirs:
@@ -162,7 +162,7 @@ def main():
     print("| design | scenario | 10% fails | 5% fails | same build fails | mean rounds (10% / 5% / same) |")
     print("|---|---|---:|---:|---:|---|")
     for name, stat, cap, cont, tol in parsed:
-        for scen in ("clean", "tiny_ops"):
+        for scen in [s for s in SCENARIOS if any(d[s] for d in data.values())]:
             res = {"h10": [], "h5": [], "same": []}
             for rows in (d[scen] for d in data.values()):
                 if len(rows) < cap:

@@ -52,7 +52,8 @@ import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-SCENARIOS = ("clean", "tiny_ops")
+# the scenarios bench/gate/ab_record.sh can record (scripts/lib_args.sh, pd_ab_record_scenarios)
+SCENARIOS = ("clean", "tiny_ops", "sync", "memory_churn")
 ALL_SCENARIOS = ("clean", "dataloader", "sync", "tiny_ops", "memory_churn")
 # (name, profile_compare options): the statistics under evaluation
 VARIANTS = (
@@ -365,11 +366,12 @@ def main():
                          gate, a.max_rounds, True))
     # every (scenario, statistic) is independent of the others: evaluated side by side,
     # printed in order
+    recorded = [s for s in SCENARIOS if any(rounds_of(rec, s) for rec in a.recordings)]
     with ThreadPoolExecutor(max_workers=a.jobs) as pool:
         futures = {(scen, name): pool.submit(evaluate, cmp, a.recordings, scen, a.rounds, opts, cap, whole)
-                   for scen in SCENARIOS for name, opts, cap, whole in variants}
+                   for scen in recorded for name, opts, cap, whole in variants}
         results = {k: f.result() for k, f in futures.items()}
-    for scen in SCENARIOS:
+    for scen in recorded:
         print(f"#### {scen}: A/Bs of {a.rounds} rounds from disjoint runs\n")
         print("| statistic | 10% caught | 5% caught | same vs same: false alarms | change at 10% | change at 5% | change, same | stated mde (same) |")
         print("|---|---:|---:|---:|---|---|---|---|")

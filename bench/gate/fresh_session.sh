@@ -9,8 +9,9 @@
 #      an A/B of all five scenarios, the build against itself, timed (its log in
 #      OUT_DIR/ab.log, its summary in OUT_DIR/ab/summary.md);
 #   3. bench/gate/ab_record.sh with as many rounds as fit in what is left of SECONDS
-#      (default 585; about 9 s a round of clean and tiny_ops, 5 s a round of one of them
-#      (PD_AB_SCENARIOS, read by ab_record.sh), and 40 s for the rest; at most
+#      (default 585; about 9 s a round of clean and tiny_ops, 5 s a round of one scenario,
+#      4.5 s a round per scenario of several (PD_AB_SCENARIOS, read by ab_record.sh: clean,
+#      tiny_ops, sync, memory_churn), and 40 s for the rest; at most
 #      PD_MAX_ROUNDS, default 40), kept as OUT_DIR/<gpu>-<boot id prefix>.tar.gz (the folder itself is removed: a
 #      device call brings back a limited number of files). COMMIT goes into its host.txt
 #      (default: BUILD_DIR/pd_build_commit, which gpu_prepare.sh writes).
@@ -58,7 +59,7 @@ fi
 trap 'echo "fresh_session: done on boot $(cat /proc/sys/kernel/random/boot_id 2>/dev/null), acceptance exit $acc"' EXIT
 left=$((budget - (SECONDS - t0)))
 # seconds a round: 4 runs of about 1 s per scenario, and their start-up
-per_round=$((${#scen[@]} == 1 ? 5 : 9))
+per_round=$((${#scen[@]} == 1 ? 5 : (9 * ${#scen[@]} + 1) / 2))
 rounds=$(((left - 40) / per_round))
 [ "$rounds" -gt "$maxr" ] && rounds=$maxr
 if [ "$rounds" -lt 8 ]; then

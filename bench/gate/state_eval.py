@@ -2,7 +2,7 @@
 """state_eval.py: what the per-process noise left after the A/B's covariate looks like, in
 recorded runs (bench/gate/ab_record.sh recordings, folders or .tar.gz).
 
-    bench/gate/state_eval.py RECORDING... [--scenario tiny_ops|clean]
+    bench/gate/state_eval.py RECORDING... [--scenario tiny_ops|clean|sync|memory_churn]
 
 Per recording, over its runs of the scenario (the base runs a and b, and for the heap
 marker all four kinds with a term for each), the log of each run's untraced p10
@@ -40,7 +40,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab_eval import probe_median, unpack_recording  # noqa: E402  (the one reader of a recording's .tar.gz and of a run's probe)
+from ab_eval import SCENARIOS, probe_median, unpack_recording  # noqa: E402  (the one reader of a recording's .tar.gz and of a run's probe)
 
 
 def die(msg):
@@ -107,7 +107,7 @@ def modes_table(paths):
         rec = unpack(path)
         name = os.path.basename(rec.rstrip("/"))
         any_rows = False
-        for scen in ("clean", "tiny_ops"):
+        for scen in SCENARIOS:
             modes = kinds_in(rec, scen)
             by = {m: runs_of(rec, scen, (m,)) for m in modes}
             by = {m: v for m, v in by.items() if len(v) >= 4}
@@ -143,7 +143,7 @@ def modes_table(paths):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("recordings", nargs="+")
-    ap.add_argument("--scenario", default="tiny_ops", choices=("tiny_ops", "clean"))
+    ap.add_argument("--scenario", default="tiny_ops", choices=SCENARIOS)
     ap.add_argument("--modes", action="store_true",
                     help="compare the modes of bench/gate/env_check.sh recordings instead")
     a = ap.parse_args()

@@ -35,7 +35,7 @@ refused "fresh_session no build" "no build at" "$tmp/o3" -- "$src/bench/gate/fre
 refused "fresh_session usage" "usage: fresh_session.sh" "$tmp/o4" -- "$src/bench/gate/fresh_session.sh"
 refused "ab_record usage" "usage: ab_record.sh" "$tmp/o5" -- "$src/bench/gate/ab_record.sh" "$tmp/build"
 refused "ab_record ROUNDS" "ROUNDS must be a whole number" "$tmp/o6" -- "$src/bench/gate/ab_record.sh" "$tmp/build" "$tmp/o6" 4x
-refused "ab_record PD_AB_SCENARIOS" "'sync' is not one ab_record.sh records" "$tmp/o7" -- env PD_AB_SCENARIOS=tiny_ops,sync "$src/bench/gate/ab_record.sh" "$tmp/build" "$tmp/o7" 4
+refused "ab_record PD_AB_SCENARIOS" "'dataloader' is not one ab_record.sh records" "$tmp/o7" -- env PD_AB_SCENARIOS=tiny_ops,dataloader "$src/bench/gate/ab_record.sh" "$tmp/build" "$tmp/o7" 4
 refused "ab_record PD_AB_SCENARIOS empty" "PD_AB_SCENARIOS names no scenario" "$tmp/o8" -- env PD_AB_SCENARIOS=, "$src/bench/gate/ab_record.sh" "$tmp/build" "$tmp/o8" 4
 refused "ab_record PD_AB_SCENARIOS twice" "names 'tiny_ops' twice" "$tmp/o12" -- env PD_AB_SCENARIOS="tiny_ops clean tiny_ops" "$src/bench/gate/ab_record.sh" "$tmp/build" "$tmp/o12" 4
 refused "fresh_session PD_AB_SCENARIOS" "'dataloader' is not one ab_record.sh records" "$tmp/o9" -- env PD_AB_SCENARIOS=dataloader "$src/bench/gate/fresh_session.sh" "$tmp/build" "$tmp/o9"
