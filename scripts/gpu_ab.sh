@@ -163,8 +163,9 @@ cmp_args=()
 primary=${PD_AB_PRIMARY:-auto}
 [ "$primary" = all ] || cmp_args+=(--primary "$primary")
 [ "${PD_AB_NORMALIZE:-0}" = 1 ] && cmp_args+=(--normalize)
-# The default statistic: p10 of every run, host times adjusted for each run's traced-call
-# cost, a two-sample permutation test (profile_compare --adjust --unpaired; docs/gate.md:
+# The default statistic: the primary's value of every run, host times adjusted for each
+# run's covariate (the untraced rows along the probe or the untraced launch, the traced
+# ones along the traced-call cost), a two-sample permutation test (profile_compare --adjust --unpaired; docs/gate.md:
 # together they halve the stated mde on the recordings). PD_AB_ADJUST=0 turns both off
 # (then the better half and the paired test, as before); PD_AB_KEEP overrides keep.
 adj_args=()
