@@ -9,8 +9,8 @@ touches) catch both and raise no false alarm; every
 statistic is tabled; the sequential form starts its blocks wherever 8 rounds are left, or,
 in its row with no truncation, only where its cap's rounds are; the wall-time estimate is
 printed; only the recorded scenario is tabled; a folder that is no recording is
-refused with exit 2. Also bench/gate/ab_emulate.py on the same recording, where a python3
-with numpy is found."""
+refused with exit 2. Also bench/gate/ab_emulate.py and bench/gate/perm_calibration.py on
+the same recording, where a python3 with numpy is found."""
 import json
 import os
 import random
@@ -91,6 +91,29 @@ else:
     pt = subprocess.run([py, em, tgz, "p10:8:0.03:0.07", "--draws", "20"], capture_output=True, text=True)
     if pt.returncode != 0 or "| p10:8:0.03:0.07 | clean | 1.00 | 0.00 | 0.00 |" not in pt.stdout:
         fails.append(f"ab_emulate with TOL: exit {pt.returncode}: {pt.stdout} {pt.stderr}")
+    # bench/gate/perm_calibration.py: the null A/Bs' p shares, fixed slope and refit, per
+    # recording and pooled; its pieces on exact data; bad usage refused
+    pcal = os.path.join(src, "bench/gate/perm_calibration.py")
+    pp = subprocess.run([py, pcal, tgz, "--stat", "p10", "--draws", "20", "--perms", "200"], capture_output=True, text=True)
+    if pp.returncode != 0 or "| rec | clean | calibration | 20 |" not in pp.stdout or "| all | clean | calibration | 20 |" not in pp.stdout:
+        fails.append(f"perm_calibration: exit {pp.returncode}: {pp.stdout} {pp.stderr}")
+    chk_pc = ("import sys, numpy as np; sys.path.insert(0, sys.argv[1]); import perm_calibration as P\n"
+              "rng = np.random.default_rng(1); lab = np.repeat([0, 1], 8)\n"
+              "c = np.log(np.linspace(1000, 2000, 16)); v = 0.5 * c + 0.2 * lab\n"
+              "ok = abs(P.slope(v, c, lab) - 0.5) < 1e-12 and abs(P.change(v, c, lab, 0.5) - (np.exp(0.2) - 1)) < 1e-12\n"
+              "pf, pr = P.p_values(v, c, lab, 500, rng)\n"
+              "ok = ok and pf < 0.01 and pr < 0.01\n"
+              "qf, qr = P.p_values(v - 0.2 * lab, c, lab, 500, rng)\n"
+              "ok = ok and qf > 0.2 and qr > 0.2\n"
+              "sys.exit(0 if ok else 1)\n")
+    pk = subprocess.run([py, "-c", chk_pc, os.path.join(src, "bench/gate")], capture_output=True, text=True)
+    if pk.returncode != 0:
+        fails.append(f"perm_calibration's slope, change or p: {pk.stderr}")
+    for bad_args, msg in ((["--perms", "5"], "--perms from 100"), ([], "not a recording")):
+        target = [tgz] if bad_args else [rec]
+        pb = subprocess.run([py, pcal] + target + bad_args, capture_output=True, text=True)
+        if pb.returncode != 2 or msg not in pb.stderr or pb.stdout:
+            fails.append(f"perm_calibration {bad_args or 'a folder'}: exit {pb.returncode}: {pb.stderr}")
     # the experiments: an even spend of alpha (one look here: the same 0.01) reads as the
     # default; a slope of 0 (no adjustment) loses the 5% head in the slow-state noise
     pv = subprocess.run([py, em, tgz, "p10:8:0.015", "--draws", "20", "--even-alpha"], capture_output=True, text=True)
