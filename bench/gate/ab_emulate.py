@@ -3,7 +3,7 @@
 for choosing its design before the real evaluation (bench/gate/ab_eval.py, which runs
 profile_compare itself and is the figure of record).
 
-    bench/gate/ab_emulate.py RECORDING.tar.gz... [--draws N] [--seed S] [--slope S] [--even-alpha]
+    bench/gate/ab_emulate.py RECORDING.tar.gz... [--draws N] [--seed S] [--slope S | --refit] [--even-alpha]
         [--covariate auto|probe|calib] DESIGN...
 
 DESIGN: STAT:CAP:CONTINUE[:TOL], e.g. p10:40:0.015 (the default of gpu_ab.sh since the evening of
@@ -19,7 +19,8 @@ median of profiler_demo --warmup_probe's where every run has it, as profile_comp
 the calibration's; --covariate picks) (analysis of covariance on log values, pooled within-side slope clamped to [0, 2], as
 profile_compare --adjust), the mean of each side (--keep 1), the change against the 3%
 tolerance, and a two-sample permutation p (4000 random splits) against the look's alpha
-(0.004 at the first look, 0.006 split over the later ones). Each A/B is drawn from one
+(0.004 at the first look, 0.006 split over the later ones; --refit: the slope fitted again
+in every split, the test's exact form). Each A/B is drawn from one
 recording: CAP of its rounds in random order (so A/Bs of one recording share runs: this
 estimates power, it does not count independent A/Bs as ab_eval.py does), base a or b (the
 unchanged runs), head h10, h5 or the other unchanged kind. Prints, per recording set and
@@ -106,18 +107,48 @@ def look(b, h, alpha, cont, rng, tol=TOL, nperm=4000):
     return p < alpha, p >= alpha
 
 
+def look_refit(bv, hv, bc, hc, alpha, cont, rng, tol=TOL, nperm=4000):
+    """look() with the covariate's slope fitted again inside every relabelling (--refit: the
+    exact form of the adjusted permutation test; bench/gate/perm_calibration.py measures
+    how far the fitted-once form strays from it). bv, hv: raw values; bc, hc: log covariates."""
+    b, h = adjust(bv, hv, bc, hc)
+    diff = h.mean() - b.mean()
+    ch = diff / b.mean()
+    if ch <= tol:
+        return False, ch > cont
+    n = len(bv)
+    lv = np.log(np.concatenate([bv, hv]))
+    lc = np.concatenate([bc, hc])
+    ref = lc.mean()
+    idx = np.argsort(rng.random((nperm, 2 * n)), axis=1)
+    pv, pc = lv[idx], lc[idx]
+    sxy = sxx = 0.0
+    for g in (slice(0, n), slice(n, 2 * n)):
+        dc = pc[:, g] - pc[:, g].mean(1, keepdims=True)
+        sxy = sxy + (dc * (pv[:, g] - pv[:, g].mean(1, keepdims=True))).sum(1)
+        sxx = sxx + (dc * dc).sum(1)
+    s = np.where(sxx > 0, np.clip(sxy / np.where(sxx > 0, sxx, 1.0), 0.0, 2.0), 0.0)
+    adj = np.exp(pv - s[:, None] * (pc - ref))
+    d = adj[:, n:].mean(1) - adj[:, :n].mean(1)
+    p = (np.sum(d >= diff) + 1) / (nperm + 1)
+    return p < alpha, p >= alpha
+
+
 def even_alphas(first, cap):
     """The same looks as look_alphas, the total 0.01 spread evenly over them (--even-alpha)."""
     looks = look_alphas(first, cap)
     return [(n, 0.01 / len(looks)) for n, _ in looks]
 
 
-def sequential(bv, bc, hv, hc, cap, cont, rng, tol=TOL, slope=None, alphas=look_alphas):
+def sequential(bv, bc, hv, hc, cap, cont, rng, tol=TOL, slope=None, alphas=look_alphas, refit=False):
     """gpu_ab.sh's looks (ab_eval.look_alphas: 8, 16, ... and the cap itself)."""
     n = 8
     for n, a in alphas(8, cap):
-        b, h = adjust(bv[:n], hv[:n], bc[:n], hc[:n], slope)
-        failed, undecided = look(b, h, a, cont, rng, tol)
+        if refit:
+            failed, undecided = look_refit(bv[:n], hv[:n], bc[:n], hc[:n], a, cont, rng, tol)
+        else:
+            b, h = adjust(bv[:n], hv[:n], bc[:n], hc[:n], slope)
+            failed, undecided = look(b, h, a, cont, rng, tol)
         if failed or not undecided:
             return failed, n
     return False, n
@@ -134,9 +165,13 @@ def main():
                     help="the untraced rows' covariate: auto as profile_compare (the median of "
                     "warmup_probe_launch_ns where every run of the recording has it, else "
                     "ns_per_launch_untraced), or one of the two")
+    ap.add_argument("--refit", action="store_true",
+                    help="an experiment: the covariate's slope fitted again in every relabelling of the test")
     ap.add_argument("--even-alpha", action="store_true",
                     help="an experiment: alpha 0.01 spread evenly over the looks instead of 0.004 then the rest")
     a = ap.parse_args()
+    if a.slope is not None and a.refit:
+        die("--slope and --refit are two different experiments: give one")
     if a.slope is not None and not 0.0 <= a.slope <= 2.0:
         die("--slope must be from 0 to 2 (the fitted slope's clamp)")
     recs = [x for x in a.items if x.endswith(".tar.gz")]
@@ -179,7 +214,7 @@ def main():
                     for kind, bk, hk in (("h10", "ab"[i % 2], "h10"), ("h5", "ba"[i % 2], "h5"), ("same", "a", "b")):
                         res[kind].append(sequential(vals[bk][order], cov[bk][order], vals[hk][order], cov[hk][order],
                                                     cap, cont, rng, tol, a.slope,
-                                                    even_alphas if a.even_alpha else look_alphas))
+                                                    even_alphas if a.even_alpha else look_alphas, a.refit))
             if not res["same"]:
                 print(f"| {name} | {scen} | no recording has {cap} complete rounds with untraced samples | | | |")
                 continue

@@ -114,6 +114,14 @@ else:
         pb = subprocess.run([py, pcal] + target + bad_args, capture_output=True, text=True)
         if pb.returncode != 2 or msg not in pb.stderr or pb.stdout:
             fails.append(f"perm_calibration {bad_args or 'a folder'}: exit {pb.returncode}: {pb.stderr}")
+    # the slope refitted in every split (--refit): the synthetic heads are still caught and
+    # the same build never; --refit with --slope is refused
+    pr = subprocess.run([py, em, tgz, "p10:8:0.015", "--draws", "20", "--refit"], capture_output=True, text=True)
+    if pr.returncode != 0 or "| p10:8:0.015 | clean | 1.00 | 1.00 | 0.00 |" not in pr.stdout:
+        fails.append(f"ab_emulate --refit: exit {pr.returncode}: {pr.stdout} {pr.stderr}")
+    prs = subprocess.run([py, em, tgz, "p10:8:0.015", "--refit", "--slope", "1"], capture_output=True, text=True)
+    if prs.returncode != 2 or "--slope and --refit" not in prs.stderr or prs.stdout:
+        fails.append(f"ab_emulate --refit --slope: exit {prs.returncode}: {prs.stderr}")
     # the experiments: an even spend of alpha (one look here: the same 0.01) reads as the
     # default; a slope of 0 (no adjustment) loses the 5% head in the slow-state noise
     pv = subprocess.run([py, em, tgz, "p10:8:0.015", "--draws", "20", "--even-alpha"], capture_output=True, text=True)
