@@ -107,6 +107,18 @@ def look(b, h, alpha, cont, rng, tol=TOL, nperm=4000):
     return p < alpha, p >= alpha
 
 
+def perm_slopes(pv, pc, n):
+    """The pooled within-side slope of log value on log covariate for every row of pv, pc
+    (rows: labellings, the first n columns the base side), clamped to [0, 2] as
+    profile_compare's; 0 where the covariate does not vary within the sides."""
+    sxy = sxx = 0.0
+    for g in (slice(0, n), slice(n, pv.shape[1])):
+        dc = pc[:, g] - pc[:, g].mean(1, keepdims=True)
+        sxy = sxy + (dc * (pv[:, g] - pv[:, g].mean(1, keepdims=True))).sum(1)
+        sxx = sxx + (dc * dc).sum(1)
+    return np.where(sxx > 0, np.clip(sxy / np.where(sxx > 0, sxx, 1.0), 0.0, 2.0), 0.0)
+
+
 def look_refit(bv, hv, bc, hc, alpha, cont, rng, tol=TOL, nperm=4000):
     """look() with the covariate's slope fitted again inside every relabelling (--refit: the
     exact form of the adjusted permutation test; bench/gate/perm_calibration.py measures
@@ -122,13 +134,7 @@ def look_refit(bv, hv, bc, hc, alpha, cont, rng, tol=TOL, nperm=4000):
     ref = lc.mean()
     idx = np.argsort(rng.random((nperm, 2 * n)), axis=1)
     pv, pc = lv[idx], lc[idx]
-    sxy = sxx = 0.0
-    for g in (slice(0, n), slice(n, 2 * n)):
-        dc = pc[:, g] - pc[:, g].mean(1, keepdims=True)
-        sxy = sxy + (dc * (pv[:, g] - pv[:, g].mean(1, keepdims=True))).sum(1)
-        sxx = sxx + (dc * dc).sum(1)
-    s = np.where(sxx > 0, np.clip(sxy / np.where(sxx > 0, sxx, 1.0), 0.0, 2.0), 0.0)
-    adj = np.exp(pv - s[:, None] * (pc - ref))
+    adj = np.exp(pv - perm_slopes(pv, pc, n)[:, None] * (pc - ref))
     d = adj[:, n:].mean(1) - adj[:, :n].mean(1)
     p = (np.sum(d >= diff) + 1) / (nperm + 1)
     return p < alpha, p >= alpha

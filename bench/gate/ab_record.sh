@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # ab_record.sh BUILD_DIR OUT_DIR [ROUNDS] [COMMIT]: records on this GPU host the runs the
 # A/B's power and false alarms are evaluated from offline (bench/gate/ab_eval.py), into
-# OUT_DIR/<scenario>/<round>/<kind>.json for clean and tiny_ops (PD_AB_SCENARIOS: the
-# scenarios to record, of clean, tiny_ops, sync and memory_churn, space- or comma-separated;
-# default clean and tiny_ops), with the flags of
+# OUT_DIR/<scenario>/<round>/<kind>.json for the scenarios PD_AB_SCENARIOS names (of
+# clean, tiny_ops, sync and memory_churn, space- or comma-separated; default clean and
+# tiny_ops), with the flags of
 # baselines/acceptance.args and --warmup_steps PD_AB_WARMUP (default 48, as gpu_ab.sh). Each round runs, per scenario, four kinds in an order that
 # rotates from round to round (no kind always first):
 #   a, b  the unchanged build (two, so that an A/B of the build against itself exists)

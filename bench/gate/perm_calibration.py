@@ -29,7 +29,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab_emulate import STATS, load  # noqa: E402  (the one reader of a recording's runs and the statistics)
+from ab_emulate import STATS, load, perm_slopes  # noqa: E402  (the one reader of a recording's runs, the statistics, the slope)
 from ab_eval import SCENARIOS  # noqa: E402
 
 ROUNDS = 8
@@ -42,15 +42,9 @@ def die(msg):
 
 
 def slope(v, c, lab):
-    """The pooled within-side slope of v on c for the labelling lab, clamped to [0, 2] as
-    profile_compare's."""
-    sxy = sxx = 0.0
-    for g in (0, 1):
-        m = lab == g
-        dc = c[m] - c[m].mean()
-        sxy += (dc * (v[m] - v[m].mean())).sum()
-        sxx += (dc * dc).sum()
-    return min(2.0, max(0.0, sxy / sxx)) if sxx > 0 else 0.0
+    """The pooled within-side slope of v on c for the labelling lab (0 base, 1 head)."""
+    order = np.argsort(lab, kind="stable")
+    return float(perm_slopes(v[order][None, :], c[order][None, :], int(np.sum(lab == 0)))[0])
 
 
 def change(v, c, lab, s):
