@@ -45,7 +45,7 @@ grep -E 'Test +#|tests passed|Total Test time|confirmation rerun|clean loader|bu
 
 bench/gate/inject_accuracy.sh "$build" >"$out/inject.log" 2>&1
 echo "fresh_session: inject_accuracy exit $? after $((SECONDS - t0)) s:"
-grep -E 'ratio|Synthesis' "$out/inject.log"
+grep -E 'ratio|Synthesis|last busy time' "$out/inject.log"
 
 if [ "${PD_FRESH_AB:-0}" = 1 ]; then
   ta=$SECONDS

@@ -5,7 +5,8 @@
 # gate::injected_slowdown_lengthens_the_p50_step_by_its_fraction (clean at 0.10 over 100
 # injected and 100 plain steps of each kind in one process, tiny_ops at 0.05 over 32 each), which the
 # acceptance suite skips because its result varies between fresh machines (docs/gate.md).
-# Prints the measured ratios. Exit: the test's status (0 within 3 points); 2 no build.
+# Prints the measured ratios, and each run's feedback loop as it ended (its last busy time
+# and measured surplus). Exit: the test's status (0 within 3 points); 2 no build.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 build=${1:-build-gpu}
@@ -17,7 +18,24 @@ test_bin=$build/tests/acceptance/scenarios/test_scenarios
 root=$PWD libpath_probe=$test_bin
 # shellcheck source=scripts/gpu_libpath.sh
 . scripts/gpu_libpath.sh
-# the environment ctest gives it (pd_add_acceptance_test in CMakeLists.txt)
-PD_SOURCE_DIR=$PWD PD_BINARY_DIR=$build PD_MEASURE_INJECTION=1 "$test_bin" --filter 'gate/injected_slowdown_lengthens_the_p50_step_by_its_fraction' 2>&1 |
-  grep -E 'inject_slowdown|Synthesis|FAIL|SKIP|----'
-exit "${PIPESTATUS[0]}"
+# the environment ctest gives it (pd_add_acceptance_test in CMakeLists.txt); the runs kept
+# (PD_KEEP_ACCEPT_DIR) so that the feedback loop's last state can be printed after them
+out=$(mktemp) || exit 2
+PD_SOURCE_DIR=$PWD PD_BINARY_DIR=$build PD_MEASURE_INJECTION=1 PD_KEEP_ACCEPT_DIR=1 "$test_bin" \
+  --filter 'gate/injected_slowdown_lengthens_the_p50_step_by_its_fraction' >"$out" 2>&1
+rc=$?
+grep -E 'inject_slowdown|Synthesis|FAIL|SKIP|----' "$out"
+# each run's loop, as profiler_demo printed it: the last busy time and the surplus an
+# injected step measured over it, in the warmup and in the profiled steps (a busy time at a
+# quarter of its target is the loop's floor: a surplus it could not take off)
+kept=$(sed -n 's/^test_scenarios: runs kept in //p' "$out" | tail -n 1)
+rm -f "$out"
+if [ -n "$kept" ] && [ -d "$kept" ]; then
+  for log in "$kept"/*/log; do
+    [ -f "$log" ] || continue
+    run=$(basename "$(dirname "$log")")
+    grep -h 'last busy time' "$log" | sed "s|^|inject_accuracy: $run: |"
+  done
+  rm -rf "$kept"
+fi
+exit "$rc"
