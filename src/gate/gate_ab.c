@@ -453,25 +453,26 @@ static size_t ab_probe_logs(const cJSON *const *docs, size_t n, double *lc, doub
   return n;
 }
 
-/* What --primary auto chooses by (pd_cmp_ab_auto_primary): whether every run, base and
- * head, has untraced warmup samples, and whether every one has the probe's series. */
-static int ab_auto_inputs(const cJSON *const *base, const cJSON *const *head, size_t n, bool *untraced,
-                          bool *probed) {
-  double *lc = malloc(n * sizeof(*lc)), *pw = malloc(AB_PROBE_CAP * sizeof(*pw));
-  if (lc == NULL || pw == NULL) {
-    free(lc);
-    free(pw);
-    return PD_ENOMEM;
-  }
-  *untraced = true;
-  for (size_t i = 0; i < 2 * n && *untraced; i++) {
-    double q = NAN;
-    *untraced = pd_cmp_run_quantiles(i < n ? base[i] : head[i - n], "warmup_step_times_s", 0.5, &q, 1) == 1;
-  }
-  *probed = ab_probe_logs(base, n, lc, pw) == n && ab_probe_logs(head, n, lc, pw) == n;
-  free(lc);
+/* The probe's series of every run, read once for both of its uses (--primary auto chooses
+ * by whether every run has it, --adjust moves the untraced rows along it): each run's log
+ * median into plog, base then head (2n), and *probed when every run has it. Returns 0 or
+ * PD_ENOMEM. */
+static int ab_probe_read(const cJSON *const *base, const cJSON *const *head, size_t n, double *plog,
+                         bool *probed) {
+  double *pw = malloc(AB_PROBE_CAP * sizeof(*pw));
+  if (pw == NULL) return PD_ENOMEM;
+  *probed = ab_probe_logs(base, n, plog, pw) == n && ab_probe_logs(head, n, plog + n, pw) == n;
   free(pw);
   return 0;
+}
+
+/* Whether every run, base and head, has untraced warmup samples (--primary auto). */
+static bool ab_all_untraced(const cJSON *const *base, const cJSON *const *head, size_t n) {
+  for (size_t i = 0; i < 2 * n; i++) {
+    double q = NAN;
+    if (pd_cmp_run_quantiles(i < n ? base[i] : head[i - n], "warmup_step_times_s", 0.5, &q, 1) != 1) return false;
+  }
+  return true;
 }
 
 /* The traced call cost of every run, base then head (names likewise), into lc: NULL when
@@ -580,12 +581,20 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
   snprintf(rep->current_path, sizeof(rep->current_path), "%zu head runs", n);
   rep->baseline_runs = n;
   const char *primary = opt != NULL ? opt->primary : NULL;
-  if (primary != NULL && strcmp(primary, PD_CMP_PRIMARY_AUTO) == 0) {
-    bool untraced = false, probed = false;
-    rc = ab_auto_inputs(base, head, n, &untraced, &probed);
-    if (rc != 0) return rc;
+  const bool auto_primary = primary != NULL && strcmp(primary, PD_CMP_PRIMARY_AUTO) == 0;
+  double *plog = NULL; /* each run's log median probe, base then head (ab_probe_read) */
+  bool probed = false;
+  if (auto_primary || (opt != NULL && opt->adjust_call_cost)) {
+    plog = malloc(2 * n * sizeof(*plog));
+    rc = plog == NULL ? PD_ENOMEM : ab_probe_read(base, head, n, plog, &probed);
+    if (rc != 0) {
+      free(plog);
+      return rc;
+    }
+  }
+  if (auto_primary) {
     const char *pwhy = NULL;
-    primary = pd_cmp_ab_auto_primary(scen, untraced, probed, &pwhy);
+    primary = pd_cmp_ab_auto_primary(scen, ab_all_untraced(base, head, n), probed, &pwhy);
     snprintf(rep->primary_why, sizeof rep->primary_why, "%s", pwhy);
   }
   const ab_settings_t st = {.alpha = rep->alpha,
@@ -611,6 +620,7 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
     free(work);
     free(scale);
     free(lcost);
+    free(plog);
     free(names_of);
     return PD_ENOMEM;
   }
@@ -627,13 +637,11 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
   if (rc == 0 && lcost != NULL) {
     /* The untraced rows' covariate: the in-process probe where every run has it, else the
      * one untraced launch calibration after the warmup. */
-    double *pw = malloc(AB_PROBE_CAP * sizeof(*pw));
-    if (pw == NULL) rc = PD_ENOMEM;
-    untraced_cov = pw != NULL && ab_probe_logs(base, n, lcost + 2 * n, pw) == n &&
-                   ab_probe_logs(head, n, lcost + 3 * n, pw) == n;
-    free(pw);
-    if (untraced_cov) snprintf(rep->untraced_covariate, sizeof rep->untraced_covariate, "warmup_probe_launch_ns");
-    else {
+    untraced_cov = probed;
+    if (untraced_cov) {
+      memcpy(lcost + 2 * n, plog, 2 * n * sizeof(*plog));
+      snprintf(rep->untraced_covariate, sizeof rep->untraced_covariate, "warmup_probe_launch_ns");
+    } else {
       untraced_cov = ab_calib_logs(base, n, "ns_per_launch_untraced", lcost + 2 * n) == n &&
                      ab_calib_logs(head, n, "ns_per_launch_untraced", lcost + 3 * n) == n;
       if (untraced_cov) snprintf(rep->untraced_covariate, sizeof rep->untraced_covariate, "ns_per_launch_untraced");
@@ -720,6 +728,7 @@ int pd_cmp_ab(const cJSON *const *base, size_t nbase, const cJSON *const *head, 
   free(work);
   free(scale);
   free(lcost);
+  free(plog);
   if (rc == 0 && st.primary != NULL) {
     bool found = false;
     for (size_t i = 0; i < rep->nrows && !found; i++)

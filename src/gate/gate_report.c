@@ -171,6 +171,14 @@ void cmp_add_number_or_null(cJSON *obj, const char *key, double v) {
     cJSON_AddNullToObject(obj, key);
 }
 
+/* A report's text field: "" is written as null. */
+static void rep_add_text_or_null(cJSON *obj, const char *key, const char *text) {
+  if (text[0] != '\0')
+    cJSON_AddStringToObject(obj, key, text);
+  else
+    cJSON_AddNullToObject(obj, key);
+}
+
 cJSON *pd_cmp_report_to_json(const pd_cmp_report_t *rep) {
   cJSON *root = cJSON_CreateObject();
   if (root == NULL) return NULL;
@@ -196,23 +204,11 @@ cJSON *pd_cmp_report_to_json(const pd_cmp_report_t *rep) {
       cJSON_AddNumberToObject(stat, "keep", rep->keep);
       cJSON_AddBoolToObject(stat, "normalized_by_host_calibration", rep->normalized);
       cJSON_AddBoolToObject(stat, "adjusted_for_call_cost", rep->adjusted);
-      if (rep->adjust_note[0] != '\0')
-        cJSON_AddStringToObject(stat, "adjust_note", rep->adjust_note);
-      else
-        cJSON_AddNullToObject(stat, "adjust_note");
-      if (rep->untraced_covariate[0] != '\0')
-        cJSON_AddStringToObject(stat, "untraced_covariate", rep->untraced_covariate);
-      else
-        cJSON_AddNullToObject(stat, "untraced_covariate");
+      rep_add_text_or_null(stat, "adjust_note", rep->adjust_note);
+      rep_add_text_or_null(stat, "untraced_covariate", rep->untraced_covariate);
       cJSON_AddStringToObject(stat, "test", rep->unpaired ? "two_sample_permutation" : "paired_permutation");
-      if (rep->primary[0] != '\0')
-        cJSON_AddStringToObject(stat, "primary", rep->primary);
-      else
-        cJSON_AddNullToObject(stat, "primary");
-      if (rep->primary_why[0] != '\0')
-        cJSON_AddStringToObject(stat, "primary_auto", rep->primary_why);
-      else
-        cJSON_AddNullToObject(stat, "primary_auto");
+      rep_add_text_or_null(stat, "primary", rep->primary);
+      rep_add_text_or_null(stat, "primary_auto", rep->primary_why);
     }
   }
   cJSON *counts = cJSON_AddObjectToObject(root, "counts");
