@@ -85,6 +85,14 @@ void pd_replay_destroy(pd_replay_t *r) {
 
 /* ---- the pass ------------------------------------------------------------------------------ */
 
+/* a + b for replayed times: saturated at the int64 range (a trace's timestamps may lie
+ * anywhere in it, and a gap or latency measured from such a trace may be as large), and
+ * never the RP_NOT_DONE sentinel. */
+static int64_t rp_add(int64_t a, int64_t b) {
+  const int64_t v = pd_add_sat_i64(a, b);
+  return v == RP_NOT_DONE ? RP_NOT_DONE + 1 : v;
+}
+
 /* Bits a fix removes from host tasks. */
 static uint16_t removed_bits(unsigned mask) {
   uint16_t b = 0;
@@ -150,13 +158,13 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
       const int64_t prev_end = x->prev >= 0 && rt[x->prev] != RP_NOT_DONE ? rend[x->prev] : RP_NOT_DONE;
       const bool launched = g->launch >= 0 && rt[g->launch] != RP_NOT_DONE;
       if (launched) {
-        t = rt[g->launch] + launch_lat;
+        t = rp_add(rt[g->launch], launch_lat);
         int64_t after = prev_end;
         if (after != RP_NOT_DONE && g->qkey >= 0)
-          after += tiny && (g->bits & RP_B_TINY) ? r->graph_node_ns : r->qgap_ns[g->qkey];
+          after = rp_add(after, tiny && (g->bits & RP_B_TINY) ? r->graph_node_ns : r->qgap_ns[g->qkey]);
         if (after != RP_NOT_DONE && after > t) t = after;
       } else if (prev_end != RP_NOT_DONE) {
-        t = prev_end + g->gap;
+        t = rp_add(prev_end, g->gap);
       } else {
         t = x->t;
       }
@@ -165,11 +173,11 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
         if (rt[src] != RP_NOT_DONE && rend[src] > t) t = rend[src];
       }
       rt[id] = t;
-      rend[id] = t + gpu_dur(r, g, mask);
+      rend[id] = rp_add(t, gpu_dur(r, g, mask));
       continue;
     }
     if (x->fork >= 0 && rt[x->fork] != RP_NOT_DONE) {
-      t = rt[x->fork] + (x->t - r->nodes[x->fork].t);
+      t = rp_add(rt[x->fork], pd_sub_sat_i64(x->t, r->nodes[x->fork].t));
       if (x->prev >= 0 && rt[x->prev] != RP_NOT_DONE && rt[x->prev] > t) t = rt[x->prev];
       rt[id] = t;
       continue;
@@ -182,11 +190,11 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
     if (x->type == RP_HEND && x->aux >= 0) {
       const rp_block_t *b = &r->blk[x->aux];
       int64_t seg = x->seg < b->base_left ? x->seg : b->base_left;
-      t = base + task_dur(r, x, seg, mask, rm);
+      t = rp_add(base, task_dur(r, x, seg, mask, rm));
       if (block_waits(b, mask, rm, x->bits)) {
         for (int32_t d = b->dep_off; d < b->dep_off + b->dep_n; d++) {
           int32_t src = r->deps[d];
-          int64_t ready = rt[src] != RP_NOT_DONE ? rend[src] + wake_lat + b->post : RP_NOT_DONE;
+          int64_t ready = rt[src] != RP_NOT_DONE ? rp_add(rp_add(rend[src], wake_lat), b->post) : RP_NOT_DONE;
           if (ready != RP_NOT_DONE && ready > t) t = ready;
         }
       }
@@ -198,12 +206,12 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
        * loader, started with the first step, makes each batch in half the time) */
       const int64_t own = x->seg < r->wait_d0_ns ? x->seg : r->wait_d0_ns;
       int64_t ready = x->anchor;
-      if (mask & PD_FIX_BIT(PD_FIX_LOADER_2X)) ready = r->anchor0_ns + (ready - r->anchor0_ns) / 2;
-      t = base + task_dur(r, x, own, mask & ~PD_FIX_BIT(PD_FIX_LOADER_2X), rm);
+      if (mask & PD_FIX_BIT(PD_FIX_LOADER_2X)) ready = rp_add(r->anchor0_ns, pd_sub_sat_i64(ready, r->anchor0_ns) / 2);
+      t = rp_add(base, task_dur(r, x, own, mask & ~PD_FIX_BIT(PD_FIX_LOADER_2X), rm));
       rt[id] = t > ready ? t : ready;
       continue;
     }
-    rt[id] = base + task_dur(r, x, x->seg, mask, rm);
+    rt[id] = rp_add(base, task_dur(r, x, x->seg, mask, rm));
   }
 
   /* Steps. */
@@ -215,8 +223,8 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
     const int32_t a = r->step_node[2 * s], b = r->step_node[2 * s + 1];
     double us = NAN;
     if (a >= 0 && b >= 0 && rt[a] != RP_NOT_DONE && rt[b] != RP_NOT_DONE) {
-      us = (double)(rt[b] - rt[a]) / 1e3;
-      const double m = (double)(r->nodes[b].t0 - r->nodes[a].t0) / 1e3;
+      us = (double)pd_sub_sat_i64(rt[b], rt[a]) / 1e3;
+      const double m = (double)pd_sub_sat_i64(r->nodes[b].t0, r->nodes[a].t0) / 1e3;
       sum += us;
       msum += m;
       err[ns++] = m > 0 ? fabs(us - m) / m : 0.0;

@@ -558,6 +558,37 @@ Test(replay, bad_arguments) {
   cr_assert(pd_replay_cost_default(false).ns_per_range > 0);
 }
 
+/* Fuzz finding (trace_analyze, UBSan, CI's fuzz stage): a trace whose GPU tasks start
+ * near the reader's ts limit (8.4e18 ns) and whose measured queue gap is 2.8e18 ns made the
+ * replay's time sums overflow int64 (replay.c, a queued task's start). The replay's sums
+ * now saturate (never reading as "not done"): every what-if runs, and a step's replayed
+ * time is a number or NaN, never undefined behaviour (which the sanitizer stage would
+ * stop at). */
+Test(replay, fuzz_times_near_the_int64_limit_saturate) {
+  const char *src = getenv("PD_SOURCE_DIR");
+  cr_assert_not_null(src, "PD_SOURCE_DIR is not set (ctest sets it)");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tests/fuzz/trace_analyze/findings/replay_overflow.json", src);
+  pd_trace_t *t = pd_trace_create();
+  pd_trace_info_t info;
+  char err[512];
+  cr_assert_eq(pd_trace_read_file_info(path, t, &info, err, sizeof err), 0, "%s", err);
+  pd_trace_index_t ix;
+  cr_assert_eq(pd_trace_index_build(t, &ix), 0);
+  pd_replay_cost_t cost = pd_replay_cost_default(info.torch);
+  pd_replay_t *r;
+  cr_assert_eq(pd_replay_build(t, &ix, &cost, &r), 0);
+  cr_assert_neq(pd_replay_info(r)->quality, PD_REPLAY_UNAVAILABLE, "the finding must reach the pass");
+  for (int f = -1; f < PD_FIX_COUNT; f++) {
+    pd_replay_result_t res;
+    cr_assert_eq(pd_replay_run(r, f < 0 ? 0u : PD_FIX_BIT(PD_FIX_PROFILER) | PD_FIX_BIT(f), &res, NULL), 0);
+    cr_expect(res.steps == 0 || !isinf(res.step_us_mean), "fix %d: %g", f, res.step_us_mean);
+  }
+  pd_replay_destroy(r);
+  pd_trace_index_free(&ix);
+  pd_trace_destroy(t);
+}
+
 /* ---- every committed trace --------------------------------------------------------------------- */
 
 static void check_dir(const char *sub, size_t *checked) {
