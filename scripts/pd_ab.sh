@@ -15,9 +15,12 @@
 #   scripts/pd_ab.sh --name train --base 'python3 train.py' --head 'python3 train.py --new' \
 #       -- --step_range train_step --skip_first 10 --warmup 1 --active 30
 # Then profile_compare compares them as gpu_ab.sh does (--base ... --head ...: the mean of
-# every run's p10 step, host times adjusted for each run's traced-call cost, a two-sample
-# permutation test, step_time_p10_s the one gating host metric; where a run carries no
-# calibration: the better half, paired by round, saying so). OUT (default: a temporary folder, removed) keeps the runs'
+# every run's value, host times adjusted for each run's calibration, a two-sample
+# permutation test, one gating host metric chosen by --primary auto: the 10th percentile of
+# the steps pd_run timed untraced (warmup_step_times_s: the schedule's steps outside its
+# cycles, where CUPTI records nothing), or of the profiled steps where a run has none (a
+# pd_run before them); the report says which; where a run carries no calibration: the
+# better half, paired by round, saying so). OUT (default: a temporary folder, removed) keeps the runs'
 # metrics JSONs, logs, traces, the report (ab.json, ab.md, ab.txt) and summary.md, which is
 # appended to $GITHUB_STEP_SUMMARY when set. One warm-up run of each command comes first.
 # pd_run comes from --pd_run, else $PD_RUN, else build/src/cli/pd_run/pd_run; profile_compare
@@ -100,7 +103,7 @@ for ((r = 1; r <= rounds; r++)); do
   head_runs+=("$out/runs/head.$r.json")
   echo "pd_ab: round $r of $rounds done ($((SECONDS - t0)) s)"
 done
-cmp=(--primary step_time_p10_s --alpha "$alpha" --json "$out/ab.json" --markdown "$out/ab.md")
+cmp=(--primary auto --alpha "$alpha" --json "$out/ab.json" --markdown "$out/ab.md")
 rc=0
 "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" "${cmp[@]}" --adjust --keep 1 --unpaired >"$out/ab.txt" 2>&1 || rc=$?
 how="host times adjusted for each run's traced-call cost"

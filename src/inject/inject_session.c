@@ -563,6 +563,11 @@ static int metrics_write(pd_inject_session_t *s, const char *path, const pd_verd
       .step_times_s = s->step_s,
       .dataloader_wait_s = s->wait_s,
       .nsteps = s->nsamples,
+      /* the untraced steps' periods (period_note): for a program under pd_run the step's
+       * time and its period are one figure; the gate's A/B judges host time on them */
+      .warmup_periods_s = s->nuntraced > 0 ? s->untraced_s : NULL,
+      .warmup_step_times_s = s->nuntraced > 0 ? s->untraced_s : NULL,
+      .nwarmup = s->nuntraced,
       .verdict = v,
       .top_ops = s->ops,
       .top_ops_limit = c->top_n,

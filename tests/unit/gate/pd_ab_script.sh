@@ -2,7 +2,9 @@
 # pd_ab_script.sh SOURCE_DIR PROFILE_COMPARE: scripts/pd_ab.sh without a GPU. A fake pd_run
 # runs the command it is given (which prints a factor) and writes the clean fixture's
 # metrics JSON under the given --name with its step times scaled by that factor; the real
-# profile_compare judges. Checks: the same command passes; a 30% slower head fails; a
+# profile_compare judges. Checks: the same command passes, judged on the untraced steps
+# (--primary auto, said so); a 30% slower head fails on them, and on the profiled steps'
+# p10 where the runs have no untraced steps; a
 # failing command stops the A/B with its log; runs without the profiler's calibration are
 # compared unadjusted, saying so; bad usage exits 2 with one line and creates nothing.
 set -uo pipefail
@@ -27,12 +29,15 @@ f=\$("\$@") || exit \$?  # the program's exit status, as pd_run returns it
 f=\$(printf '%s\\n' "\$f" | tail -n 1)
 n=\$(cat "$tmp/count" 2>/dev/null || echo 0)
 echo \$((n + 1)) >"$tmp/count"
-exec python3 - "$src/tests/fixtures/runs/clean.metrics.json" "\$out" "\$name" "\$n" "\$f" "\${FAKE_NO_CALIB:-0}" <<'PY'
+exec python3 - "$src/tests/fixtures/runs/clean.metrics.json" "\$out" "\$name" "\$n" "\$f" "\${FAKE_NO_CALIB:-0}" "\${FAKE_OLD:-0}" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 n, f = int(sys.argv[4]), float(sys.argv[5])
 d["config"]["scenario"] = sys.argv[3]
 f *= 1.0 + 0.002 * ((n * 7) % 5)  # a little noise of its own
+# the untraced steps pd_run times (a pd_run before them, FAKE_OLD=1, writes none)
+if sys.argv[7] != "1":
+    d["warmup_step_times_s"] = d["warmup_periods_s"] = [0.8 * t * f for t in d["step_times_s"]] * 4
 d["step_times_s"] = [t * f for t in d["step_times_s"]]
 if sys.argv[6] == "1":
     d.get("profiler_cost", {}).pop("calibration", None)
@@ -48,10 +53,18 @@ rc=$?
   { cat "$tmp/log.same"; fail "same: exit $rc"; }
 [ -f "$tmp/same/ab.json" ] && [ -f "$tmp/same/summary.md" ] && [ -f "$tmp/same/runs/head.8.json" ] || fail "same: outputs missing"
 grep -q '"adjusted_for_call_cost":[[:space:]]*true' "$tmp/same/ab.json" || fail "same: not adjusted"
+grep -q 'primary host metric untraced_step_p10_s (--primary auto: untraced steps without the probe in every run)' "$tmp/log.same" ||
+  { cat "$tmp/log.same"; fail "same: not judged on the untraced steps, or not said why"; }
 
 ab --name train --base 'echo 1' --head 'echo 1.3' --out "$tmp/slow" >"$tmp/log.slow" 2>&1
 rc=$?
 [ "$rc" -eq 1 ] && grep -q 'pd_ab: train: REGRESSED' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: exit $rc"; }
+grep -q 'untraced_step_p10_s .*regressed' "$tmp/log.slow" || { cat "$tmp/log.slow"; fail "slow: the untraced row is not what regressed"; }
+# a pd_run from before the untraced steps: the profiled steps' p10, said so
+FAKE_OLD=1 ab --name train --base 'echo 1' --head 'echo 1.3' --out "$tmp/old" >"$tmp/log.old" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && grep -q 'primary host metric step_time_p10_s (--primary auto: some run has no untraced warmup steps)' "$tmp/log.old" ||
+  { cat "$tmp/log.old"; fail "old: exit $rc, or not compared on step_time_p10_s"; }
 
 ab --name train --base 'echo 1' --head "sh -c 'echo boom >&2; exit 3'" --out "$tmp/broken" >"$tmp/log.broken" 2>&1
 rc=$?

@@ -212,6 +212,13 @@ Test(inject_session, the_added_time_is_measured_against_the_untraced_steps) {
   cr_expect(added->valuedouble > 3000 && added->valuedouble < 8000, "got %.1f us", added->valuedouble);
   cr_expect_eq(cJSON_GetObjectItem(pc, "measured_untraced_steps")->valuedouble, 4.0, "steps 2..5");
   cr_expect_eq(cJSON_GetObjectItem(pc, "measured_traced_steps")->valuedouble, 4.0, "steps 7..10");
+  /* the same untraced periods are written as the untraced steps the gate's A/B judges */
+  const char *keys[] = {"warmup_step_times_s", "warmup_periods_s"};
+  for (size_t k = 0; k < 2; k++) {
+    const cJSON *w = cJSON_GetObjectItem(j, keys[k]), *x = NULL;
+    cr_assert_eq(cJSON_GetArraySize(w), 4, "%s: steps 2..5", keys[k]);
+    cJSON_ArrayForEach(x, w) cr_expect(x->valuedouble > 0.0019 && x->valuedouble < 0.0060, "%s: %g s", keys[k], x->valuedouble);
+  }
   cJSON_Delete(j);
   pd_inject_session_destroy(s);
 }
@@ -251,6 +258,7 @@ Test(inject_session, kernel_steps_finish_after_the_schedule_and_let_go_once) {
    * run's first two left out; traced: steps 2..4 */
   cr_expect_eq(cJSON_GetObjectItem(pc, "measured_untraced_steps")->valuedouble, 14.0);
   cr_expect_eq(cJSON_GetObjectItem(pc, "measured_traced_steps")->valuedouble, 3.0);
+  cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "warmup_step_times_s")), 14);
   cJSON_Delete(j);
   cr_assert_eq(remove(path), 0);
   for (int step = 0; step < 5; step++) launch(s, "_Z10optim_stepPf");
