@@ -18,6 +18,9 @@ record_shapes and profile_memory; cuda records GPU activity only). pd_run must t
 --warmup 1 --active N. One line on stdout: "train_step: VARIANT steps=... timed=K
 mean_ms=... p50_ms=... loss=...". --timing_json PATH writes the timed steps' times.
 
+--host_spin_us N plants a host-side slowdown (the main thread spins N us in each step, after
+the step's launches): the head of an A/B that should fail (scripts/pd_ab.sh).
+
 usage: pd_run --step_kernel amp_update_scale -- python3 tests/torch/train_step.py [--variant plain_b64]
        python3 tests/torch/train_step.py --steps 30 --nvtx --workers 2
 """
@@ -43,9 +46,11 @@ def main():
     ap.add_argument("--torch_profiler", choices=["off", "default", "full", "cuda"], default="off")
     ap.add_argument("--trace_dir", default="", help="torch.profiler's traces (default: not exported)")
     ap.add_argument("--timing_json", default="")
+    ap.add_argument("--host_spin_us", type=float, default=0.0,
+                    help="a planted host-side slowdown: the main thread spins this long in each step, after its launches")
     a = ap.parse_args()
-    if a.warmup < 0 or a.active < 2 or a.workers < 0 or a.steps < 0:
-        ap.error("--warmup >= 0, --active >= 2, --workers >= 0, --steps >= 0")
+    if a.warmup < 0 or a.active < 2 or a.workers < 0 or a.steps < 0 or not 0.0 <= a.host_spin_us <= 1e6:
+        ap.error("--warmup >= 0, --active >= 2, --workers >= 0, --steps >= 0, 0 <= --host_spin_us <= 1e6")
 
     import torch
     sys.path.insert(0, HERE)
@@ -88,6 +93,10 @@ def main():
                     xb, _ = next(extra)
                     xb.to("cuda", non_blocking=True)
                 loss = step()
+                if a.host_spin_us > 0:
+                    t_spin = time.perf_counter() + a.host_spin_us * 1e-6
+                    while time.perf_counter() < t_spin:
+                        pass
             if timed or pre_timed:
                 torch.cuda.synchronize()
                 (times if timed else pre).append(time.perf_counter() - t0)
