@@ -2,7 +2,7 @@
 # shellcheck disable=SC2154  # build and root come from the sourcing script
 # gpu_libpath.sh: sourced (". scripts/gpu_libpath.sh") from the repository root with
 # $build (the build directory, absolute) and $root set, by the scripts that run the
-# project's programs on a GPU host: gpu_acceptance.sh, gpu_ab.sh, long_run.sh,
+# project's programs on a GPU host: gpu_acceptance.sh, gpu_ab.sh, pd_ab.sh, long_run.sh,
 # gpu_sanitize.sh.
 # Puts CUDA's own libraries of the host on LD_LIBRARY_PATH, then those of .gpu_bundle/lib
 # (scripts/gpu_prepare.sh) that this host lacks, and only those: a bundled copy of a

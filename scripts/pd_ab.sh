@@ -73,6 +73,19 @@ else
   trap 'rm -rf "$out"' EXIT
 fi
 mkdir -p "$out/runs" "$out/logs" "$out/traces" || die "cannot write under '$out'"
+# A build carried to a GPU host (scripts/gpu_prepare.sh, with .gpu_bundle/) needs the
+# library path gpu_acceptance.sh sets: the one helper, doing nothing where pd_run and
+# profile_compare already load (the links it makes go under OUT).
+# shellcheck disable=SC2034  # libdir_override and libpath_probe are read by gpu_libpath.sh
+libdir_override=$out/.host_missing_libs
+# shellcheck disable=SC2034
+libpath_probe=("$pd_run" "$compare")
+pushd "$root" >/dev/null || die "cannot enter '$root'"
+# shellcheck source=scripts/gpu_libpath.sh
+. scripts/gpu_libpath.sh
+popd >/dev/null || die "cannot return to the working folder"
+missing=$(ldd "$pd_run" "$compare" 2>/dev/null | grep 'not found' | sort -u | tr -s ' \t' ' ')
+[ -z "$missing" ] || die "libraries not found (build here, or carry .gpu_bundle from scripts/gpu_prepare.sh):$missing"
 
 # run SIDE FILE: one run of that side's command under pd_run; exits 1 on a failure.
 run() {
