@@ -18,26 +18,33 @@
 if [ -n "${libpath_probe:-}" ] && [ -z "$(ldd "${libpath_probe[@]}" 2>/dev/null | grep 'not found')" ]; then
   return 0
 fi
-libpath=()
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/extras/CUPTI/lib64; do
-  [ -d "$d" ] && libpath+=("$d")
-done
-if [ -d .gpu_bundle/lib ]; then
-  ldconfig_bin=$(command -v ldconfig || echo /sbin/ldconfig)
-  host_libs=$("$ldconfig_bin" -p 2>/dev/null || true)
-  missing_dir=${libdir_override:-$build/.host_missing_libs}
-  rm -rf "$missing_dir" && mkdir -p "$missing_dir"
-  nmiss=0
-  for lib in .gpu_bundle/lib/*; do
-    [ -f "$lib" ] || continue
-    name=$(basename "$lib")
-    if [ -z "$host_libs" ] || ! grep -q "^[[:space:]]$name " <<<"$host_libs"; then
-      ln -s "$root/$lib" "$missing_dir/$name"
-      nmiss=$((nmiss + 1))
-    fi
+# Its working variables are the function's locals: a sourcing script's own (pd_ab.sh's
+# $name, the program's name in every run's metrics JSON) stay as they were.
+pd_libpath_setup() {
+  local d lib lib_name host_libs ldconfig_bin missing_dir nmiss=0
+  local -a dirs=()
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/extras/CUPTI/lib64; do
+    [ -d "$d" ] && dirs+=("$d")
   done
-  echo "$(basename "$0" .sh): $nmiss bundled libraries this host lacks: $(ls "$missing_dir" | tr '\n' ' ')"
-  libpath=("$missing_dir" "${libpath[@]}")
-fi
-LD_LIBRARY_PATH=$(IFS=:; echo "${libpath[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export LD_LIBRARY_PATH
+  if [ -d .gpu_bundle/lib ]; then
+    ldconfig_bin=$(command -v ldconfig || echo /sbin/ldconfig)
+    host_libs=$("$ldconfig_bin" -p 2>/dev/null || true)
+    missing_dir=${libdir_override:-$build/.host_missing_libs}
+    rm -rf "$missing_dir" && mkdir -p "$missing_dir"
+    for lib in .gpu_bundle/lib/*; do
+      [ -f "$lib" ] || continue
+      lib_name=$(basename "$lib")
+      if [ -z "$host_libs" ] || ! grep -q "^[[:space:]]$lib_name " <<<"$host_libs"; then
+        ln -s "$root/$lib" "$missing_dir/$lib_name"
+        nmiss=$((nmiss + 1))
+      fi
+    done
+    echo "$(basename "$0" .sh): $nmiss bundled libraries this host lacks: $(ls "$missing_dir" | tr '\n' ' ')"
+    dirs=("$missing_dir" "${dirs[@]}")
+  fi
+  [ "${#dirs[@]}" -gt 0 ] || return 0
+  LD_LIBRARY_PATH=$(IFS=:; echo "${dirs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export LD_LIBRARY_PATH
+}
+pd_libpath_setup
+unset -f pd_libpath_setup

@@ -6,7 +6,10 @@
 #     makes an early-exiting reader kill ldd with SIGPIPE): the path is set up, and a
 #     missing bundled library is linked;
 #   - an array of programs, the missing one last;
-#   - nothing missing: nothing is done (LD_LIBRARY_PATH unchanged).
+#   - nothing missing: nothing is done (LD_LIBRARY_PATH unchanged);
+#   - the sourcing script's own variables keep their values (pd_ab.sh's $name, once
+#     overwritten by the helper's loop over the bundle: every run's metrics JSON was named
+#     after the last bundled library).
 # Prints each failure; exits 1 on any.
 set -uo pipefail
 src=${PD_SOURCE_DIR:?PD_SOURCE_DIR is not set (run through ctest)}
@@ -36,6 +39,7 @@ chmod +x "$tmp/bin/ldconfig"
 
 # probe PROGRAMS...: sources gpu_libpath.sh in a subshell as the scripts do; prints the
 # LD_LIBRARY_PATH it leaves
+# shellcheck disable=SC2034  # the helper reads them; the test's own, through ${!v}
 probe() {
   (
     set -o pipefail
@@ -44,8 +48,12 @@ probe() {
     LD_LIBRARY_PATH=/before
     root=$tmp/repo build=$tmp/build
     libpath_probe=("$@")
+    name=mine lib=mine d=mine nmiss=mine host_libs=mine missing_dir=mine libpath=mine
     # shellcheck source=scripts/gpu_libpath.sh
     . ./gpu_libpath.sh >/dev/null
+    for v in name lib d nmiss host_libs missing_dir libpath; do
+      [ "${!v}" = mine ] || echo "CLOBBERED $v=${!v}"
+    done
     echo "$LD_LIBRARY_PATH"
   )
 }
@@ -57,6 +65,8 @@ got=$(probe /x/prog_a /x/prog_b /x/prog_missing)
 case "$got" in "$tmp/build/.host_missing_libs"*:/before) ;; *) fail "three programs, the last missing one: LD_LIBRARY_PATH [$got]" ;; esac
 got=$(probe /x/prog_a /x/prog_b)
 [ "$got" = /before ] || fail "nothing missing: LD_LIBRARY_PATH changed to [$got]"
+got=$(probe /x/prog_missing)
+case "$got" in *CLOBBERED*) fail "the sourcing script's variables changed: $(grep CLOBBERED <<<"$got" | tr '\n' ' ')" ;; esac
 
 [ "$fails" -eq 0 ] && echo "test_gpu_libpath: all passed"
 [ "$fails" -eq 0 ]
