@@ -152,11 +152,7 @@ cap_of() {
 # looks_of SCENARIO: how many looks its cap allows
 looks_of() { local c; c=$(cap_of "$1"); echo $((1 + (c - rounds + step - 1) / step)); }
 # look_alpha K SCENARIO: alpha at look K of the scenario's looks (see the header)
-look_alpha() {
-  local n
-  n=$(looks_of "$2")
-  if [ "$n" -eq 1 ]; then echo 0.01; elif [ "$1" -eq 1 ]; then echo 0.004; else awk -v n="$n" 'BEGIN { printf "%.6g", 0.006 / (n - 1) }'; fi
-}
+look_alpha() { pd_ab_look_alpha "$1" "$(looks_of "$2")" 0.01; }
 cmp_args=()
 # profile_compare chooses per scenario from the runs (--primary auto: untraced steps, the
 # probe, the scenario) and says which and why
@@ -236,7 +232,7 @@ while [ "${#pending[@]}" -gt 0 ]; do
     alpha=${alpha_of[$s]} cap=$(cap_of "$s")
     cat "$out/$s.judge.log"
     rc=$(cat "$out/$s.rc" 2>/dev/null || echo 2)
-    undecided=$(sed -n 's/^[[:space:]]*"undecided":[[:space:]]*\([0-9]*\).*/\1/p' "$out/$s.ab.json" 2>/dev/null | head -n 1)
+    undecided=$(pd_ab_undecided "$out/$s.ab.json")
     if [ "$rc" -eq 0 ] && [ "${undecided:-0}" -gt 0 ] && [ "$target" -lt "$cap" ]; then
       echo "gpu_ab: $s: undecided after $target rounds (alpha $alpha): more rounds"
       next+=("$s")

@@ -42,6 +42,18 @@
 #                             of clean, tiny_ops, sync and memory_churn (the scenarios gpu_ab.sh
 #                             judges on untraced steps, which bench/gate/ab_eval.py evaluates),
 #                             each once.
+#   pd_ab_look_alpha K LOOKS [ALPHA]
+#                             the alpha of look K (from 1) of a sequential A/B that may look
+#                             LOOKS times, ALPHA (default 0.01) spent across its looks so
+#                             that looking again does not raise the false-alarm rate above
+#                             it: ALPHA itself when LOOKS is 1; else 0.4 x ALPHA at the first
+#                             look (0.004 of 0.01: 2^-8 = 0.0039 is reachable with 8 rounds)
+#                             and the remaining 0.6 x ALPHA split evenly over the later ones
+#                             (gpu_ab.sh, pd_ab.sh; bench/gate/ab_eval.py models the same).
+#   pd_ab_undecided JSON      the count of undecided rows (worse by more than half the
+#                             tolerance, or beyond it but not significant) in a
+#                             profile_compare --json report, on stdout; 0 when the file or
+#                             the key is missing.
 # All return 0, or print one line on stderr and return 2.
 # shellcheck shell=bash
 
@@ -158,4 +170,15 @@ pd_ab_record_scenarios() {
     pd_rec_seen_+="$pd_rec_s_ "
   done
   return 0
+}
+
+pd_ab_look_alpha() {
+  awk -v k="$1" -v n="$2" -v a="${3:-0.01}" \
+    'BEGIN { printf "%.6g\n", (n <= 1) ? a : (k <= 1) ? 0.4 * a : 0.6 * a / (n - 1) }'
+}
+
+pd_ab_undecided() {
+  local n
+  n=$(sed -n 's/^[[:space:]]*"undecided":[[:space:]]*\([0-9]*\).*/\1/p' "$1" 2>/dev/null | head -n 1)
+  echo "${n:-0}"
 }

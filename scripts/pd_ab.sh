@@ -2,7 +2,7 @@
 # pd_ab.sh: an A/B of two commands under pd_run, interleaved on one machine: a user's own
 # program gated the way scripts/gpu_ab.sh gates the lab's scenarios.
 #
-#   scripts/pd_ab.sh [--rounds N] [--out DIR] [--pd_run PATH] [--alpha A]
+#   scripts/pd_ab.sh [--rounds N] [--max_rounds M] [--out DIR] [--pd_run PATH] [--alpha A]
 #                    --name NAME --base 'COMMAND' --head 'COMMAND' [-- PD_RUN_OPTIONS...]
 #
 # Each round runs the base command and the head command once each under pd_run (which of
@@ -20,7 +20,15 @@
 # the steps pd_run timed untraced (warmup_step_times_s: the schedule's steps outside its
 # cycles, where CUPTI records nothing), or of the profiled steps where a run has none (a
 # pd_run before them); the report says which; where a run carries no calibration: the
-# better half, paired by round, saying so). OUT (default: a temporary folder, removed) keeps the runs'
+# better half, paired by round, saying so).
+# Rounds are sequential, as gpu_ab.sh's: the first look at N rounds (--rounds, default 8),
+# then 8 more rounds at a time while the gating row is undecided (worse by more than half
+# its tolerance, or beyond it and not significant), up to M (--max_rounds, default 3 x N,
+# at most 64; M = N gives one look); --alpha (default 0.01) is spent across the looks
+# (0.4 of it at the first, the rest split evenly over the later ones), so looking again
+# does not raise the false-alarm rate. A program's processes can differ by 8-9% (the
+# PyTorch step on an H200, docs/gate.md): 8 rounds see only changes of about 20%.
+# OUT (default: a temporary folder, removed) keeps the runs'
 # metrics JSONs, logs, traces, the report (ab.json, ab.md, ab.txt) and summary.md, which is
 # appended to $GITHUB_STEP_SUMMARY when set. One warm-up run of each command comes first.
 # pd_run comes from --pd_run, else $PD_RUN, else build/src/cli/pd_run/pd_run; profile_compare
@@ -28,15 +36,18 @@
 # printed); 2 bad usage or a missing program, before anything runs.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-usage="usage: scripts/pd_ab.sh [--rounds N] [--out DIR] [--pd_run PATH] [--alpha A] --name NAME --base 'COMMAND' --head 'COMMAND' [-- PD_RUN_OPTIONS...]"
+usage="usage: scripts/pd_ab.sh [--rounds N] [--max_rounds M] [--out DIR] [--pd_run PATH] [--alpha A] --name NAME --base 'COMMAND' --head 'COMMAND' [-- PD_RUN_OPTIONS...]"
 die() { echo "pd_ab: $*" >&2; exit 2; }
-rounds=8 out="" pd_run=${PD_RUN:-$root/build/src/cli/pd_run/pd_run} alpha=0.01 name="" base="" head=""
+# shellcheck source=scripts/lib_args.sh
+. "$root/scripts/lib_args.sh"
+step=8 # rounds added at each later look, as gpu_ab.sh adds them
+rounds=8 max_rounds="" out="" pd_run=${PD_RUN:-$root/build/src/cli/pd_run/pd_run} alpha=0.01 name="" base="" head=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --rounds | --out | --pd_run | --alpha | --name | --base | --head)
+    --rounds | --max_rounds | --out | --pd_run | --alpha | --name | --base | --head)
       [ $# -ge 2 ] || die "$1 needs a value ($usage)"
       case "$1" in
-        --rounds) rounds=$2 ;; --out) out=$2 ;; --pd_run) pd_run=$2 ;; --alpha) alpha=$2 ;;
+        --rounds) rounds=$2 ;; --max_rounds) max_rounds=$2 ;; --out) out=$2 ;; --pd_run) pd_run=$2 ;; --alpha) alpha=$2 ;;
         --name) name=$2 ;; --base) base=$2 ;; --head) head=$2 ;;
       esac
       shift 2 ;;
@@ -50,6 +61,10 @@ pd_opts=("$@")
 [ -n "$base" ] && [ -n "$head" ] || die "--base and --head each need a command ($usage)"
 case "$rounds" in '' | *[!0-9]*) die "--rounds must be a whole number, got '$rounds'" ;; esac
 { [ "$rounds" -ge 2 ] && [ "$rounds" -le 64 ]; } || die "--rounds must be 2..64, got $rounds"
+[ -n "$max_rounds" ] || max_rounds=$((rounds * 3 > 64 ? 64 : rounds * 3))
+case "$max_rounds" in '' | *[!0-9]*) die "--max_rounds must be a whole number, got '$max_rounds'" ;; esac
+{ [ "$max_rounds" -ge "$rounds" ] && [ "$max_rounds" -le 64 ]; } ||
+  die "--max_rounds must be from --rounds ($rounds) to 64, got $max_rounds"
 awk -v a="$alpha" 'BEGIN { exit !(a + 0 > 0 && a + 0 <= 0.5 && a ~ /^[0-9.eE+-]+$/) }' ||
   die "--alpha must be a number with 0 < alpha <= 0.5, got '$alpha'"
 case "$name" in *[!A-Za-z0-9._-]*) die "--name may hold letters, digits, '.', '_' and '-' only, got '$name'" ;; esac
@@ -104,30 +119,56 @@ run() {
   fi
 }
 
+# judge N ALPHA: profile_compare of the first N rounds (unadjusted, said so in $how, where a
+# run carries no calibration); its exit status in $rc
+judge() {
+  local n=$1 a=$2 r
+  local -a base_runs=() head_runs=() cmp=(--primary auto --alpha "$a" --json "$out/ab.json" --markdown "$out/ab.md")
+  for ((r = 1; r <= n; r++)); do
+    base_runs+=("$out/runs/base.$r.json")
+    head_runs+=("$out/runs/head.$r.json")
+  done
+  rc=0
+  how="host times adjusted for each run's traced-call cost"
+  "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" "${cmp[@]}" --adjust --keep 1 --unpaired >"$out/ab.txt" 2>&1 || rc=$?
+  if [ "$rc" -eq 2 ] && grep -q ns_per_cuda_call "$out/ab.txt"; then
+    how="not adjusted: a run carries no profiler calibration (better half of the runs)"
+    rc=0
+    "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" "${cmp[@]}" >"$out/ab.txt" 2>&1 || rc=$?
+  fi
+}
+
 t0=$SECONDS
 run base "$out/runs/warm.base.json"
 run head "$out/runs/warm.head.json"
-base_runs=() head_runs=()
-for ((r = 1; r <= rounds; r++)); do
-  order=(base head)
-  [ $((r % 2)) -eq 0 ] && order=(head base)
-  for side in "${order[@]}"; do run "$side" "$out/runs/$side.$r.json"; done
-  base_runs+=("$out/runs/base.$r.json")
-  head_runs+=("$out/runs/head.$r.json")
-  echo "pd_ab: round $r of $rounds done ($((SECONDS - t0)) s)"
+# Sequential rounds, as gpu_ab.sh runs them: look at N rounds, then every 8 more while the
+# gating row is undecided, up to M; alpha spent across the looks (pd_ab_look_alpha)
+looks=$((1 + (max_rounds - rounds + step - 1) / step))
+look=0 target=$rounds done_rounds=0
+while :; do
+  look=$((look + 1))
+  for ((r = done_rounds + 1; r <= target; r++)); do
+    order=(base head)
+    [ $((r % 2)) -eq 0 ] && order=(head base)
+    for side in "${order[@]}"; do run "$side" "$out/runs/$side.$r.json"; done
+    echo "pd_ab: round $r of at most $max_rounds done ($((SECONDS - t0)) s)"
+  done
+  done_rounds=$target
+  look_alpha=$(pd_ab_look_alpha "$look" "$looks" "$alpha")
+  judge "$target" "$look_alpha"
+  undecided=$(pd_ab_undecided "$out/ab.json")
+  if [ "$rc" -eq 0 ] && [ "$undecided" -gt 0 ] && [ "$target" -lt "$max_rounds" ]; then
+    echo "pd_ab: undecided after $target rounds (alpha $look_alpha): more rounds"
+    target=$((target + step > max_rounds ? max_rounds : target + step))
+    continue
+  fi
+  break
 done
-cmp=(--primary auto --alpha "$alpha" --json "$out/ab.json" --markdown "$out/ab.md")
-rc=0
-"$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" "${cmp[@]}" --adjust --keep 1 --unpaired >"$out/ab.txt" 2>&1 || rc=$?
-how="host times adjusted for each run's traced-call cost"
-if [ "$rc" -eq 2 ] && grep -q ns_per_cuda_call "$out/ab.txt"; then
-  how="not adjusted: a run carries no profiler calibration (better half of the runs)"
-  rc=0
-  "$compare" --base "${base_runs[@]}" --head "${head_runs[@]}" "${cmp[@]}" >"$out/ab.txt" 2>&1 || rc=$?
-fi
+rounds_note="$target rounds, look $look of at most $looks, alpha $look_alpha"
+[ "$rc" -eq 0 ] && [ "$undecided" -gt 0 ] && rounds_note+="; still undecided at the cap of $max_rounds rounds"
 cat "$out/ab.txt"
 {
-  echo "## pd_ab: $name, $rounds interleaved rounds on $(hostname) ($how)"
+  echo "## pd_ab: $name, interleaved rounds on $(hostname) ($rounds_note; $how)"
   echo
   echo "- base: \`$base\`"
   echo "- head: \`$head\`"
@@ -136,8 +177,8 @@ cat "$out/ab.txt"
 } >"$out/summary.md"
 [ -n "${GITHUB_STEP_SUMMARY:-}" ] && cat "$out/summary.md" >>"$GITHUB_STEP_SUMMARY"
 case "$rc" in
-  0) echo "pd_ab: $name: within policy ($rounds rounds, $how) in $((SECONDS - t0)) s" ;;
-  1) echo "pd_ab: $name: REGRESSED ($rounds rounds, $how)" ;;
+  0) echo "pd_ab: $name: within policy ($rounds_note; $how) in $((SECONDS - t0)) s" ;;
+  1) echo "pd_ab: $name: REGRESSED ($rounds_note; $how)" ;;
   *) echo "pd_ab: profile_compare exited $rc (its output above)"; rc=1 ;;
 esac
 exit "$rc"

@@ -2,8 +2,10 @@
 # pd_ab_script.sh SOURCE_DIR PROFILE_COMPARE: scripts/pd_ab.sh without a GPU. A fake pd_run
 # runs the command it is given (which prints a factor) and writes the clean fixture's
 # metrics JSON under the given --name with its step times scaled by that factor; the real
-# profile_compare judges. Checks: the same command passes, judged on the untraced steps
-# (--primary auto, said so); a 30% slower head fails on them, and on the profiled steps'
+# profile_compare judges. Checks: the same command passes at the first look, judged on the
+# untraced steps (--primary auto, said so); a 2% slower head (undecided) gets more rounds up
+# to --max_rounds, with alpha spent across the looks, and one look where the cap is the first;
+# a 30% slower head fails on them, and on the profiled steps'
 # p10 where the runs have no untraced steps; a
 # failing command stops the A/B with its log; runs without the profiler's calibration are
 # compared unadjusted, saying so; bad usage exits 2 with one line and creates nothing.
@@ -49,12 +51,28 @@ ab() { "$src/scripts/pd_ab.sh" --pd_run "$b/pd_run/pd_run" "$@"; }
 
 ab --name train --base 'echo 1' --head 'echo 1' --out "$tmp/same" -- --step_range train_step >"$tmp/log.same" 2>&1
 rc=$?
-[ "$rc" -eq 0 ] && grep -q 'pd_ab: train: within policy (8 rounds, host times adjusted' "$tmp/log.same" ||
+[ "$rc" -eq 0 ] && grep -q 'pd_ab: train: within policy (8 rounds, look 1 of at most 3, alpha 0.004; host times adjusted' "$tmp/log.same" ||
   { cat "$tmp/log.same"; fail "same: exit $rc"; }
 [ -f "$tmp/same/ab.json" ] && [ -f "$tmp/same/summary.md" ] && [ -f "$tmp/same/runs/head.8.json" ] || fail "same: outputs missing"
 grep -q '"adjusted_for_call_cost":[[:space:]]*true' "$tmp/same/ab.json" || fail "same: not adjusted"
 grep -q 'primary host metric untraced_step_p10_s (--primary auto: untraced steps without the probe in every run)' "$tmp/log.same" ||
   { cat "$tmp/log.same"; fail "same: not judged on the untraced steps, or not said why"; }
+
+[ ! -e "$tmp/same/runs/head.9.json" ] || fail "same: decided at the first look, yet ran more rounds"
+
+# 2% slower: within the 3% tolerance but worse than half of it, so undecided at every look:
+# more rounds up to --max_rounds, alpha spent across the looks, said so
+ab --name train --base 'echo 1' --head 'echo 1.02' --max_rounds 16 --out "$tmp/lean" >"$tmp/log.lean" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] && grep -q 'pd_ab: undecided after 8 rounds (alpha 0.004): more rounds' "$tmp/log.lean" &&
+  grep -q 'within policy (16 rounds, look 2 of at most 2, alpha 0.006; still undecided at the cap of 16 rounds; host' "$tmp/log.lean" ||
+  { cat "$tmp/log.lean"; fail "lean: exit $rc, or not looked at again up to the cap"; }
+[ -f "$tmp/lean/runs/head.16.json" ] && [ ! -e "$tmp/lean/runs/head.17.json" ] || fail "lean: not 16 rounds"
+# --max_rounds equal to --rounds: one look at the whole alpha
+ab --name train --base 'echo 1' --head 'echo 1.02' --rounds 6 --max_rounds 6 --out "$tmp/one" >"$tmp/log.one" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] && grep -q 'within policy (6 rounds, look 1 of at most 1, alpha 0.01; still undecided at the cap of 6 rounds' "$tmp/log.one" ||
+  { cat "$tmp/log.one"; fail "one look: exit $rc"; }
 
 ab --name train --base 'echo 1' --head 'echo 1.3' --out "$tmp/slow" >"$tmp/log.slow" 2>&1
 rc=$?
@@ -90,6 +108,9 @@ bad '--name is required' --base 'echo 1' --head 'echo 1'
 bad '--base and --head each need a command' --name t --base 'echo 1'
 bad '--rounds must be 2..64' --name t --base 'echo 1' --head 'echo 1' --rounds 1
 bad '--rounds must be a whole number' --name t --base 'echo 1' --head 'echo 1' --rounds x
+bad '--max_rounds must be from --rounds (8) to 64, got 6' --name t --base 'echo 1' --head 'echo 1' --max_rounds 6
+bad '--max_rounds must be from --rounds (8) to 64, got 65' --name t --base 'echo 1' --head 'echo 1' --max_rounds 65
+bad '--max_rounds must be a whole number' --name t --base 'echo 1' --head 'echo 1' --max_rounds 1e2
 bad '--alpha must be a number' --name t --base 'echo 1' --head 'echo 1' --alpha 0.9
 bad '--name may hold' --name 'a b' --base 'echo 1' --head 'echo 1'
 bad 'pd_ab sets --output_json itself' --name t --base 'echo 1' --head 'echo 1' -- --output_json x.json

@@ -3,7 +3,8 @@
 # comment lines (first non-blank character '#', with leading spaces or tabs), blank
 # lines, CRLF endings, a last line without a newline, several flags per line, a missing
 # file; and the scenario names of DEMO --list_scenarios --names against the headings of
-# the full --list_scenarios; and the A/B runners' warmup flags (pd_ab_warmup_args).
+# the full --list_scenarios; and the A/B runners' warmup flags (pd_ab_warmup_args), the
+# alpha of each look (pd_ab_look_alpha) and the undecided count (pd_ab_undecided).
 # Prints each failure; exits 1 on any.
 set -uo pipefail
 demo=${1:?usage: test_lib_args.sh PROFILER_DEMO}
@@ -86,6 +87,22 @@ for bad in x -1 1.5 "4 8"; do
   expect "warmup '$bad': one line" "$(printf '%s\n' "$err" | wc -l)" 1
   expect "warmup '$bad': says why" "$(printf '%s' "$err" | grep -c 'PD_AB_WARMUP must be a whole number')" 1
 done
+
+# alpha spent across a sequential A/B's looks: the whole of it with one look; 0.4 of it at
+# the first, the rest split evenly over the later ones; what gpu_ab.sh printed before the
+# helper (0.01, 0.004, 0.006 / (n - 1))
+expect "look alpha: one look" "$(pd_ab_look_alpha 1 1)" 0.01
+expect "look alpha: first of 5" "$(pd_ab_look_alpha 1 5)" 0.004
+expect "look alpha: third of 5" "$(pd_ab_look_alpha 3 5)" 0.0015
+expect "look alpha: second of 2, alpha 0.05" "$(pd_ab_look_alpha 2 2 0.05)" 0.03
+total=$(for k in 1 2 3 4 5; do pd_ab_look_alpha "$k" 5 0.02; done | awk '{ t += $1 } END { printf "%.6g", t }')
+expect "look alpha: the looks spend alpha exactly" "$total" 0.02
+# a report's undecided rows: read from profile_compare's JSON, 0 without one
+printf '{\n  "result": "PASS",\n  "undecided": 2,\n  "rows": []\n}\n' >"$tmp/ab.json"
+expect "undecided: read" "$(pd_ab_undecided "$tmp/ab.json")" 2
+expect "undecided: no file" "$(pd_ab_undecided "$tmp/none.json")" 0
+printf '{"result": "PASS"}\n' >"$tmp/ab0.json"
+expect "undecided: no key" "$(pd_ab_undecided "$tmp/ab0.json")" 0
 
 if [ "$fails" -gt 0 ]; then
   echo "test_lib_args: $fails failure(s)"
