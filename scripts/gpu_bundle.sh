@@ -12,16 +12,18 @@ bundle=${2:-.gpu_bundle}
 [ -d "$build" ] || { echo "gpu_bundle: no build directory '$build'" >&2; exit 2; }
 mkdir -p "$bundle/lib"
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libutil\.so|libgcc_s\.so|libstdc\+\+\.so|libresolv\.so|libcuda\.so|libcudart\.so|libcublas\.so|libcublasLt\.so|libcupti\.so|libnvidia|libnvToolsExt)'
-count=0
+added=0
 while IFS= read -r exe; do
   while read -r name _ path _; do
     [ -n "${path:-}" ] && [ -f "$path" ] || continue
     if [[ "$name" =~ $skip ]]; then continue; fi
     if [ ! -e "$bundle/lib/$name" ]; then
       cp -L "$path" "$bundle/lib/$name"
-      count=$((count + 1))
+      added=$((added + 1))
     fi
   done < <(ldd "$exe" 2>/dev/null | grep '=>' || true)
 done < <(find "$build" -type f -perm -u+x ! -name '*.so*' ! -name '*.sh' -size +1k \
            -exec sh -c 'head -c4 "$1" | grep -q ELF' _ {} \; -print)
-echo "gpu_bundle: $count libraries in $bundle/lib ($(du -sh "$bundle/lib" | cut -f1))"
+# the bundle as it now stands (a rebuild copies only what it lacks: "0 libraries" misread it)
+count=$(find "$bundle/lib" -maxdepth 1 -type f | wc -l)
+echo "gpu_bundle: $count libraries in $bundle/lib, $added of them new ($(du -sh "$bundle/lib" | cut -f1))"

@@ -1,6 +1,7 @@
 # lib_args.sh: sourced by the scripts that run profiler_demo over the scenarios
 # (gpu_compare.sh, gpu_ab.sh, update_baselines.sh, make_fixtures.sh, bench/gate/*.sh,
-# bench/diagnosis/scenario_truth.sh). Two things they all need, defined once:
+# bench/diagnosis/scenario_truth.sh) and by pd_ab.sh (the sequential looks it shares with
+# gpu_ab.sh). What they need, defined once:
 #
 #   pd_args_read FILE ARRAY   the flags of an args file (baselines/acceptance.args) into the
 #                             named array. The one rule (baselines/README.md; the C reader in
