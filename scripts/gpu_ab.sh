@@ -106,18 +106,10 @@ pd_ab_warmup_args clean w || exit 2 # PD_AB_WARMUP checked before the first run
 
 # run SIDE SCENARIO FILE: one profiler_demo run; exits the script on a failure.
 run() {
-  local log=$out/run.log
   local w=()
   pd_ab_warmup_args "$2" w || exit 2
-  "${demo[$1]}" --scenario "$2" "${args[@]}" "${w[@]}" --quiet --trace_dir "$out/traces" --output_json "$3" >"$log" 2>&1
-  local rc=$?
-  rm -rf "$out/traces"
-  if [ "$rc" -eq 3 ]; then echo "gpu_ab: no CUDA device (profiler_demo exit 3)" >&2; exit 3; fi
-  if [ "$rc" -ne 0 ]; then
-    echo "gpu_ab: the $1 build's profiler_demo --scenario $2 exited $rc:" >&2
-    tail -n 5 "$log" >&2
-    exit 1
-  fi
+  pd_demo_run "the $1 build's profiler_demo --scenario $2" "$3" "$out/run" \
+    "${demo[$1]}" --scenario "$2" "${args[@]}" "${w[@]}" || exit $?
 }
 
 max_rounds=${PD_AB_MAX_ROUNDS:-40} step=${PD_AB_STEP:-8} loader_max=${PD_AB_DATALOADER_MAX_ROUNDS:-$rounds}

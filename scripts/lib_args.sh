@@ -43,6 +43,15 @@
 #                             of clean, tiny_ops, sync and memory_churn (the scenarios gpu_ab.sh
 #                             judges on untraced steps, which bench/gate/ab_eval.py evaluates),
 #                             each once.
+#   pd_demo_run WHAT FILE SCRATCH COMMAND...
+#                             one profiler_demo run of the GPU scripts: COMMAND (profiler_demo
+#                             and its flags, after a prefix such as `env VAR=...` or `setarch`
+#                             where wanted) with --quiet --trace_dir SCRATCH/t --output_json
+#                             FILE, its output in SCRATCH/log, the traces removed after (FILE's
+#                             folder and SCRATCH are created). Returns 0; 3 with "PROG: no CUDA
+#                             device (profiler_demo exit 3)" on stderr; 1 with "PROG: WHAT
+#                             exited RC:" and the log's last 5 lines. It returns, never exits
+#                             (a caller inside $(...) too): `pd_demo_run ... || exit $?`.
 #   pd_ab_look_alpha K LOOKS [ALPHA]
 #                             the alpha of look K (from 1) of a sequential A/B that may look
 #                             LOOKS times, ALPHA (default 0.01) spent across its looks so
@@ -182,4 +191,22 @@ pd_ab_undecided() {
   local n
   n=$(sed -n 's/^[[:space:]]*"undecided":[[:space:]]*\([0-9]*\).*/\1/p' "$1" 2>/dev/null | head -n 1)
   echo "${n:-0}"
+}
+
+pd_demo_run() {
+  local what=$1 file=$2 scratch=$3 prog=${0##*/} rc=0
+  shift 3
+  mkdir -p "$(dirname "$file")" "$scratch" || return 1
+  "$@" --quiet --trace_dir "$scratch/t" --output_json "$file" >"$scratch/log" 2>&1 || rc=$?
+  rm -rf "$scratch/t"
+  if [ "$rc" -eq 3 ]; then
+    echo "${prog%.sh}: no CUDA device (profiler_demo exit 3)" >&2
+    return 3
+  fi
+  if [ "$rc" -ne 0 ]; then
+    echo "${prog%.sh}: $what exited $rc:" >&2
+    tail -n 5 "$scratch/log" >&2
+    return 1
+  fi
+  return 0
 }

@@ -70,20 +70,12 @@ run() {
   local file=$1
   shift
   mkdir -p "$(dirname "$file")"
-  local t0 t1 rc
+  local t0 t1
   t0=$(date +%s.%N)
   local w=()
   pd_ab_warmup_args "$2" w || exit 2 # every call passes --scenario NAME first
-  "$demo" "$@" "${args[@]}" "${w[@]}" --quiet --trace_dir "$tmp/t" --output_json "$file" >"$tmp/log" 2>&1
-  rc=$?
+  pd_demo_run "profiler_demo $*" "$file" "$tmp" "$demo" "$@" "${args[@]}" "${w[@]}" || exit $?
   t1=$(date +%s.%N)
-  rm -rf "$tmp/t"
-  if [ "$rc" -eq 3 ]; then echo "ab_record: no CUDA device" >&2; exit 3; fi
-  if [ "$rc" -ne 0 ]; then
-    echo "ab_record: profiler_demo $* exited $rc:" >&2
-    tail -n 5 "$tmp/log" >&2
-    exit 1
-  fi
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'
 }
 

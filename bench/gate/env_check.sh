@@ -84,17 +84,8 @@ run() {
     eager) pre=(env CUDA_MODULE_LOADING=EAGER) ;;
     noaslr) pre=(setarch "$(uname -m)" -R) ;;
   esac
-  mkdir -p "$(dirname "$file")"
-  "${pre[@]}" "$demo" --scenario "$s" "${args[@]}" "${w[@]}" "${flag[@]}" --quiet --trace_dir "$tmp/t" \
-    --output_json "$file" >"$tmp/log" 2>&1
-  local rc=$?
-  rm -rf "$tmp/t"
-  if [ "$rc" -eq 3 ]; then echo "env_check: no CUDA device" >&2; exit 3; fi
-  if [ "$rc" -ne 0 ]; then
-    echo "env_check: $s in mode $mode exited $rc:" >&2
-    tail -n 5 "$tmp/log" >&2
-    exit 1
-  fi
+  pd_demo_run "$s in mode $mode" "$file" "$tmp" "${pre[@]}" "$demo" --scenario "$s" "${args[@]}" "${w[@]}" "${flag[@]}" ||
+    exit $?
 }
 
 t0=$SECONDS

@@ -34,16 +34,7 @@ trap 'rm -rf "$tmp"' EXIT
 run() {
   local file=$1
   shift
-  mkdir -p "$(dirname "$file")"
-  "$demo" "$@" "${args[@]}" --quiet --trace_dir "$tmp/t" --output_json "$file" >"$tmp/log" 2>&1
-  local rc=$?
-  rm -rf "$tmp/t"
-  if [ "$rc" -eq 3 ]; then echo "gate_data: no CUDA device" >&2; exit 3; fi
-  if [ "$rc" -ne 0 ]; then
-    echo "gate_data: profiler_demo $* exited $rc:" >&2
-    tail -n 5 "$tmp/log" >&2
-    exit 1
-  fi
+  pd_demo_run "profiler_demo $*" "$file" "$tmp" "$demo" "$@" "${args[@]}" || exit $?
 }
 
 t0=$SECONDS

@@ -4,7 +4,8 @@
 # lines, CRLF endings, a last line without a newline, several flags per line, a missing
 # file; and the scenario names of DEMO --list_scenarios --names against the headings of
 # the full --list_scenarios; and the A/B runners' warmup flags (pd_ab_warmup_args), the
-# alpha of each look (pd_ab_look_alpha) and the undecided count (pd_ab_undecided).
+# alpha of each look (pd_ab_look_alpha), the undecided count (pd_ab_undecided) and one
+# profiler_demo run of the GPU scripts (pd_demo_run, with a fake profiler_demo).
 # Prints each failure; exits 1 on any.
 set -uo pipefail
 demo=${1:?usage: test_lib_args.sh PROFILER_DEMO}
@@ -103,6 +104,40 @@ expect "undecided: read" "$(pd_ab_undecided "$tmp/ab.json")" 2
 expect "undecided: no file" "$(pd_ab_undecided "$tmp/none.json")" 0
 printf '{"result": "PASS"}\n' >"$tmp/ab0.json"
 expect "undecided: no key" "$(pd_ab_undecided "$tmp/ab0.json")" 0
+
+# one profiler_demo run (pd_demo_run): the flags it adds, the traces removed, and a failure
+# said in one way by every GPU script (no device: 3; else 1 with the log's tail)
+cat >"$tmp/fake_demo" <<'FAKE'
+#!/usr/bin/env bash
+# fake profiler_demo: FAKE_RC as its exit status; writes --output_json and a trace file
+out="" dir=""
+while [ $# -gt 0 ]; do
+  case "$1" in --output_json) out=$2; shift ;; --trace_dir) dir=$2; shift ;; esac
+  shift
+done
+mkdir -p "$dir" && echo trace >"$dir/x.pt.trace.json"
+for i in 1 2 3 4 5 6 7; do echo "line $i"; done
+[ "${FAKE_RC:-0}" -eq 0 ] && echo '{}' >"$out"
+exit "${FAKE_RC:-0}"
+FAKE
+chmod +x "$tmp/fake_demo"
+pd_demo_run "the run" "$tmp/runs/a/x.json" "$tmp/scratch" "$tmp/fake_demo" --scenario clean 2>"$tmp/err"
+expect "demo run: rc" "$?" 0
+expect "demo run: output written" "$(cat "$tmp/runs/a/x.json" 2>/dev/null)" "{}"
+expect "demo run: traces removed" "$(ls "$tmp/scratch/t" 2>/dev/null | wc -l)" 0
+expect "demo run: nothing said" "$(wc -c <"$tmp/err")" 0
+FAKE_RC=3 pd_demo_run "the run" "$tmp/y.json" "$tmp/scratch" "$tmp/fake_demo" 2>"$tmp/err"
+expect "demo run, no GPU: rc" "$?" 3
+expect "demo run, no GPU: says" "$(cat "$tmp/err")" "test_lib_args: no CUDA device (profiler_demo exit 3)"
+FAKE_RC=5 pd_demo_run "clean in mode thp" "$tmp/y.json" "$tmp/scratch" env FOO=1 "$tmp/fake_demo" 2>"$tmp/err"
+expect "demo run, failed: rc" "$?" 1
+expect "demo run, failed: says" "$(head -n 1 "$tmp/err")" "test_lib_args: clean in mode thp exited 5:"
+expect "demo run, failed: the log's last 5 lines" "$(tail -n +2 "$tmp/err" | tr '\n' ,)" "line 3,line 4,line 5,line 6,line 7,"
+expect "demo run, failed: traces removed" "$(ls "$tmp/scratch/t" 2>/dev/null | wc -l)" 0
+# inside $(...) it returns the status to the caller (ab_record.sh: sec=$(run ...) || exit $?)
+got_rc=0
+_x=$(FAKE_RC=3 pd_demo_run "r" "$tmp/y.json" "$tmp/scratch" "$tmp/fake_demo" 2>/dev/null) || got_rc=$?
+expect "demo run in a subshell: rc" "$got_rc" 3
 
 if [ "$fails" -gt 0 ]; then
   echo "test_lib_args: $fails failure(s)"
