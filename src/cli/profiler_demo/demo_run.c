@@ -673,11 +673,13 @@ static int demo_phase_configure(demo_run_t *r) {
   r->step_s = calloc((size_t)r->active_steps, sizeof(double));
   r->wait_s = calloc((size_t)r->active_steps, sizeof(double));
   r->period_s = calloc((size_t)r->active_steps, sizeof(double));
-  r->warm_period_s = calloc(cfg->warmup_steps > 0 ? (size_t)cfg->warmup_steps : 1, sizeof(double));
-  r->warm_step_s = calloc(cfg->warmup_steps > 0 ? (size_t)cfg->warmup_steps : 1, sizeof(double));
+  /* one slot per warmup step (at least one: calloc(0) may return NULL) */
+  const size_t nwarm = cfg->warmup_steps > 0 ? (size_t)cfg->warmup_steps : 1;
+  r->warm_period_s = calloc(nwarm, sizeof(double));
+  r->warm_step_s = calloc(nwarm, sizeof(double));
   if (cfg->warmup_probe) {
-    r->warm_probe_launch_ns = calloc(cfg->warmup_steps > 0 ? (size_t)cfg->warmup_steps : 1, sizeof(double));
-    r->warm_probe_compute_ns = calloc(cfg->warmup_steps > 0 ? (size_t)cfg->warmup_steps : 1, sizeof(double));
+    r->warm_probe_launch_ns = calloc(nwarm, sizeof(double));
+    r->warm_probe_compute_ns = calloc(nwarm, sizeof(double));
   }
   if (!tables_ok || r->step_s == NULL || r->wait_s == NULL || r->period_s == NULL || r->warm_period_s == NULL ||
       r->warm_step_s == NULL || (cfg->warmup_probe && (r->warm_probe_launch_ns == NULL || r->warm_probe_compute_ns == NULL))) {
