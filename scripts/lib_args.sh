@@ -64,7 +64,7 @@
 #                             tolerance, or beyond it but not significant) in a
 #                             profile_compare --json report, on stdout; 0 when the file or
 #                             the key is missing.
-# All return 0, or print one line on stderr and return 2.
+# Each returns 0, or prints one line on stderr and returns 2; but pd_demo_run, as said above.
 # shellcheck shell=bash
 
 pd_args_read() {

@@ -81,18 +81,13 @@ mapfile -d '' head_argv < <(words "$head") && [ "${#head_argv[@]}" -gt 0 ] || di
 [ -x "$pd_run" ] || die "no pd_run at '$pd_run' (build first, or give --pd_run PATH)"
 compare=$(dirname "$pd_run")/../profile_compare/profile_compare
 [ -x "$compare" ] || die "no profile_compare next to pd_run ('$compare')"
-if [ -n "$out" ]; then
-  mkdir -p "$out" || die "cannot create '$out'"
-else
-  out=$(mktemp -d)
-  trap 'rm -rf "$out"' EXIT
-fi
-mkdir -p "$out/runs" "$out/logs" "$out/traces" || die "cannot write under '$out'"
 # A build carried to a GPU host (scripts/gpu_prepare.sh, with .gpu_bundle/) needs the
 # library path gpu_acceptance.sh sets: the one helper, doing nothing where pd_run and
-# profile_compare already load (the links it makes go under OUT).
+# profile_compare already load. Before OUT is made: a missing library creates nothing.
+libtmp=$(mktemp -d) || die "cannot create a temporary folder"
+trap 'rm -rf "$libtmp"' EXIT
 # shellcheck disable=SC2034  # libdir_override and libpath_probe are read by gpu_libpath.sh
-libdir_override=$out/.host_missing_libs
+libdir_override=$libtmp/libs
 # shellcheck disable=SC2034
 libpath_probe=("$pd_run" "$compare")
 pushd "$root" >/dev/null || die "cannot enter '$root'"
@@ -101,6 +96,13 @@ pushd "$root" >/dev/null || die "cannot enter '$root'"
 popd >/dev/null || die "cannot return to the working folder"
 missing=$(ldd "$pd_run" "$compare" 2>/dev/null | grep 'not found' | sort -u | tr -s ' \t' ' ')
 [ -z "$missing" ] || die "libraries not found (build here, or carry .gpu_bundle from scripts/gpu_prepare.sh):$missing"
+if [ -n "$out" ]; then
+  mkdir -p "$out" || die "cannot create '$out'"
+else
+  out=$(mktemp -d)
+  trap 'rm -rf "$out" "$libtmp"' EXIT
+fi
+mkdir -p "$out/runs" "$out/logs" "$out/traces" || die "cannot write under '$out'"
 
 # run SIDE FILE: one run of that side's command under pd_run; exits 1 on a failure.
 run() {

@@ -8,7 +8,8 @@
 # a 30% slower head fails on them, and on the profiled steps'
 # p10 where the runs have no untraced steps; a
 # failing command stops the A/B with its log; runs without the profiler's calibration are
-# compared unadjusted, saying so; bad usage exits 2 with one line and creates nothing.
+# compared unadjusted, saying so; bad usage exits 2 with one line and creates nothing, and so
+# does a pd_run whose libraries cannot be found.
 set -uo pipefail
 src=${1:?usage: pd_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
 pc=${2:?usage: pd_ab_script.sh SOURCE_DIR PROFILE_COMPARE}
@@ -118,4 +119,12 @@ bad "unknown option '--bogus'" --name t --bogus
 bad "--head: cannot split" --name t --base 'echo 1' --head "echo 'unclosed"
 "$src/scripts/pd_ab.sh" --pd_run "$tmp/nope" --name t --base 'echo 1' --head 'echo 1' --out "$tmp/bad" >"$tmp/log.bad" 2>&1
 [ $? -eq 2 ] && grep -q 'no pd_run at' "$tmp/log.bad" && [ ! -e "$tmp/bad" ] || { cat "$tmp/log.bad"; fail "missing pd_run"; }
+# a pd_run that cannot load its libraries (a fake ldd says so): exit 2 naming them, nothing created
+mkdir -p "$tmp/fakeldd"
+printf '#!/bin/sh\nfor p in "$@"; do echo "$p:"; echo "\tlibpd_gone.so.1 => not found"; done\n' >"$tmp/fakeldd/ldd"
+chmod +x "$tmp/fakeldd/ldd"
+PATH="$tmp/fakeldd:$PATH" ab --name t --base 'echo 1' --head 'echo 1' --out "$tmp/bad" >"$tmp/log.bad" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] && grep -q 'libraries not found .*libpd_gone.so.1' "$tmp/log.bad" && [ ! -e "$tmp/bad" ] ||
+  { cat "$tmp/log.bad"; fail "missing libraries: exit $rc, or not said, or the output folder created"; }
 echo "pd_ab_script: passed"
