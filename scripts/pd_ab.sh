@@ -27,7 +27,11 @@
 # at most 64; M = N gives one look); --alpha (default 0.01) is spent across the looks
 # (0.4 of it at the first, the rest split evenly over the later ones), so looking again
 # does not raise the false-alarm rate. A program's processes can differ by 8-9% (the
-# PyTorch step on an H200, docs/gate.md): 8 rounds see only changes of about 20%.
+# PyTorch step on an H200, docs/gate.md): 8 rounds see only changes of about 20%. With
+# --step_range among the options, every run also gets pd_run --probe (where this pd_run has
+# it; PD_AB_PROBE=0: never): the thread's speed after each untraced step, which the
+# comparison then takes as the untraced rows' covariate, as gpu_ab.sh does with
+# profiler_demo --warmup_probe (profile_compare --primary auto: the untraced p50).
 # OUT (default: a temporary folder, removed) keeps the runs'
 # metrics JSONs, logs, traces, the report (ab.json, ab.md, ab.txt) and summary.md, which is
 # appended to $GITHUB_STEP_SUMMARY when set. One warm-up run of each command comes first.
@@ -67,6 +71,7 @@ case "$max_rounds" in '' | *[!0-9]*) die "--max_rounds must be a whole number, g
   die "--max_rounds must be from --rounds ($rounds) to 64, got $max_rounds"
 awk -v a="$alpha" 'BEGIN { exit !(a + 0 > 0 && a + 0 <= 0.5 && a ~ /^[0-9.eE+-]+$/) }' ||
   die "--alpha must be a number with 0 < alpha <= 0.5, got '$alpha'"
+case "${PD_AB_PROBE:-1}" in 0 | 1) ;; *) die "PD_AB_PROBE must be 0 or 1, got '$PD_AB_PROBE'" ;; esac
 case "$name" in *[!A-Za-z0-9._-]*) die "--name may hold letters, digits, '.', '_' and '-' only, got '$name'" ;; esac
 for o in "${pd_opts[@]}"; do
   case "$o" in --output_json | --output_json=* | --name | --name=* | --trace_dir | --trace_dir=*)
@@ -96,6 +101,20 @@ pushd "$root" >/dev/null || die "cannot enter '$root'"
 popd >/dev/null || die "cannot return to the working folder"
 missing=$(ldd "$pd_run" "$compare" 2>/dev/null | grep 'not found' | sort -u | tr -s ' \t' ' ')
 [ -z "$missing" ] || die "libraries not found (build here, or carry .gpu_bundle from scripts/gpu_prepare.sh):$missing"
+# pd_run --probe (the thread's speed after each untraced step, the untraced rows' covariate,
+# as gpu_ab.sh gives profiler_demo --warmup_probe) where the steps are NVTX ranges, this
+# pd_run knows the flag and it is not given already; PD_AB_PROBE=0: never
+probe_note="no probe"
+has_range=0 has_probe=0
+for o in "${pd_opts[@]}"; do
+  case "$o" in --step_range | --step_range=*) has_range=1 ;; --probe) has_probe=1 ;; esac
+done
+if [ "$has_probe" = 1 ]; then
+  probe_note="--probe given"
+elif [ "${PD_AB_PROBE:-1}" = 1 ] && [ "$has_range" = 1 ] && "$pd_run" --help 2>/dev/null | grep -q -- '--probe'; then
+  pd_opts+=(--probe)
+  probe_note="--probe added"
+fi
 if [ -n "$out" ]; then
   mkdir -p "$out" || die "cannot create '$out'"
 else
@@ -170,7 +189,7 @@ rounds_note="$target rounds, look $look of at most $looks, alpha $look_alpha"
 [ "$rc" -eq 0 ] && [ "$undecided" -gt 0 ] && rounds_note+="; still undecided at the cap of $max_rounds rounds"
 cat "$out/ab.txt"
 {
-  echo "## pd_ab: $name, interleaved rounds on $(hostname) ($rounds_note; $how)"
+  echo "## pd_ab: $name, interleaved rounds on $(hostname) ($rounds_note; $how; $probe_note)"
   echo
   echo "- base: \`$base\`"
   echo "- head: \`$head\`"
@@ -179,8 +198,8 @@ cat "$out/ab.txt"
 } >"$out/summary.md"
 [ -n "${GITHUB_STEP_SUMMARY:-}" ] && cat "$out/summary.md" >>"$GITHUB_STEP_SUMMARY"
 case "$rc" in
-  0) echo "pd_ab: $name: within policy ($rounds_note; $how) in $((SECONDS - t0)) s" ;;
-  1) echo "pd_ab: $name: REGRESSED ($rounds_note; $how)" ;;
+  0) echo "pd_ab: $name: within policy ($rounds_note; $how; $probe_note) in $((SECONDS - t0)) s" ;;
+  1) echo "pd_ab: $name: REGRESSED ($rounds_note; $how; $probe_note)" ;;
   *) echo "pd_ab: profile_compare exited $rc (its output above)"; rc=1 ;;
 esac
 exit "$rc"

@@ -90,6 +90,10 @@ uint64_t pd_host_calib_work(int64_t iters);
  * ns. GPU only (src/capture/calibrate.c). Returns 0; PD_EINVAL for launches outside 1..1024,
  * compute_iters outside 1..10^8 or a NULL output; PD_ECUDA when a CUDA call failed. */
 int pd_speed_probe(void *stream, int launches, int64_t compute_iters, double *launch_ns, double *compute_ns);
+/* One probe's size, as profiler_demo --warmup_probe and pd_run --probe take it: empty
+ * launches and workload iterations (about 30 us of the launching thread's time). */
+#define PD_SPEED_PROBE_LAUNCHES 16
+#define PD_SPEED_PROBE_ITERS 8000
 
 #ifdef __cplusplus
 }

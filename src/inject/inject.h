@@ -51,6 +51,7 @@ typedef struct {
   char name[PD_INJECT_NAME_MAX];           /* config.name of the metrics JSON */
   bool with_stack;
   bool trace_gzip;
+  bool probe;                              /* --probe: the thread's speed after each untraced step */
   int profile_level;                       /* pd_inject_level_t */
   int top_n;                               /* rows of top_ops in the JSON; 0: all */
   long root_pid;                           /* PD_INJECT_ROOT_PID; 0: not set */
@@ -70,6 +71,7 @@ typedef struct {
   X(NAME, "the program's name in the metrics JSON (the key of its baselines)")           \
   X(WITH_STACK, "0 or 1: host ranges record their call stack")                           \
   X(TRACE_GZIP, "0 or 1: traces written gzipped")                                        \
+  X(PROBE, "0 or 1: time a fixed probe after each untraced step (needs STEP_RANGE)")     \
   X(PROFILE_LEVEL, "lean or full: full records every CUDA driver call")                  \
   X(TOP_N, "rows of top_ops in the metrics JSON (0: all)")                               \
   X(ROOT_PID, "set by pd_run: the process whose outputs keep the given names")
@@ -106,6 +108,9 @@ typedef struct pd_inject_session pd_inject_session_t;
 typedef struct {
   pd_record_source_t *source;         /* NULL: the CUPTI source (pd_prof_create makes it) */
   void (*device_sync)(void);          /* before a cycle closes: the GPU's records complete */
+  /* --probe: the calling thread's speed now (pd_speed_probe on the session's own stream:
+   * ns per empty launch, ns of the fixed workload); 0 or < 0, the program unaffected */
+  int (*speed_probe)(double *launch_ns, double *compute_ns);
   int (*device_info)(pd_device_info_t *out); /* the metrics JSON's device; 0 or < 0 */
   FILE *log;                          /* warnings and the one line at exit; NULL: stderr */
 } pd_inject_env_t;

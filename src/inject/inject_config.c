@@ -102,6 +102,12 @@ int pd_inject_config_validate(const pd_inject_config_t *cfg, char *err, size_t e
     snprintf(err, errlen, "--top_n must be an integer in [0, %d], got %d", COUNT_MAX, cfg->top_n);
     return PD_EINVAL;
   }
+  if (cfg->probe && pd_inject_config_steps(cfg) != PD_INJECT_STEPS_RANGE) {
+    /* kernel-name steps end inside CUPTI's launch callback, where the probe would launch
+     * from within the program's own launch call; the whole-run step has no untraced steps */
+    snprintf(err, errlen, "--probe needs --step_range (it runs between untraced steps, at a step range's start)");
+    return PD_EINVAL;
+  }
   if (cfg->profile_level != PD_INJECT_LEVEL_LEAN && cfg->profile_level != PD_INJECT_LEVEL_FULL) {
     snprintf(err, errlen, "--profile_level must be lean or full");
     return PD_EINVAL;
@@ -184,6 +190,7 @@ int pd_inject_config_from_env(pd_inject_config_t *cfg, char *err, size_t errlen)
   }
   if (rc == 0) rc = env_switch("PD_INJECT_WITH_STACK", &cfg->with_stack, err, errlen);
   if (rc == 0) rc = env_switch("PD_INJECT_TRACE_GZIP", &cfg->trace_gzip, err, errlen);
+  if (rc == 0) rc = env_switch("PD_INJECT_PROBE", &cfg->probe, err, errlen);
   const char *lvl = getenv("PD_INJECT_PROFILE_LEVEL");
   if (rc == 0 && lvl != NULL) {
     if (strcmp(lvl, "lean") == 0) cfg->profile_level = PD_INJECT_LEVEL_LEAN;
@@ -230,6 +237,7 @@ int pd_inject_config_to_env(const pd_inject_config_t *cfg) {
       {"PD_INJECT_NAME", cfg->name, 0, false},
       {"PD_INJECT_WITH_STACK", cfg->with_stack ? "1" : "0", 0, false},
       {"PD_INJECT_TRACE_GZIP", cfg->trace_gzip ? "1" : "0", 0, false},
+      {"PD_INJECT_PROBE", cfg->probe ? "1" : "0", 0, false},
       {"PD_INJECT_PROFILE_LEVEL", cfg->profile_level == PD_INJECT_LEVEL_FULL ? "full" : "lean", 0, false},
       {"PD_INJECT_TOP_N", NULL, cfg->top_n, false},
       {"PD_INJECT_SKIP_FIRST", NULL, s->skip_first, true},

@@ -27,6 +27,7 @@
 
 #include "cupti_source.h"
 #include "inject.h"
+#include "pd/pd_host_calib.h"
 #include "pd/pd_prof.h"
 
 static pd_inject_session_t *g_session;
@@ -60,6 +61,32 @@ static void exit_cb(void) {
 /* Before a cycle closes: the GPU's work so far done, so its records are complete. */
 static void device_sync_cb(void) { (void)cudaDeviceSynchronize(); }
 
+/* --probe (inject_session.c calls it under its lock, one at a time): pd_speed_probe on a
+ * non-blocking stream of the library's own, made at the first probe on the device then
+ * current; a probe on another device later fails (the series is dropped). The calls run in
+ * relaxed stream-capture mode, so a graph the program is capturing in global mode is not
+ * invalidated by them, and a failure leaves the program's last-error slot as it was. */
+static cudaStream_t g_probe_stream;
+static int g_probe_device = -1;
+
+static int speed_probe_cb(double *launch_ns, double *compute_ns) {
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  int rc = -1, dev = -1;
+  if (cudaGetDevice(&dev) == cudaSuccess) {
+    if (g_probe_stream == NULL && cudaStreamCreateWithFlags(&g_probe_stream, cudaStreamNonBlocking) == cudaSuccess)
+      g_probe_device = dev;
+    if (g_probe_stream != NULL && dev == g_probe_device)
+      rc = pd_speed_probe(g_probe_stream, PD_SPEED_PROBE_LAUNCHES, PD_SPEED_PROBE_ITERS, launch_ns, compute_ns);
+  }
+  if (rc != 0) (void)cudaGetLastError();
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  return rc != 0 ? -1 : 0;
+}
+
 static int device_info_cb(pd_device_info_t *d) {
   int dev = 0;
   struct cudaDeviceProp p;
@@ -89,7 +116,7 @@ int InitializeInjection(void) {
     fprintf(stderr, "pd_inject: warning: %s; the program runs unprofiled\n", err);
     return 1;
   }
-  const pd_inject_env_t env = {.device_sync = device_sync_cb, .device_info = device_info_cb};
+  const pd_inject_env_t env = {.device_sync = device_sync_cb, .device_info = device_info_cb, .speed_probe = speed_probe_cb};
   pd_inject_session_t *s = NULL;
   if (pd_inject_session_create(&cfg, &env, &s) != 0) {
     fprintf(stderr, "pd_inject: warning: out of host memory; the program runs unprofiled\n");

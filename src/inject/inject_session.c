@@ -81,6 +81,10 @@ struct pd_inject_session {
   bool after_cycle;         /* the period now running carries a cycle's write */
   double untraced_s[PERIOD_SLOTS], traced_s[PERIOD_SLOTS];
   size_t nuntraced, ntraced;
+  /* --probe, after each kept untraced period, one to one with untraced_s (under lock) */
+  double probe_launch_ns[PERIOD_SLOTS], probe_compute_ns[PERIOD_SLOTS];
+  size_t nprobe;
+  bool probe_off; /* a probe failed: no series is written */
   /* accumulators, under lock */
   pd_op_table_t *ops, *kernels;
   double *step_s, *wait_s;
@@ -366,6 +370,29 @@ static void period_note(pd_inject_session_t *s, int64_t now_ns, pd_sched_action_
   s->last_boundary_ns = now_ns;
 }
 
+/* --probe: the thread's speed right after an untraced step kept for the A/B (the step's
+ * period is already noted), outside the step periods: the next period starts after it, as
+ * profiler_demo --warmup_probe's next step does. Before the profiler's step, so a cycle
+ * about to begin records none of it. One failure ends the series, said once: the metrics
+ * JSON then carries none (its values pair with the untraced steps one to one). Under
+ * s->lock, with t_busy set (the probe's own launches are not the program's). */
+static void probe_after_untraced(pd_inject_session_t *s) {
+  if (!s->cfg.probe || s->probe_off || s->env.speed_probe == NULL) return;
+  double launch_ns = 0.0, compute_ns = 0.0;
+  const int rc = s->env.speed_probe(&launch_ns, &compute_ns);
+  if (rc != 0 || !(launch_ns > 0.0 && launch_ns < 1e9) || !(compute_ns > 0.0 && compute_ns < 1e12) ||
+      s->nprobe + 1 != s->nuntraced) {
+    s->probe_off = true;
+    say(s, "warning: --probe after untraced step %zu: %s; the metrics JSON carries no probe series", s->nuntraced,
+        rc != 0 ? "the probe failed" : "an out-of-range or unpaired probe value");
+    return;
+  }
+  s->probe_launch_ns[s->nprobe] = launch_ns;
+  s->probe_compute_ns[s->nprobe] = compute_ns;
+  s->nprobe++;
+  s->last_boundary_ns = pd_clock_now_ns();
+}
+
 static int finish_locked(pd_inject_session_t *s);
 
 /* Kernel-name steps see steps through CUPTI's launch callback, which costs every launch of
@@ -394,7 +421,9 @@ static void profiler_step(pd_inject_session_t *s) {
   pthread_mutex_lock(&s->lock);
   if (s->prof != NULL && !atomic_load(&s->stopped)) {
     t_busy = true;
+    const size_t kept = s->nuntraced;
     period_note(s, now, pd_schedule_action(&s->cfg.schedule, pd_prof_current_step(s->prof)));
+    if (s->nuntraced > kept) probe_after_untraced(s);
     if (step_closes_cycle(s) && s->env.device_sync != NULL) s->env.device_sync();
     int rc = pd_prof_step(s->prof);
     s->steps_taken = pd_prof_current_step(s->prof);
@@ -531,6 +560,7 @@ static const char *program_name(void) {
 static int metrics_write(pd_inject_session_t *s, const char *path, const pd_verdict_t *v, const pd_prof_cost_t *cost) {
   const pd_inject_config_t *c = &s->cfg;
   const char *name = c->name[0] != '\0' ? c->name : program_name();
+  const bool probe_ok = c->probe && !s->probe_off && s->nuntraced > 0 && s->nprobe == s->nuntraced;
   const char *rank = getenv("RANK");
   const char *steps_by = s->steps == PD_INJECT_STEPS_KERNEL ? "step_kernel"
                          : s->steps == PD_INJECT_STEPS_RANGE ? "step_range"
@@ -549,6 +579,7 @@ static int metrics_write(pd_inject_session_t *s, const char *path, const pd_verd
       {.key = "active", .type = PD_CFG_INT, .i = s->cfg.schedule.active},
       {.key = "repeat", .type = PD_CFG_INT, .i = s->cfg.schedule.repeat},
       {.key = "with_stack", .type = PD_CFG_BOOL, .b = c->with_stack},
+      {.key = "probe", .type = PD_CFG_BOOL, .b = c->probe},
       {.key = "profile_level", .type = PD_CFG_STRING, .s = c->profile_level == PD_INJECT_LEVEL_FULL ? "full" : "lean"},
       {.key = "pid", .type = PD_CFG_INT, .i = (int64_t)getpid()},
       {.key = "rank", .type = PD_CFG_STRING, .s = rank != NULL ? rank : ""},
@@ -567,6 +598,9 @@ static int metrics_write(pd_inject_session_t *s, const char *path, const pd_verd
        * time and its period are one figure; the gate's A/B judges host time on them */
       .warmup_periods_s = s->nuntraced > 0 ? s->untraced_s : NULL,
       .warmup_step_times_s = s->nuntraced > 0 ? s->untraced_s : NULL,
+      /* --probe's series where every kept untraced step has its probe */
+      .warmup_probe_launch_ns = probe_ok ? s->probe_launch_ns : NULL,
+      .warmup_probe_compute_ns = probe_ok ? s->probe_compute_ns : NULL,
       .nwarmup = s->nuntraced,
       .verdict = v,
       .top_ops = s->ops,

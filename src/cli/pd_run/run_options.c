@@ -56,6 +56,9 @@ static const opt_t k_opts[] = {
      "lean (default) or full: full also records every CUDA driver call"},
     {"with_stack", OPT_SWITCH, CFG_OFF(with_stack), 0, 0, false, "host ranges record their call stack"},
     {"trace_gzip", OPT_SWITCH, CFG_OFF(trace_gzip), 0, 0, false, "write the traces gzipped (.pt.trace.json.gz)"},
+    {"probe", OPT_SWITCH, CFG_OFF(probe), 0, 0, false,
+     "after each untraced step, time empty launches on a stream of its own (about 30 us, outside the steps): "
+     "the covariate of scripts/pd_ab.sh; needs --step_range"},
 };
 #define K_NOPTS (sizeof(k_opts) / sizeof(k_opts[0]))
 

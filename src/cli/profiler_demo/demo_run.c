@@ -42,11 +42,6 @@
 #include "pd/pd_stats.h"
 #include "pd/pd_writers.h"
 
-/* --warmup_probe: empty launches and calibration-workload iterations per probe (about 30 us
- * of the launching thread's time after each warmup step). */
-#define DEMO_PROBE_LAUNCHES 16
-#define DEMO_PROBE_ITERS 8000
-
 typedef struct {
   const pd_demo_config_t *cfg;
   pd_demo_outputs_t outs;
@@ -803,7 +798,7 @@ static int demo_phase_warmup(demo_run_t *r) {
       r->warm_period_s[r->nwarm_period] = (double)(r->prev_end_ns - iter_start_ns) * 1e-9;
       if (cfg->warmup_probe) {
         /* outside the step and its period (as the loss read): the next period starts after it */
-        const int prc = pd_speed_probe(r->stream, DEMO_PROBE_LAUNCHES, DEMO_PROBE_ITERS,
+        const int prc = pd_speed_probe(r->stream, PD_SPEED_PROBE_LAUNCHES, PD_SPEED_PROBE_ITERS,
                                        &r->warm_probe_launch_ns[r->nwarm_period],
                                        &r->warm_probe_compute_ns[r->nwarm_period]);
         if (prc != 0) {

@@ -104,6 +104,14 @@ Test(pd_run_options, bad_options_fail_with_one_line) {
   cr_assert_not_null(strstr(err, "exclude each other"), "%s", err);
   cr_assert_eq(PARSE(&c, err, "--top_n"), PD_RUN_EXIT_USAGE);
   cr_assert_not_null(strstr(err, "--top_n needs a value"), "%s", err);
+  /* --probe: with step ranges only (kernel-name steps end inside CUPTI's launch callback) */
+  cr_assert_eq(PARSE(&c, err, "--probe", "--step_kernel", "adam", "/bin/true"), PD_RUN_EXIT_USAGE);
+  cr_assert_not_null(strstr(err, "--probe needs --step_range"), "%s", err);
+  cr_assert_eq(PARSE(&c, err, "--probe", "/bin/true"), PD_RUN_EXIT_USAGE);
+  cr_assert_eq(PARSE(&c, err, "--probe", "--step_range", "train_step", "/bin/true"), 0, "%s", err);
+  cr_assert(c.inject.probe);
+  cr_assert_eq(PARSE(&c, err, "--probe=1", "--step_range", "s", "/bin/true"), PD_RUN_EXIT_USAGE);
+  cr_assert_not_null(strstr(err, "--probe takes no value"), "%s", err);
 }
 
 Test(pd_run_options, default_names) {

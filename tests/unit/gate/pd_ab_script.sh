@@ -23,16 +23,19 @@ ln -s "$(cd "$(dirname "$pc")" && pwd)/$(basename "$pc")" "$b/profile_compare/pr
 cat >"$b/pd_run/pd_run" <<FAKE
 #!/usr/bin/env bash
 # fake pd_run: runs the program, whose last output line is the factor of its step times
-out="" name=""
+out="" name="" probe=0
 while [ \$# -gt 0 ]; do
-  case "\$1" in --output_json) out=\$2; shift ;; --name) name=\$2; shift ;; --) shift; break ;; esac
+  case "\$1" in
+    --output_json) out=\$2; shift ;; --name) name=\$2; shift ;; --probe) probe=1 ;; --) shift; break ;;
+    --help) [ "\${FAKE_PROBE_HELP:-0}" = 1 ] && echo "  --probe  after each untraced step ..."; exit 0 ;;
+  esac
   shift
 done
 f=\$("\$@") || exit \$?  # the program's exit status, as pd_run returns it
 f=\$(printf '%s\\n' "\$f" | tail -n 1)
 n=\$(cat "$tmp/count" 2>/dev/null || echo 0)
 echo \$((n + 1)) >"$tmp/count"
-exec python3 - "$src/tests/fixtures/runs/clean.metrics.json" "\$out" "\$name" "\$n" "\$f" "\${FAKE_NO_CALIB:-0}" "\${FAKE_OLD:-0}" <<'PY'
+exec python3 - "$src/tests/fixtures/runs/clean.metrics.json" "\$out" "\$name" "\$n" "\$f" "\${FAKE_NO_CALIB:-0}" "\${FAKE_OLD:-0}" "\$probe" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 n, f = int(sys.argv[4]), float(sys.argv[5])
@@ -44,6 +47,11 @@ if sys.argv[7] != "1":
 d["step_times_s"] = [t * f for t in d["step_times_s"]]
 if sys.argv[6] == "1":
     d.get("profiler_cost", {}).pop("calibration", None)
+# --probe: the host's speed after each untraced step, which the program's change leaves alone
+if sys.argv[8] == "1" and "warmup_step_times_s" in d:
+    k = len(d["warmup_step_times_s"])
+    d["warmup_probe_launch_ns"] = [4000.0 * (1.0 + 0.002 * ((n * 3) % 5)) for _ in range(k)]
+    d["warmup_probe_compute_ns"] = [30000.0] * k
 json.dump(d, open(sys.argv[2], "w"))
 PY
 FAKE
@@ -60,6 +68,24 @@ grep -q 'primary host metric untraced_step_p10_s (--primary auto: untraced steps
   { cat "$tmp/log.same"; fail "same: not judged on the untraced steps, or not said why"; }
 
 [ ! -e "$tmp/same/runs/head.9.json" ] || fail "same: decided at the first look, yet ran more rounds"
+grep -q 'host times adjusted for .*; no probe)' "$tmp/log.same" || { cat "$tmp/log.same"; fail "same: the probe not said absent"; }
+
+# a pd_run that has --probe, steps by NVTX range: every run gets --probe, the untraced rows are
+# adjusted along it and judged on their p50 (--primary auto); a 30% slower head fails there
+FAKE_PROBE_HELP=1 ab --name train --base 'echo 1' --head 'echo 1.3' --out "$tmp/probe" -- --step_range train_step \
+  >"$tmp/log.probe" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && grep -q -- '--probe added)' "$tmp/log.probe" &&
+  grep -q 'primary host metric untraced_step_p50_s' "$tmp/log.probe" &&
+  grep -q '"untraced_covariate":[[:space:]]*"warmup_probe_launch_ns"' "$tmp/probe/ab.json" ||
+  { cat "$tmp/log.probe"; fail "probe: exit $rc, or --probe not added, or not judged along it"; }
+grep -q '"warmup_probe_launch_ns"' "$tmp/probe/runs/base.1.json" || fail "probe: the runs carry no probe series"
+# PD_AB_PROBE=0: never added
+FAKE_PROBE_HELP=1 PD_AB_PROBE=0 ab --name train --base 'echo 1' --head 'echo 1' --rounds 8 --max_rounds 8 \
+  --out "$tmp/noprobe" -- --step_range train_step >"$tmp/log.noprobe" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] && grep -q '; no probe)' "$tmp/log.noprobe" && ! grep -q '"warmup_probe_launch_ns"' "$tmp/noprobe/runs/base.1.json" ||
+  { cat "$tmp/log.noprobe"; fail "PD_AB_PROBE=0: exit $rc, or a probe given"; }
 
 # 2% slower: within the 3% tolerance but worse than half of it, so undecided at every look:
 # more rounds up to --max_rounds, alpha spent across the looks, said so
@@ -114,6 +140,7 @@ bad '--max_rounds must be from --rounds (8) to 64, got 65' --name t --base 'echo
 bad '--max_rounds must be a whole number' --name t --base 'echo 1' --head 'echo 1' --max_rounds 1e2
 bad '--alpha must be a number' --name t --base 'echo 1' --head 'echo 1' --alpha 0.9
 bad '--name may hold' --name 'a b' --base 'echo 1' --head 'echo 1'
+PD_AB_PROBE=2 bad "PD_AB_PROBE must be 0 or 1, got '2'" --name t --base 'echo 1' --head 'echo 1'
 bad 'pd_ab sets --output_json itself' --name t --base 'echo 1' --head 'echo 1' -- --output_json x.json
 bad "unknown option '--bogus'" --name t --bogus
 bad "--head: cannot split" --name t --base 'echo 1' --head "echo 'unclosed"

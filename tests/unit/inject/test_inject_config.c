@@ -39,8 +39,9 @@ Test(inject_config, every_variable_is_read) {
   setenv("PD_INJECT_WARMUP", "0", 1);
   setenv("PD_INJECT_ACTIVE", "7", 1);
   setenv("PD_INJECT_REPEAT", "0", 1);
-  setenv("PD_INJECT_STEP_KERNEL", "adam|sgd", 1);
+  setenv("PD_INJECT_STEP_RANGE", "train_step", 1);
   setenv("PD_INJECT_NAME", "my_train", 1);
+  setenv("PD_INJECT_PROBE", "1", 1);
   setenv("PD_INJECT_WITH_STACK", "1", 1);
   setenv("PD_INJECT_TRACE_GZIP", "1", 1);
   setenv("PD_INJECT_PROFILE_LEVEL", "full", 1);
@@ -57,13 +58,21 @@ Test(inject_config, every_variable_is_read) {
   cr_assert_eq(c.schedule.active, 7);
   cr_assert_eq(c.schedule.repeat, 0);
   cr_assert(c.schedule_set);
-  cr_assert_str_eq(c.step_kernel, "adam|sgd");
+  cr_assert_str_eq(c.step_range, "train_step");
   cr_assert_str_eq(c.name, "my_train");
+  cr_assert(c.probe);
   cr_assert(c.with_stack);
   cr_assert(c.trace_gzip);
   cr_assert_eq(c.profile_level, PD_INJECT_LEVEL_FULL);
   cr_assert_eq(c.top_n, 0);
   cr_assert_eq(c.root_pid, 4242);
+  cr_assert_eq(pd_inject_config_steps(&c), PD_INJECT_STEPS_RANGE);
+  /* the step kernel, read on its own (it excludes the step range) */
+  env_clear();
+  setenv("PD_INJECT_STEP_KERNEL", "adam|sgd", 1);
+  cr_assert_eq(pd_inject_config_from_env(&c, err, sizeof err), 0, "%s", err);
+  cr_assert_str_eq(c.step_kernel, "adam|sgd");
+  cr_assert_not(c.probe, "off by default");
   cr_assert_eq(pd_inject_config_steps(&c), PD_INJECT_STEPS_KERNEL);
 }
 
@@ -82,6 +91,8 @@ Test(inject_config, bad_values_name_the_variable) {
       {"PD_INJECT_TOP_N", "", "PD_INJECT_TOP_N=''"},
       {"PD_INJECT_ROOT_PID", "0", "PD_INJECT_ROOT_PID='0'"},
       {"PD_INJECT_STEP_KERNEL", "adam(", "is not a regular expression"},
+      {"PD_INJECT_PROBE", "on", "PD_INJECT_PROBE='on'"},
+      {"PD_INJECT_PROBE", "1", "--probe needs --step_range"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     env_clear();
@@ -133,6 +144,17 @@ Test(inject_config, cross_rules) {
   pd_inject_config_init(&c);
   c.profile_level = 7;
   cr_assert_eq(pd_inject_config_validate(&c, err, sizeof err), PD_EINVAL);
+  /* the probe runs between untraced steps at a step range's start: never with kernel-name
+   * steps (inside CUPTI's launch callback) nor the whole-run step */
+  pd_inject_config_init(&c);
+  c.probe = true;
+  cr_assert_eq(pd_inject_config_validate(&c, err, sizeof err), PD_EINVAL);
+  cr_assert_not_null(strstr(err, "--probe needs --step_range"), "%s", err);
+  snprintf(c.step_kernel, sizeof c.step_kernel, "adam");
+  cr_assert_eq(pd_inject_config_validate(&c, err, sizeof err), PD_EINVAL);
+  c.step_kernel[0] = '\0';
+  snprintf(c.step_range, sizeof c.step_range, "train_step");
+  cr_assert_eq(pd_inject_config_validate(&c, err, sizeof err), 0, "%s", err);
   pd_inject_config_init(&c);
   c.trace_dir[0] = '\0';
   cr_assert_eq(pd_inject_config_validate(&c, err, sizeof err), PD_EINVAL);
@@ -150,6 +172,7 @@ Test(inject_config, environment_round_trip) {
   a.schedule = (pd_schedule_t){.skip_first = 1, .wait = 2, .warmup = 3, .active = 4, .repeat = 5};
   a.schedule_set = true;
   a.with_stack = true;
+  a.probe = true;
   a.profile_level = PD_INJECT_LEVEL_FULL;
   a.top_n = 9;
   setenv("PD_INJECT_STEP_KERNEL", "stale", 1); /* inherited from pd_run's own environment */
@@ -191,7 +214,7 @@ Test(inject_config, the_variable_table) {
   const char *const *names = pd_inject_env_names(&n);
   const char *const *texts = pd_inject_env_texts(&m);
   cr_assert_eq(n, m);
-  cr_assert_eq(n, 15);
+  cr_assert_eq(n, 16);
   cr_assert_str_eq(names[0], "PD_INJECT_TRACE_DIR");
   for (size_t i = 0; i < n; i++) cr_assert(strlen(texts[i]) > 0);
 }

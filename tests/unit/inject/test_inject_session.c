@@ -223,6 +223,91 @@ Test(inject_session, the_added_time_is_measured_against_the_untraced_steps) {
   pd_inject_session_destroy(s);
 }
 
+/* --probe: a mock probe that takes 20 ms and returns known values; the n-th call fails when
+ * g_probe_fail_at is n (1-based; 0 never). */
+static int g_probe_calls, g_probe_fail_at;
+static int probe_cb(double *launch_ns, double *compute_ns) {
+  g_probe_calls++;
+  sleep_us(20000);
+  if (g_probe_calls == g_probe_fail_at) return -1;
+  *launch_ns = 4000.0 + g_probe_calls;
+  *compute_ns = 30000.0 + g_probe_calls;
+  return 0;
+}
+
+/* Runs 14 range steps of 2 ms (wait 8, warmup 1, active 2: the untraced steps 2..7 are
+ * kept, the run's first two left out) and 2 more after the cycle (the first after it is
+ * left out), with --probe and the mock probe; returns the metrics JSON. */
+static cJSON *probe_run(void) {
+  pd_inject_config_t c;
+  pd_inject_config_init(&c);
+  snprintf(c.step_range, sizeof c.step_range, "train_step");
+  c.schedule = (pd_schedule_t){.skip_first = 0, .wait = 8, .warmup = 1, .active = 2, .repeat = 1};
+  c.schedule_set = true;
+  c.probe = true;
+  snprintf(c.trace_dir, sizeof c.trace_dir, "%s/traces", g_dir);
+  snprintf(c.output_json, sizeof c.output_json, "%s/m.json", g_dir);
+  char err[512] = "";
+  cr_assert_eq(pd_inject_config_validate(&c, err, sizeof err), 0, "%s", err);
+  pd_inject_env_t env = {.source = &g_mock.base, .device_sync = sync_cb, .device_info = info_cb,
+                         .speed_probe = probe_cb, .log = g_log};
+  pd_inject_session_t *s = NULL;
+  cr_assert_eq(pd_inject_session_create(&c, &env, &s), 0);
+  for (int step = 0; step < 14; step++) {
+    pd_inject_on_range_push(s, "train_step");
+    launch(s, "_Z7forwardPf");
+    sleep_us(2000);
+    pd_inject_on_range_pop(s);
+  }
+  cr_assert_eq(pd_inject_session_finish(s), 0, "%s", log_text());
+  pd_inject_session_destroy(s);
+  char path[300];
+  snprintf(path, sizeof path, "%s/m.json", g_dir);
+  return pd_test_json_read(path);
+}
+
+/* After each kept untraced step the probe runs once, its values written one to one with
+ * the untraced steps (warmup_probe_launch_ns, as profiler_demo --warmup_probe's, which the
+ * A/B takes as its covariate), and its 20 ms stay out of every step's period. */
+Test(inject_session, the_probe_follows_each_kept_untraced_step_outside_its_time) {
+  g_probe_calls = 0;
+  g_probe_fail_at = 0;
+  cJSON *j = probe_run();
+  const cJSON *w = cJSON_GetObjectItem(j, "warmup_step_times_s"), *x = NULL;
+  const cJSON *pl = cJSON_GetObjectItem(j, "warmup_probe_launch_ns");
+  const cJSON *pc = cJSON_GetObjectItem(j, "warmup_probe_compute_ns");
+  const int n = cJSON_GetArraySize(w);
+  cr_assert_eq(n, 7, "untraced steps 2..7 and 12 (the first after the cycle is left out)");
+  cr_assert_eq(g_probe_calls, n, "one probe per kept untraced step");
+  cr_assert_eq(cJSON_GetArraySize(pl), n);
+  cr_assert_eq(cJSON_GetArraySize(pc), n);
+  for (int i = 0; i < n; i++) {
+    cr_expect_eq(cJSON_GetArrayItem(pl, i)->valuedouble, 4001.0 + i, "launch ns of probe %d", i);
+    cr_expect_eq(cJSON_GetArrayItem(pc, i)->valuedouble, 30001.0 + i, "compute ns of probe %d", i);
+  }
+  /* a 2 ms step with the probe's 20 ms inside would read over 22 ms */
+  cJSON_ArrayForEach(x, w) cr_expect(x->valuedouble > 0.0019 && x->valuedouble < 0.012, "period %g s", x->valuedouble);
+  cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "config"), "probe")));
+  cJSON_Delete(j);
+}
+
+/* A probe that fails ends the series, said once: the metrics JSON carries none (its values
+ * would no longer pair with the untraced steps), and the untraced steps are still written. */
+Test(inject_session, a_failed_probe_drops_the_series_and_says_so_once) {
+  g_probe_calls = 0;
+  g_probe_fail_at = 3;
+  cJSON *j = probe_run();
+  cr_assert_eq(g_probe_calls, 3, "no probe after the failed one");
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "warmup_step_times_s")), 7);
+  cr_assert_null(cJSON_GetObjectItem(j, "warmup_probe_launch_ns"));
+  cr_assert_null(cJSON_GetObjectItem(j, "warmup_probe_compute_ns"));
+  const char *log = log_text();
+  const char *first = strstr(log, "--probe after untraced step 3: the probe failed");
+  cr_assert_not_null(first, "%s", log);
+  cr_assert_null(strstr(first + 1, "--probe after"), "said once: %s", log);
+  cJSON_Delete(j);
+}
+
 /* Kernel-name steps: once the schedule's last cycle is written and 16 untraced steps after
  * it are timed, the outputs are written at that step (not at exit) and the launch hook is
  * told, once, to let go of CUPTI; later launches are not seen and exit writes nothing more. */
