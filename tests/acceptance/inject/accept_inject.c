@@ -2,7 +2,7 @@
  *
  * The C example (examples/inject_steps: per step an input copy, forward, 8 tiny kernels,
  * backward, ex_optimizer_step = 11 kernels) under --step_kernel, --step_range (its --nvtx
- * steps) and with neither; then the PyTorch step (tests/torch/train_step.py) with
+ * steps; also with --probe) and with neither; then the PyTorch step (tests/torch/train_step.py) with
  * --step_kernel amp_update_scale and with --step_range train_step, with DataLoader workers
  * (forked, no CUDA: they write nothing), and stopped by a KeyboardInterrupt (Python's
  * SIGINT exit: the outputs are still written). Each run checks the exit status, the
@@ -135,6 +135,44 @@ Test(inject, example_with_step_range) {
   example_checks(j, 3, "step_range");
   const char *names[] = {"\"ProfilerStep#3\"", "\"train_step\"", "ex_backward"};
   trace_check(j, names, sizeof(names) / sizeof(names[0]));
+  cJSON_Delete(j);
+  free(out);
+  free(err);
+}
+
+/* --probe: after each untraced step the launching thread's speed, one value per untraced
+ * step written, in a plausible range; none of the probe's empty kernels in the trace (they
+ * run outside the cycle, on the library's own stream); the program's output its own and no
+ * warning. */
+Test(inject, example_with_step_range_and_probe) {
+  char *out, *err;
+  int rc = pd_run("--step_range train_step --skip_first 8 --wait 0 --warmup 1 --active 3 --probe",
+                  PD_EXAMPLE_EXE " --steps 20 --nvtx", &out, &err);
+  cr_assert_eq(rc, 0, "%s", err);
+  cr_assert_not_null(strstr(out, "inject_steps: 20 steps"), "the program's stdout is its own: %s", out);
+  cr_assert_null(strstr(err, "pd_inject: warning"), "%s", err);
+  cJSON *j = metrics_read();
+  example_checks(j, 3, "step_range");
+  cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "config"), "probe")));
+  const cJSON *w = cJSON_GetObjectItem(j, "warmup_step_times_s");
+  const cJSON *pl = cJSON_GetObjectItem(j, "warmup_probe_launch_ns");
+  const cJSON *pc = cJSON_GetObjectItem(j, "warmup_probe_compute_ns");
+  const int n = cJSON_GetArraySize(w);
+  cr_assert_geq(n, 6, "untraced steps 2..7 before the cycle at least");
+  cr_assert_eq(cJSON_GetArraySize(pl), n, "one probe per untraced step");
+  cr_assert_eq(cJSON_GetArraySize(pc), n, "one probe per untraced step");
+  for (int i = 0; i < n; i++) {
+    const double l = cJSON_GetArrayItem(pl, i)->valuedouble, c = cJSON_GetArrayItem(pc, i)->valuedouble;
+    fprintf(stderr, "probe %d: %.0f ns per launch, %.0f ns of compute\n", i, l, c);
+    cr_expect(l > 100.0 && l < 1e6, "probe %d: %.0f ns per empty launch", i, l);
+    cr_expect(c > 1e3 && c < 1e9, "probe %d: %.0f ns of compute", i, c);
+  }
+  const char *names[] = {"\"ProfilerStep#11\"", "ex_backward"};
+  trace_check(j, names, sizeof(names) / sizeof(names[0]));
+  const char *path = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "trace_files"), 0)->valuestring;
+  char *text = pd_test_slurp(path);
+  cr_assert_null(strstr(text, "pd_calibration_empty"), "a probe kernel in the trace %s", path);
+  free(text);
   cJSON_Delete(j);
   free(out);
   free(err);
