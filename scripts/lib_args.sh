@@ -151,7 +151,9 @@ pd_ab_probe_check() {
     ;;
   esac
   for d in "$@"; do
-    "$d" --help 2>/dev/null | grep -q -- '--warmup_probe' || return 0
+    # the whole text read first: `| grep -q` under pipefail fails when its early exit
+    # kills a long --help with SIGPIPE
+    [[ "$("$d" --help 2>/dev/null)" == *--warmup_probe* ]] || return 0
   done
   pd_ab_probe=1
   return 0

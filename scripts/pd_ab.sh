@@ -111,7 +111,7 @@ for o in "${pd_opts[@]}"; do
 done
 if [ "$has_probe" = 1 ]; then
   probe_note="--probe given"
-elif [ "${PD_AB_PROBE:-1}" = 1 ] && [ "$has_range" = 1 ] && "$pd_run" --help 2>/dev/null | grep -q -- '--probe'; then
+elif [ "${PD_AB_PROBE:-1}" = 1 ] && [ "$has_range" = 1 ] && [[ "$("$pd_run" --help 2>/dev/null)" == *--probe* ]]; then
   pd_opts+=(--probe)
   probe_note="--probe added"
 fi

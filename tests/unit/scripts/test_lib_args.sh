@@ -4,8 +4,9 @@
 # lines, CRLF endings, a last line without a newline, several flags per line, a missing
 # file; and the scenario names of DEMO --list_scenarios --names against the headings of
 # the full --list_scenarios; and the A/B runners' warmup flags (pd_ab_warmup_args), the
-# alpha of each look (pd_ab_look_alpha), the undecided count (pd_ab_undecided) and one
-# profiler_demo run of the GPU scripts (pd_demo_run, with a fake profiler_demo).
+# alpha of each look (pd_ab_look_alpha), the undecided count (pd_ab_undecided), one
+# profiler_demo run of the GPU scripts (pd_demo_run, with a fake profiler_demo) and the
+# probe check (pd_ab_probe_check) with a --help longer than a pipe holds.
 # Prints each failure; exits 1 on any.
 set -uo pipefail
 demo=${1:?usage: test_lib_args.sh PROFILER_DEMO}
@@ -138,6 +139,27 @@ expect "demo run, failed: traces removed" "$(ls "$tmp/scratch/t" 2>/dev/null | w
 got_rc=0
 _x=$(FAKE_RC=3 pd_demo_run "r" "$tmp/y.json" "$tmp/scratch" "$tmp/fake_demo" 2>/dev/null) || got_rc=$?
 expect "demo run in a subshell: rc" "$got_rc" 3
+
+# whether every build's profiler_demo has --warmup_probe (pd_ab_probe_check), under pipefail
+# as the A/B runners source it, with a --help longer than a pipe holds (the flag named first:
+# a reader that stops at it must not turn the answer into "no")
+printf '#!/bin/sh\necho "  --warmup_probe  the speed probe"\nhead -c 200000 /dev/zero | tr "\\0" x\necho\n' >"$tmp/demo_probe"
+printf '#!/bin/sh\necho "  --scenario NAME"\n' >"$tmp/demo_old"
+chmod +x "$tmp/demo_probe" "$tmp/demo_old"
+# shellcheck disable=SC2154  # pd_ab_probe is set by pd_ab_probe_check
+(
+  set -o pipefail
+  pd_ab_probe_check "$tmp/demo_probe" "$tmp/demo_probe"
+  echo "rc=$? probe=$pd_ab_probe"
+) >"$tmp/probe.out" 2>&1
+expect "probe check: both builds have it" "$(cat "$tmp/probe.out")" "rc=0 probe=1"
+pd_ab_probe_check "$tmp/demo_probe" "$tmp/demo_old"
+expect "probe check: a base build without it" "$?:$pd_ab_probe" "0:0"
+PD_AB_PROBE=0 pd_ab_probe_check "$tmp/demo_probe"
+expect "probe check: PD_AB_PROBE=0" "$pd_ab_probe" 0
+err=$(PD_AB_PROBE=x pd_ab_probe_check "$tmp/demo_probe" 2>&1)
+expect "probe check: PD_AB_PROBE=x rc" "$?" 2
+expect "probe check: PD_AB_PROBE=x says" "$err" "test_lib_args: PD_AB_PROBE must be 0 or 1, got 'x'"
 
 if [ "$fails" -gt 0 ]; then
   echo "test_lib_args: $fails failure(s)"
