@@ -13,8 +13,9 @@ spread is read as noise. E.g., from the kept H200 run of pd_ab.sh (docs/gate.md,
 Per run: the p10 and p50 of its untraced steps (warmup_step_times_s, the steps pd_run's
 schedule left untraced, what pd_ab.sh judges). Prints the runs' count, the coefficient of
 variation of both (population standard deviation over the mean), then, for the profiled p50
-step and each number in profiler_cost.calibration, its Pearson correlation with the runs'
-untraced p10 and p50 and its range. Exit 2 with one line on bad input: no runs, a file that
+step, the medians of pd_run --probe's series where the runs carry them, and each number in
+profiler_cost.calibration, its Pearson correlation with the runs' untraced p10 and p50 and
+its range. Exit 2 with one line on bad input: no runs, a file that
 is not a metrics JSON with at least 10 untraced steps, a value out of range.
 """
 import glob
@@ -76,6 +77,15 @@ def load(path):
         if not finite(prof, 1e-9, MAX_STEP_S):
             die(f"{path}: metrics.p50_step_time_s out of range: {prof!r}")
         row["profiled p50_step_time_s"] = prof
+    # pd_run --probe's series (one value per untraced step): its medians, as profile_compare
+    # takes the covariate
+    for key in ("warmup_probe_launch_ns", "warmup_probe_compute_ns"):
+        v = m.get(key)
+        if v is None:
+            continue
+        if not isinstance(v, list) or len(v) != len(u) or not all(finite(x, 0.0, 1e12) for x in v):
+            die(f"{path}: {key} is not one number per untraced step")
+        row[f"median {key}"] = st.median(v)
     cal = ((m.get("profiler_cost") or {}).get("calibration")) or {}
     if not isinstance(cal, dict):
         die(f"{path}: profiler_cost.calibration is not an object")

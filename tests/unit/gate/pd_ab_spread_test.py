@@ -5,8 +5,9 @@ processes); one calibration figure follows the level exactly, another is noise. 
 count, the spread of the untraced p10 read back, the follower's correlation near +1 and the
 noise's near 0; a warm-up run in the folder is left out. Bad input, each refused with exit 2,
 one line on stderr and nothing on stdout: no argument, a missing path, a folder without JSON,
-a file that is not JSON, too few untraced steps, a negative step time, a calibration value
-that is not a number, fewer than 3 runs."""
+a file that is not JSON, too few untraced steps, a negative step time, a probe series that
+does not pair with the untraced steps, a calibration value that is not a number, fewer than
+3 runs. The probe's median (pd_run --probe), following the level, correlates near +1."""
 import json
 import os
 import random
@@ -25,8 +26,11 @@ fails = []
 
 
 def run_doc(level, follower, noise, steps=None):
+    u = steps if steps is not None else [level * rng.gauss(1.0, 0.002) for _ in range(36)]
     return {"metrics": {"p50_step_time_s": level * 1.1},
-            "warmup_step_times_s": steps if steps is not None else [level * rng.gauss(1.0, 0.002) for _ in range(36)],
+            "warmup_step_times_s": u,
+            # pd_run --probe: one value per untraced step, following the process's level
+            "warmup_probe_launch_ns": [1e6 * level * rng.gauss(1.0, 0.001) for _ in u],
             "profiler_cost": {"calibration": {"ns_per_follow": follower, "ns_per_noise": noise}}}
 
 
@@ -52,6 +56,9 @@ if not m or not 0.04 <= float(m.group(1)) <= 0.14:
 m = re.search(r"\| ns_per_follow \| 12 \| ([+-][0-9.]+) \| ([+-][0-9.]+) \|", out)
 if not m or float(m.group(1)) < 0.98 or float(m.group(2)) < 0.98:
     fails.append(f"the figure that follows the level, want r near +1:\n{out}")
+m = re.search(r"\| median warmup_probe_launch_ns \| 12 \| ([+-][0-9.]+) \|", out)
+if not m or float(m.group(1)) < 0.98:
+    fails.append(f"the probe's median, want r near +1:\n{out}")
 m = re.search(r"\| ns_per_noise \| 12 \| ([+-][0-9.]+) \|", out)
 if not m or abs(float(m.group(1))) > 0.7:
     fails.append(f"the noise figure, want r near 0:\n{out}")
@@ -81,6 +88,9 @@ bad("folder without JSON", [os.path.join(tmp, "empty")], "no metrics JSON")
 bad("not JSON", [write("x.json", "{not json")], "cannot read a JSON")
 bad("few steps", [write("few.json", run_doc(3e-3, 1.0, 1.0, steps=[3e-3] * 4))], "fewer than 10 untraced steps")
 bad("negative step", [write("neg.json", run_doc(3e-3, 1.0, 1.0, steps=[3e-3] * 20 + [-1.0]))], "not a step time")
+d = run_doc(3e-3, 1.0, 1.0)
+d["warmup_probe_launch_ns"] = d["warmup_probe_launch_ns"][:-1]
+bad("probe series unpaired", [write("probe.json", d)], "warmup_probe_launch_ns is not one number per untraced step")
 d = run_doc(3e-3, 1.0, 1.0)
 d["profiler_cost"]["calibration"]["ns_per_noise"] = "fast"
 bad("calibration not a number", [write("cal.json", d)], "calibration.ns_per_noise out of range")
