@@ -6,7 +6,8 @@
 # Targets: trace_analyze (trace reader, every analysis, HTML/JSON/console reports),
 # gate_docs (metrics/baseline loading, comparison, promote, A/B, report writers),
 # demo_options, analyze_options, compare_options (the option parsers of profiler_demo,
-# profile_analyze and profile_compare). New inputs the fuzzer finds go to
+# profile_analyze and profile_compare), pd_run_options (pd_run's parser, and the injection's
+# config through the PD_INJECT_* environment and back). New inputs the fuzzer finds go to
 # $PD_FUZZ_BUILD_DIR/work/<target>/corpus (the committed corpus is only read); a crash,
 # leak, sanitizer report or timeout stops the target, is saved there as crash-*/leak-*/
 # timeout-*, and fails the script. Each target's executions are printed (libFuzzer's
@@ -34,7 +35,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$secs" in '' | *[!0-9]* | 0) echo "fuzz.sh: --time must be a positive integer of seconds, got '$secs'" >&2; exit 2 ;; esac
-all=(trace_analyze gate_docs demo_options analyze_options compare_options)
+all=(trace_analyze gate_docs demo_options analyze_options compare_options pd_run_options)
 [ "${#targets[@]}" -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
   [ -d "tests/fuzz/$t" ] || { echo "fuzz.sh: no target '$t' (allowed: ${all[*]})" >&2; exit 2; }
@@ -53,11 +54,13 @@ san=("-fsanitize=address,undefined" "-fno-sanitize-recover=undefined" -fno-omit-
 read -r -a cjson_cflags <<<"$(pkg-config --cflags libcjson)"
 read -r -a cjson_libs <<<"$(pkg-config --libs libcjson)"
 cflags=(-std=gnu11 -g -O1 -fsanitize=fuzzer-no-link "${san[@]}" -Iinclude -Isrc/model -Isrc/analyze -Isrc/gate
-  -Isrc/cli/common -Isrc/cli/profiler_demo -Isrc/cli/profile_analyze -Isrc/cli/profile_compare -Itests/fuzz "-I$cuda/include" "-I$cuda/extras/CUPTI/include"
+  -Isrc/cli/common -Isrc/cli/profiler_demo -Isrc/cli/profile_analyze -Isrc/cli/profile_compare -Isrc/cli/pd_run -Isrc/inject
+  -Itests/fuzz "-I$cuda/include" "-I$cuda/extras/CUPTI/include"
   "-DPD_FUZZ_SOURCE_DIR=\"$root\"" "${cjson_cflags[@]}")
 objs=()
 for src in src/model/*.c src/analyze/*.c src/gate/*.c src/scen/scenarios.c src/cli/common/*.c src/cli/profiler_demo/demo_options.c \
-  src/cli/profile_analyze/analyze_options.c src/cli/profile_compare/compare_options.c; do
+  src/cli/profile_analyze/analyze_options.c src/cli/profile_compare/compare_options.c src/cli/pd_run/run_options.c \
+  src/inject/inject_config.c; do
   o=$out/obj/$(echo "$src" | tr / _).o
   if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ -n "$(find include src -name '*.h' -newer "$o" -print -quit)" ]; then
     "$cc" "${cflags[@]}" -c "$src" -o "$o"

@@ -76,6 +76,12 @@ typedef struct {
   X(TOP_N, "rows of top_ops in the metrics JSON (0: all)")                               \
   X(ROOT_PID, "set by pd_run: the process whose outputs keep the given names")
 
+/* A POSIX extended regex's size once compiled by glibc, estimated from its text (pieces
+ * copied or given empty paths by '+', '*', '?' and intervals, multiplied through nesting);
+ * *stacked: a piece carries more than one repetition operator; *nested: a repeated group
+ * repeats inside (either may be NULL). The validator refuses a --step_kernel above 1000,
+ * stacked or nested. Saturates just above 1000. */
+double pd_inject_regex_size(const char *re, bool *stacked, bool *nested);
 /* Fills cfg with the defaults (docs/inject.md). */
 void pd_inject_config_init(pd_inject_config_t *cfg);
 /* Checks the values and the cross rules (schedule counts, one step source, a regex that

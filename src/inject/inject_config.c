@@ -7,6 +7,7 @@
  * variable (from the environment).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <regex.h>
 #include <stdio.h>
@@ -51,6 +52,140 @@ pd_inject_steps_t pd_inject_config_steps(const pd_inject_config_t *cfg) {
   return PD_INJECT_STEPS_WHOLE_RUN;
 }
 
+/* ---- a step regex's size once compiled ---------------------------------------------------
+ *
+ * glibc's regcomp copies a subexpression for each '+' (x+ as x x*) and for each bound of an
+ * interval (x{m,n}: up to max(m, n) + 1 copies), so stacked or nested repetitions grow
+ * exponentially: a 60-byte "a++...+" needs gigabytes (tests/fuzz/pd_run_options found it),
+ * inside pd_run and again inside the program. Estimated from the text before regcomp sees
+ * it: an atom (a character, an escape, a bracket expression) counts 1, a group the sum of its
+ * alternatives, an alternative the sum of its pieces; a repetition after a piece multiplies
+ * it: '+', '*' and '?' by 2 (the last two copy nothing, but each adds an empty path, and
+ * stacked or nested ones make regcomp's closure computation explode in time: "a++??++++??"
+ * and four more characters took 2 s), an interval by its largest bound + 1. Saturates above
+ * PD_INJECT_REGEX_MAX_SIZE. Stacked operators on one piece ("a??{0,30}*" ran for minutes in
+ * regcomp; "a+++??++++++++??" 0.8 s; POSIX leaves them undefined) and a repeated group that
+ * repeats inside ("(((a|b?)*)?){40}", estimated at 492, ran for minutes) are refused
+ * outright. Under the three rules, 6,000 random patterns of these operators compiled in at
+ * most 3 ms each (docs/reliability.md, tests/fuzz/pd_run_options). Malformed text is counted as it comes; regcomp says what is
+ * wrong with it. */
+#define PD_INJECT_REGEX_MAX_SIZE 1000.0
+
+static double ere_cap(double x) { return x > PD_INJECT_REGEX_MAX_SIZE ? PD_INJECT_REGEX_MAX_SIZE + 1.0 : x; }
+
+/* After '[': past the bracket expression's closing ']' (a ']' first is a member; "[:", "[."
+ * and "[=" open a class, a collating element or an equivalence class that ends at ":]",
+ * ".]" or "=]"). */
+static const char *ere_bracket_end(const char *p) {
+  if (*p == '^') p++;
+  if (*p == ']') p++;
+  while (*p != '\0' && *p != ']') {
+    if (*p == '[' && (p[1] == ':' || p[1] == '.' || p[1] == '=')) {
+      const char kind = p[1];
+      p += 2;
+      while (*p != '\0' && !(p[0] == kind && p[1] == ']')) p++;
+      if (*p != '\0') p += 2;
+      continue;
+    }
+    p++;
+  }
+  return *p == ']' ? p + 1 : p;
+}
+
+/* After '{': the interval's largest bound, *p past its '}'; -1 (and *p unmoved) when it is
+ * not an interval. */
+static long ere_interval(const char **p) {
+  const char *q = *p;
+  long m = 0, n = -1;
+  if (*q < '0' || *q > '9') return -1;
+  while (*q >= '0' && *q <= '9' && m <= 100000) m = m * 10 + (*q++ - '0');
+  if (*q == ',') {
+    q++;
+    if (*q >= '0' && *q <= '9') {
+      n = 0;
+      while (*q >= '0' && *q <= '9' && n <= 100000) n = n * 10 + (*q++ - '0');
+    }
+  }
+  if (*q != '}') return -1;
+  *p = q + 1;
+  return n > m ? n : m;
+}
+
+/* What the estimate found beside the size. */
+typedef struct {
+  bool stacked; /* a piece carries more than one repetition operator ("a*?", "a++") */
+  bool nested;  /* a repeated group repeats inside ("(a+)*", "((a|b?)*)?") */
+} ere_shape_t;
+
+/* The size of the alternatives from *p to the ')' closing the group (depth > 0) or the end;
+ * *p is left on that ')' or the end. *repeats: whether anything in them is repeated. */
+static double ere_size(const char **p, int depth, ere_shape_t *shape, bool *repeats) {
+  double total = 0.0, alt = 0.0;
+  while (**p != '\0') {
+    const char c = **p;
+    if (c == ')' && depth > 0) break;
+    if (c == '|') {
+      total = ere_cap(total + alt);
+      alt = 0.0;
+      (*p)++;
+      continue;
+    }
+    double piece = 1.0;
+    bool inner = false; /* a group whose content repeats */
+    if (c == '(') {
+      (*p)++;
+      piece = depth < 1000 ? ere_size(p, depth + 1, shape, &inner) : PD_INJECT_REGEX_MAX_SIZE + 1.0;
+      if (**p == ')') (*p)++;
+      if (piece < 1.0) piece = 1.0;
+    } else if (c == '[') {
+      *p = ere_bracket_end(*p + 1);
+    } else if (c == '\\' && (*p)[1] != '\0') {
+      *p += 2;
+    } else {
+      (*p)++;
+    }
+    int ops = 0; /* the repetitions applied to this piece */
+    for (;;) {
+      const char r = **p;
+      double times = 0.0;
+      if (r == '*' || r == '?' || r == '+') {
+        times = 2.0;
+        (*p)++;
+      } else if (r == '{') {
+        const char *q = *p + 1;
+        const long bound = ere_interval(&q);
+        if (bound < 0) break; /* a literal '{' */
+        times = (double)bound + 1.0;
+        *p = q;
+      } else {
+        break;
+      }
+      if (++ops > 1) shape->stacked = true;
+      piece = ere_cap(piece * times);
+    }
+    if (ops > 0 && inner) shape->nested = true;
+    if (ops > 0 || inner) *repeats = true;
+    alt = ere_cap(alt + piece);
+  }
+  return ere_cap(total + alt);
+}
+
+double pd_inject_regex_size(const char *re, bool *stacked, bool *nested) {
+  const char *p = re != NULL ? re : "";
+  double n = 0.0;
+  ere_shape_t shape = {false, false};
+  bool repeats = false;
+  /* a stray ')' at the top level ends nothing: count it and go on */
+  for (;;) {
+    n = ere_cap(n + ere_size(&p, 0, &shape, &repeats));
+    if (*p == '\0') break;
+    p++;
+  }
+  if (stacked != NULL) *stacked = shape.stacked;
+  if (nested != NULL) *nested = shape.nested;
+  return n;
+}
+
 int pd_inject_config_validate(const pd_inject_config_t *cfg, char *err, size_t errlen) {
   const pd_schedule_t *s = &cfg->schedule;
   const struct {
@@ -72,6 +207,28 @@ int pd_inject_config_validate(const pd_inject_config_t *cfg, char *err, size_t e
     snprintf(err, errlen,
              "a schedule (--skip_first --wait --warmup --active --repeat) needs steps: give --step_kernel or "
              "--step_range");
+    return PD_EINVAL;
+  }
+  bool stacked = false, nested = false;
+  if (cfg->step_kernel[0] != '\0' &&
+      (pd_inject_regex_size(cfg->step_kernel, &stacked, &nested) > PD_INJECT_REGEX_MAX_SIZE || stacked || nested)) {
+    char shown[96];
+    pd_term_escape_line(shown, sizeof shown, cfg->step_kernel);
+    if (stacked)
+      snprintf(err, errlen,
+               "--step_kernel '%s' stacks repetition operators (such as '*?' or '++'): undefined in a POSIX extended "
+               "regex, and slow to compile; write one per piece",
+               shown);
+    else if (nested)
+      snprintf(err, errlen,
+               "--step_kernel '%s' repeats a group that repeats inside (such as '(a+)*'): glibc's regcomp can take "
+               "minutes on those; repeat at one level only",
+               shown);
+    else
+      snprintf(err, errlen,
+               "--step_kernel '%s' repeats too much: compiled, it would copy its pieces more than %.0f times (each "
+               "'+', '*' or '?' doubles what it follows, {m,n} multiplies it); nest fewer repetitions",
+               shown, PD_INJECT_REGEX_MAX_SIZE);
     return PD_EINVAL;
   }
   if (cfg->step_kernel[0] != '\0') {
@@ -159,6 +316,9 @@ static int env_text(const char *var, char *out, size_t outlen, char *err, size_t
     env_bad(err, errlen, var, v, allowed);
     return PD_EINVAL;
   }
+  /* the whole field cleared first (the default's tail would stay behind the terminator):
+   * the library's reading is the same bytes as the config pd_run wrote it from */
+  memset(out, 0, outlen);
   memcpy(out, v, strlen(v) + 1);
   return 0;
 }

@@ -124,6 +124,10 @@ static int opt_set(const opt_t *o, const char *v, pd_run_config_t *cfg, char *er
         snprintf(err, errlen, "--%s must be a non-empty value of at most %zu bytes", o->flag, o->size - 1);
         return PD_RUN_EXIT_USAGE;
       }
+      /* the whole field cleared first: a repeated option leaves nothing of the earlier value
+       * behind its terminator, so the config is the same bytes as the library's reading of
+       * the environment pd_run writes from it */
+      memset(base + o->off, 0, o->size);
       memcpy(base + o->off, v, strlen(v) + 1);
       return 0;
     case OPT_SWITCH:

@@ -137,6 +137,23 @@ Test(pd_run_options, default_names) {
 
 /* ---- environment, outputs, library ------------------------------------------------------------- */
 
+/* What pd_run accepts, the library reads back from the environment unchanged, to the byte
+ * (tests/fuzz/pd_run_options checks it on any command line): a text option given twice, the
+ * second shorter, leaves nothing of the first behind its terminator, and a value shorter than
+ * the library's default leaves nothing of the default (the fuzzer's finding). */
+Test(pd_run_env, the_library_reads_back_what_pd_run_accepted) {
+  pd_run_config_t c;
+  char err[512];
+  cr_assert_eq(PARSE(&c, err, "--step_range", "train_step", "--probe", "--output_json", "/tmp/a_longer_name/m.json",
+                     "--output_json", "/tmp/m.json", "--wait", "0", "/bin/true"),
+               0, "%s", err);
+  cr_assert_eq(pd_inject_config_to_env(&c.inject), 0);
+  pd_inject_config_t back;
+  cr_assert_eq(pd_inject_config_from_env(&back, err, sizeof err), 0, "%s", err);
+  cr_assert_str_eq(back.output_json, "/tmp/m.json");
+  cr_assert_eq(memcmp(&back, &c.inject, sizeof back), 0, "the config changed on its way through the environment");
+}
+
 Test(pd_run_env, the_child_environment) {
   pd_run_config_t c;
   char err[512];

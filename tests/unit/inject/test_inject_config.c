@@ -161,14 +161,90 @@ Test(inject_config, cross_rules) {
   cr_assert_not_null(strstr(err, "--trace_dir"), "%s", err);
 }
 
-/* What pd_run writes, the library reads back unchanged. */
+/* A text field as pd_run's parser sets it: cleared, then the value (nothing of the default
+ * left behind the terminator). */
+static void text_set(char *field, size_t size, const char *value) {
+  memset(field, 0, size);
+  snprintf(field, size, "%s", value);
+}
+
+/* A step regex's compiled size, estimated: ordinary patterns are small; what glibc's regcomp
+ * compiles in exponential memory or time is refused before it sees it, with one line naming
+ * which: a large estimate (a 60-byte "a++...+" took over 2 GB under the fuzzer), stacked
+ * operators on one piece (undefined in POSIX; "a??{0,30}*" ran for minutes) and a repeated
+ * group that repeats inside ("(((a|b?)*)?){40}" ran for minutes). */
+Test(inject_config, a_regex_that_would_compile_to_gigabytes_is_refused) {
+  const struct {
+    const char *re;
+    double size;
+    bool stacked, nested;
+  } sizes[] = {
+      {"", 0, false, false},
+      {"adam", 4, false, false},
+      {"^optim_step$", 12, false, false},
+      {"adam|sgd", 7, false, false},
+      {"a+", 2, false, false},
+      {"a*b?", 4, false, false},
+      {"(ab)+", 4, false, false},
+      {"[+*]{2}x", 4, false, false},
+      {"\\+\\+", 2, false, false}, /* escaped: two atoms */
+      {"amp_update_scale|multi_tensor_apply", 34, false, false},
+      {"multi_tensor_apply_kernel.*(Adam|SGD)", 34, false, false},
+      {"a{3,5}", 6, false, false},
+      {"a{,5}", 5, false, false}, /* not an interval here: five atoms, as counted (regcomp judges it) */
+      {"a+{x", 4, false, false},  /* '{' literal after a repetition: not stacked */
+      {"[[:alpha:]]+", 2, false, false},
+      {"(ab?){333}", 1001, false, true}, /* one level only: a repeated group may not repeat inside */
+      {"(a|bc){99}", 300, false, false},
+      {"a*?", 4, true, false},
+      {"a??{0,30}*b", 249, true, false},
+      {"a++++++++++++++++++++++++++++", 1001, true, false},
+      {"(a+)*", 4, false, true},
+      {"(((a|b?)*)?){40}", 492, false, true},
+      {"((((((((((((((((a+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+", 1001, false, true},
+      {"(a{100}){100}", 1001, false, true},
+      {"(abc){500}", 1001, false, false},
+  };
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+    bool stacked = !sizes[i].stacked, nested = !sizes[i].nested;
+    const double n = pd_inject_regex_size(sizes[i].re, &stacked, &nested);
+    cr_expect_eq(n, sizes[i].size, "'%s': estimated %g, want %g", sizes[i].re, n, sizes[i].size);
+    cr_expect_eq(stacked, sizes[i].stacked, "'%s': stacked %d", sizes[i].re, stacked);
+    cr_expect_eq(nested, sizes[i].nested, "'%s': nested %d", sizes[i].re, nested);
+  }
+  const struct {
+    const char *re, *why;
+  } refused[] = {{"(abc){500}", "repeats too much"},
+                 {"(((a|b?)*)?){40}", "repeats a group that repeats inside"},
+                 {"a++++++++++++++++++++++++++++", "stacks repetition operators"},
+                 {".*?optim", "stacks repetition operators"}};
+  for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+    pd_inject_config_t c;
+    char err[512] = "";
+    pd_inject_config_init(&c);
+    snprintf(c.step_kernel, sizeof c.step_kernel, "%s", refused[i].re);
+    cr_assert_eq(pd_inject_config_validate(&c, err, sizeof err), PD_EINVAL, "'%s' accepted", refused[i].re);
+    cr_assert_not_null(strstr(err, refused[i].why), "%s", err);
+    cr_assert_null(strchr(err, '\n'), "one line: %s", err);
+  }
+  env_clear();
+  setenv("PD_INJECT_STEP_KERNEL", "x+++++++++++++++++++++++++++++++", 1);
+  pd_inject_config_t c;
+  char err[512] = "";
+  cr_assert_eq(pd_inject_config_from_env(&c, err, sizeof err), PD_EINVAL);
+  cr_assert_not_null(strstr(err, "PD_INJECT_* environment: --step_kernel"), "%s", err);
+  cr_assert_not_null(strstr(err, "stacks repetition operators"), "%s", err);
+}
+
+/* What pd_run writes, the library reads back unchanged, to the byte: its values shorter than
+ * the defaults leave nothing of them behind. */
 Test(inject_config, environment_round_trip) {
   pd_inject_config_t a, b;
   pd_inject_config_init(&a);
-  snprintf(a.trace_dir, sizeof a.trace_dir, "/tmp/x/traces");
-  snprintf(a.output_json, sizeof a.output_json, "/tmp/x/m.json");
-  snprintf(a.step_range, sizeof a.step_range, "train step");
-  snprintf(a.name, sizeof a.name, "resnet");
+  text_set(a.trace_dir, sizeof a.trace_dir, "/tmp/x/traces");
+  text_set(a.output_json, sizeof a.output_json, "/tmp/x/m.json");
+  text_set(a.step_range, sizeof a.step_range, "train step");
+  text_set(a.name, sizeof a.name, "resnet");
   a.schedule = (pd_schedule_t){.skip_first = 1, .wait = 2, .warmup = 3, .active = 4, .repeat = 5};
   a.schedule_set = true;
   a.with_stack = true;
