@@ -7,8 +7,8 @@
  * variable (from the environment).
  */
 #include <errno.h>
-#include <stdbool.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +56,7 @@ pd_inject_steps_t pd_inject_config_steps(const pd_inject_config_t *cfg) {
  *
  * glibc's regcomp copies a subexpression for each '+' (x+ as x x*) and for each bound of an
  * interval (x{m,n}: up to max(m, n) + 1 copies), so stacked or nested repetitions grow
- * exponentially: a 60-byte "a++...+" needs gigabytes (tests/fuzz/pd_run_options found it),
+ * exponentially: a short "a++...+" needs gigabytes (tests/fuzz/pd_run_options found it),
  * inside pd_run and again inside the program. Estimated from the text before regcomp sees
  * it: an atom (a character, an escape, a bracket expression) counts 1, a group the sum of its
  * alternatives, an alternative the sum of its pieces; a repetition after a piece multiplies
@@ -67,8 +67,8 @@ pd_inject_steps_t pd_inject_config_steps(const pd_inject_config_t *cfg) {
  * regcomp; "a+++??++++++++??" 0.8 s; POSIX leaves them undefined) and a repeated group that
  * repeats inside ("(((a|b?)*)?){40}", estimated at 492, ran for minutes) are refused
  * outright. Under the three rules, 6,000 random patterns of these operators compiled in at
- * most 3 ms each (docs/reliability.md, tests/fuzz/pd_run_options). Malformed text is counted as it comes; regcomp says what is
- * wrong with it. */
+ * most 3 ms each (docs/reliability.md, tests/fuzz/pd_run_options). Malformed text is
+ * counted as it comes; regcomp says what is wrong with it. */
 #define PD_INJECT_REGEX_MAX_SIZE 1000.0
 
 static double ere_cap(double x) { return x > PD_INJECT_REGEX_MAX_SIZE ? PD_INJECT_REGEX_MAX_SIZE + 1.0 : x; }
