@@ -116,7 +116,8 @@ int InitializeInjection(void) {
     fprintf(stderr, "pd_inject: warning: %s; the program runs unprofiled\n", err);
     return 1;
   }
-  const pd_inject_env_t env = {.device_sync = device_sync_cb, .device_info = device_info_cb, .speed_probe = speed_probe_cb};
+  const pd_inject_env_t env = {
+      .device_sync = device_sync_cb, .device_info = device_info_cb, .speed_probe = speed_probe_cb};
   pd_inject_session_t *s = NULL;
   if (pd_inject_session_create(&cfg, &env, &s) != 0) {
     fprintf(stderr, "pd_inject: warning: out of host memory; the program runs unprofiled\n");
