@@ -1,8 +1,10 @@
 /* fuzz_util.h: what the fuzz targets share: a scratch directory on tmpfs (the one output
- * writer fsyncs; on tmpfs that costs nothing), and reading the committed fixtures. */
+ * writer fsyncs; on tmpfs that costs nothing), reading the committed fixtures, and the
+ * option targets' argv made from an input. */
 #ifndef PD_FUZZ_UTIL_H
 #define PD_FUZZ_UTIL_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,31 @@ static inline void fuzz_write_input(const char *path, const void *data, size_t s
   if (f == NULL) abort();
   if (size > 0 && fwrite(data, 1, size, f) != size) abort();
   fclose(f);
+}
+
+/* The option targets' command line: the input (at most FUZZ_ARGV_MAX_BYTES) copied into a
+ * NUL-terminated buffer (*buf, malloc'd: free it) and split at NUL bytes into argv[1..],
+ * argv[0] = prog, at most FUZZ_ARGV_MAX arguments, NULL-terminated. Returns argc, or 0 when
+ * the input is too long or there is no memory (the target then skips it). */
+#define FUZZ_ARGV_MAX_BYTES 4096
+#define FUZZ_ARGV_MAX 64
+static inline int fuzz_argv(const uint8_t *data, size_t size, const char *prog, char **buf,
+                            char *argv[FUZZ_ARGV_MAX + 2]) {
+  *buf = NULL;
+  if (size > FUZZ_ARGV_MAX_BYTES) return 0;
+  char *b = malloc(size + 1);
+  if (b == NULL) return 0;
+  memcpy(b, data, size);
+  b[size] = 0;
+  argv[0] = (char *)prog;
+  int argc = 1;
+  for (size_t i = 0; i <= size && argc < FUZZ_ARGV_MAX + 1;) {
+    argv[argc++] = b + i;
+    i += strlen(b + i) + 1;
+  }
+  argv[argc] = NULL;
+  *buf = b;
+  return argc;
 }
 
 #endif /* PD_FUZZ_UTIL_H */

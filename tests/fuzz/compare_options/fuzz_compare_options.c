@@ -7,23 +7,15 @@
 #include <string.h>
 
 #include "compare_cli.h"
+#include "fuzz_util.h"
 
 static FILE *g_null;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (g_null == NULL) g_null = fopen("/dev/null", "w");
-  if (size > 4096) return 0;
-  char *buf = malloc(size + 1);
-  if (buf == NULL) return 0;
-  memcpy(buf, data, size);
-  buf[size] = 0;
-  char *argv[66] = {"profile_compare"};
-  int argc = 1;
-  for (size_t i = 0; i <= size && argc < 65;) {
-    argv[argc++] = buf + i;
-    i += strlen(buf + i) + 1;
-  }
-  argv[argc] = NULL;
+  char *buf = NULL, *argv[FUZZ_ARGV_MAX + 2];
+  const int argc = fuzz_argv(data, size, "profile_compare", &buf, argv);
+  if (argc == 0) return 0;
   pd_compare_cli_t c;
   char err[1024] = "";
   int rc = pd_compare_cli_parse(argc, argv, &c, err, sizeof err);

@@ -11,6 +11,7 @@
 
 #include "inject.h"
 #include "run.h"
+#include "fuzz_util.h"
 
 static void env_clear(void) {
   size_t n = 0;
@@ -19,18 +20,9 @@ static void env_clear(void) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (size > 4096) return 0;
-  char *buf = malloc(size + 1);
-  if (buf == NULL) return 0;
-  memcpy(buf, data, size);
-  buf[size] = 0;
-  char *argv[66] = {"pd_run"};
-  int argc = 1;
-  for (size_t i = 0; i <= size && argc < 65;) {
-    argv[argc++] = buf + i;
-    i += strlen(buf + i) + 1;
-  }
-  argv[argc] = NULL;
+  char *buf = NULL, *argv[FUZZ_ARGV_MAX + 2];
+  const int argc = fuzz_argv(data, size, "pd_run", &buf, argv);
+  if (argc == 0) return 0;
   pd_run_config_t cfg;
   char err[1024] = "";
   int rc = pd_run_config_parse(argc, argv, &cfg, err, sizeof err);
