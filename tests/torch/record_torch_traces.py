@@ -24,6 +24,11 @@ and the classes whose own time is small but whose knock-on cost is large (docs/d
   bursty_loader_b64    8 DataLoader workers each far slower than the step, so the batches
                        arrive in bursts (most steps wait nothing, every eighth waits long);
                        fix: the pre-made batches of plain_b64
+  bursty_busy_b64      the same planted loader; fix: the step reads pre-made batches while
+                       the same 8 workers and pin-memory thread are kept busy by a background
+                       thread that takes their batches and drops them: the waits go, what
+                       the loader costs the host stays (what the data_wait transformation
+                       models; bursty_loader_b64's fix removes both)
   nonforeach_adamw_b64 AdamW(foreach=False): one small kernel per parameter and operation;
                        fix: the default multi-tensor (foreach) AdamW
 
@@ -53,7 +58,9 @@ import os
 import platform
 import socket
 import statistics
+import threading
 import time
+import weakref
 
 import torch
 import torch.nn as nn
@@ -121,10 +128,39 @@ class SlowSamples(torch.utils.data.Dataset):
         return img, i % 10
 
 
+def bursty_loader(batch):
+    """8 workers each far slower than the step: batches arrive in bursts."""
+    return torch.utils.data.DataLoader(SlowSamples(work=40), batch_size=batch, num_workers=8,
+                                       pin_memory=True, prefetch_factor=2, persistent_workers=True)
+
+
+def busy_loader(batch):
+    """bursty_busy_b64's fix: the planted loader kept busy by a background thread that takes
+    its batches and drops them, while the step reads pre-made ones. Returns the function that
+    stops it (the thread ends after its next batch and lets go of the iterator, whose
+    workers then shut down), so one round's workers never run into the next round."""
+    stop = threading.Event()
+    loader = bursty_loader(batch)
+
+    def drain():
+        it = iter(loader)
+        while not stop.is_set():
+            next(it)
+        del it
+
+    t = threading.Thread(target=drain, daemon=True)
+    t.start()
+
+    def halt():
+        stop.set()
+        t.join(timeout=60)
+
+    return halt
+
+
 def make_loader(variant, batch):
-    if variant.startswith("bursty_loader") and not variant.endswith(":fixed"):
-        return torch.utils.data.DataLoader(SlowSamples(work=40), batch_size=batch, num_workers=8,
-                                           pin_memory=True, prefetch_factor=2, persistent_workers=True)
+    if variant.startswith("bursty") and not variant.endswith(":fixed"):
+        return bursty_loader(batch)
     if variant.startswith("dataloader") and not variant.endswith(":fixed"):
         return torch.utils.data.DataLoader(SlowSamples(), batch_size=batch, num_workers=0,
                                            pin_memory=True)
@@ -170,6 +206,7 @@ def make_step(variant):
     scaler = torch.amp.GradScaler("cuda", enabled=c["amp"])
     ema = torch.zeros(1024, device=dev)
     it = iter(make_loader(variant, c["batch"]))
+    halt_busy = busy_loader(c["batch"]) if variant == "bursty_busy_b64:fixed" else None
     side = None
     if c["pageable_mib"]:
         side = torch.randn(c["pageable_mib"] << 18)  # 4-byte floats: MiB << 18 of them
@@ -219,6 +256,8 @@ def make_step(variant):
             torch.cuda.empty_cache()  # the planted churn: the cache is handed back
         return loss
 
+    if halt_busy is not None:
+        weakref.finalize(step, halt_busy)  # the busy loader lives as long as this step
     return step, c
 
 
@@ -303,18 +342,18 @@ PLANTED = {"dataloader_b64": "dataloader", "sync_b64": "sync", "sync_b512": "syn
 # The classes with a small own time and a large knock-on cost, measured interleaved.
 INTERLEAVED = {"logging_reads_b64": "sync", "python_ops_b64": "host_code",
                "pageable_input_b64": "pageable_copy", "bursty_loader_b64": "dataloader",
-               "nonforeach_adamw_b64": "launch_overhead"}
+               "bursty_busy_b64": "dataloader", "nonforeach_adamw_b64": "launch_overhead"}
 VARIANTS += list(INTERLEAVED)
 PLANTED.update(INTERLEAVED)
 ACTIVE = {v: 8 for v in INTERLEAVED}
-ACTIVE["bursty_loader_b64"] = 48
+ACTIVE["bursty_loader_b64"] = ACTIVE["bursty_busy_b64"] = 48
 # Steps before the trace or the timing: a bursty loader's workers first fill their queues
 # (8 workers x prefetch 2 batches), which the first steps drain without waiting.
-WARMUP = {"bursty_loader_b64": 40}
+WARMUP = {"bursty_loader_b64": 40, "bursty_busy_b64": 40}
 # The profiler's own warmup steps: starting CUPTI pauses the step long enough for the
 # workers to refill their queue, and a trace that begins there shows 16 steps that never
 # wait; 24 warmup steps drain it before the recording starts.
-PROF_WARMUP = {"bursty_loader_b64": 24}
+PROF_WARMUP = {"bursty_loader_b64": 24, "bursty_busy_b64": 24}
 
 
 def main():
