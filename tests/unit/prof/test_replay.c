@@ -67,6 +67,27 @@ static void unbuild(built_t *b) {
   pd_trace_index_free(&b->ix);
 }
 
+/* A trace file read, indexed and replayed with its kind's default costs. */
+typedef struct {
+  pd_trace_t *t;
+  built_t b;
+} file_built_t;
+
+static void file_build(const char *path, file_built_t *f) {
+  f->t = pd_trace_create();
+  pd_trace_info_t info;
+  char err[512];
+  cr_assert_eq(pd_trace_read_file_info(path, f->t, &info, err, sizeof err), 0, "%s: %s", path, err);
+  cr_assert_eq(pd_trace_index_build(f->t, &f->b.ix), 0);
+  const pd_replay_cost_t cost = pd_replay_cost_default(info.torch);
+  cr_assert_eq(pd_replay_build(f->t, &f->b.ix, &cost, &f->b.r), 0);
+}
+
+static void file_unbuild(file_built_t *f) {
+  unbuild(&f->b);
+  pd_trace_destroy(f->t);
+}
+
 /* The mean replayed step over the trace's `steps` steps with the fixes in mask, in us. */
 static double replay_mean_us(built_t *b, unsigned mask, size_t steps) {
   pd_replay_result_t res;
@@ -569,24 +590,16 @@ Test(replay, fuzz_times_near_the_int64_limit_saturate) {
   cr_assert_not_null(src, "PD_SOURCE_DIR is not set (ctest sets it)");
   char path[4096];
   snprintf(path, sizeof path, "%s/tests/fuzz/trace_analyze/findings/replay_overflow.json", src);
-  pd_trace_t *t = pd_trace_create();
-  pd_trace_info_t info;
-  char err[512];
-  cr_assert_eq(pd_trace_read_file_info(path, t, &info, err, sizeof err), 0, "%s", err);
-  pd_trace_index_t ix;
-  cr_assert_eq(pd_trace_index_build(t, &ix), 0);
-  pd_replay_cost_t cost = pd_replay_cost_default(info.torch);
-  pd_replay_t *r;
-  cr_assert_eq(pd_replay_build(t, &ix, &cost, &r), 0);
+  file_built_t fb;
+  file_build(path, &fb);
+  pd_replay_t *r = fb.b.r;
   cr_assert_neq(pd_replay_info(r)->quality, PD_REPLAY_UNAVAILABLE, "the finding must reach the pass");
   for (int f = -1; f < PD_FIX_COUNT; f++) {
     pd_replay_result_t res;
     cr_assert_eq(pd_replay_run(r, f < 0 ? 0u : PD_FIX_BIT(PD_FIX_PROFILER) | PD_FIX_BIT(f), &res, NULL), 0);
     cr_expect(res.steps == 0 || !isinf(res.step_us_mean), "fix %d: %g", f, res.step_us_mean);
   }
-  pd_replay_destroy(r);
-  pd_trace_index_free(&ix);
-  pd_trace_destroy(t);
+  file_unbuild(&fb);
 }
 
 /* ---- every committed trace --------------------------------------------------------------------- */
@@ -604,18 +617,12 @@ static void check_dir(const char *sub, size_t *checked) {
     if (len < 17 || strcmp(de->d_name + len - 17, ".pt.trace.json.gz") != 0) continue;
     char path[8192];
     snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-    pd_trace_t *t = pd_trace_create();
-    pd_trace_info_t info;
-    char err[512];
-    cr_assert_eq(pd_trace_read_file_info(path, t, &info, err, sizeof err), 0, "%s", err);
-    pd_trace_index_t ix;
-    cr_assert_eq(pd_trace_index_build(t, &ix), 0);
-    pd_replay_cost_t cost = pd_replay_cost_default(info.torch);
-    pd_replay_t *r;
-    cr_assert_eq(pd_replay_build(t, &ix, &cost, &r), 0);
+    file_built_t fb;
+    file_build(path, &fb);
+    pd_replay_t *r = fb.b.r;
     pd_replay_result_t res;
     cr_assert_eq(pd_replay_run(r, 0, &res, NULL), 0);
-    cr_assert_eq(res.steps, ix.nsteps, "%s", de->d_name);
+    cr_assert_eq(res.steps, fb.b.ix.nsteps, "%s", de->d_name);
     cr_log_info("%s: step error median %.2f%%, max %.2f%% (%s)", de->d_name, res.err_median * 100,
                 res.err_max * 100, pd_replay_quality_name(pd_replay_info(r)->quality));
     double lim_median, lim_worst;
@@ -632,9 +639,7 @@ static void check_dir(const char *sub, size_t *checked) {
       cr_expect(fr.step_us_mean <= res.step_us_mean * 1.0001, "%s: %s lengthens the step (%.1f > %.1f)",
                 de->d_name, pd_fix_name((pd_fix_t)f), fr.step_us_mean, res.step_us_mean);
     }
-    pd_replay_destroy(r);
-    pd_trace_index_free(&ix);
-    pd_trace_destroy(t);
+    file_unbuild(&fb);
     (*checked)++;
   }
   closedir(d);
