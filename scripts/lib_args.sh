@@ -34,6 +34,8 @@
 #                             every DEMO (profiler_demo of each build of an A/B) has
 #                             --warmup_probe in its --help; else 0 (a base build from before
 #                             it: both sides without, the covariate falls back).
+#   pd_help_names PROG FLAG   whether PROG's --help names FLAG (returns 0 or 1; a PROG that
+#                             fails or is missing: 1).
 #   pd_machine_lines          the machine, for a bench recording's host.txt: the lines
 #                             "boot_id ...", "hostname ...", "gpu NAME, DRIVER" and
 #                             "cpu MODEL x CPUS" on stdout (always returns 0).
@@ -64,7 +66,8 @@
 #                             tolerance, or beyond it but not significant) in a
 #                             profile_compare --json report, on stdout; 0 when the file or
 #                             the key is missing.
-# Each returns 0, or prints one line on stderr and returns 2; but pd_demo_run, as said above.
+# Each returns 0, or prints one line on stderr and returns 2; but pd_demo_run and
+# pd_help_names, as said above.
 # shellcheck shell=bash
 
 pd_args_read() {
@@ -142,6 +145,12 @@ pd_machine_lines() {
   echo "cpu $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') x $(nproc)"
 }
 
+pd_help_names() {
+  # the whole text read first: `--help | grep -q` under pipefail fails when grep's early
+  # exit kills a long --help with SIGPIPE
+  [[ "$("$1" --help 2>/dev/null)" == *"$2"* ]]
+}
+
 pd_ab_probe_check() {
   local d prog=${0##*/}
   pd_ab_probe=0
@@ -151,9 +160,7 @@ pd_ab_probe_check() {
     ;;
   esac
   for d in "$@"; do
-    # the whole text read first: `| grep -q` under pipefail fails when its early exit
-    # kills a long --help with SIGPIPE
-    [[ "$("$d" --help 2>/dev/null)" == *--warmup_probe* ]] || return 0
+    pd_help_names "$d" --warmup_probe || return 0
   done
   pd_ab_probe=1
   return 0

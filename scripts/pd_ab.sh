@@ -73,9 +73,14 @@ awk -v a="$alpha" 'BEGIN { exit !(a + 0 > 0 && a + 0 <= 0.5 && a ~ /^[0-9.eE+-]+
   die "--alpha must be a number with 0 < alpha <= 0.5, got '$alpha'"
 case "${PD_AB_PROBE:-1}" in 0 | 1) ;; *) die "PD_AB_PROBE must be 0 or 1, got '$PD_AB_PROBE'" ;; esac
 case "$name" in *[!A-Za-z0-9._-]*) die "--name may hold letters, digits, '.', '_' and '-' only, got '$name'" ;; esac
+has_range=0 has_probe=0
 for o in "${pd_opts[@]}"; do
-  case "$o" in --output_json | --output_json=* | --name | --name=* | --trace_dir | --trace_dir=*)
-    die "pd_ab sets $o itself; leave it out of the pd_run options" ;; esac
+  case "$o" in
+    --output_json | --output_json=* | --name | --name=* | --trace_dir | --trace_dir=*)
+      die "pd_ab sets $o itself; leave it out of the pd_run options" ;;
+    --step_range | --step_range=*) has_range=1 ;;
+    --probe) has_probe=1 ;;
+  esac
 done
 # The commands as words, as the shell would read them typed (quotes and expansions: the
 # string is the user's own command line).
@@ -105,13 +110,9 @@ missing=$(ldd "$pd_run" "$compare" 2>/dev/null | grep 'not found' | sort -u | tr
 # as gpu_ab.sh gives profiler_demo --warmup_probe) where the steps are NVTX ranges, this
 # pd_run knows the flag and it is not given already; PD_AB_PROBE=0: never
 probe_note="no probe"
-has_range=0 has_probe=0
-for o in "${pd_opts[@]}"; do
-  case "$o" in --step_range | --step_range=*) has_range=1 ;; --probe) has_probe=1 ;; esac
-done
 if [ "$has_probe" = 1 ]; then
   probe_note="--probe given"
-elif [ "${PD_AB_PROBE:-1}" = 1 ] && [ "$has_range" = 1 ] && [[ "$("$pd_run" --help 2>/dev/null)" == *--probe* ]]; then
+elif [ "${PD_AB_PROBE:-1}" = 1 ] && [ "$has_range" = 1 ] && pd_help_names "$pd_run" --probe; then
   pd_opts+=(--probe)
   probe_note="--probe added"
 fi
