@@ -10,6 +10,8 @@
 #   range   pd_run --step_range train_step (program opens an NVTX range per step; CUPTI
 #           attached only for the profiled window)
 #   konly   as range, kernels only (PD_CUPTI_OPTIONS=kernels_only: no API records)
+#   cbapi   as range, the API records from CUPTI's callbacks on the recorded calls only
+#           (PD_CUPTI_OPTIONS=callback_api) instead of its RUNTIME and DRIVER activity kinds
 #   tdef    torch.profiler, defaults
 #   tfull   torch.profiler, record_shapes + profile_memory
 #   tcuda   torch.profiler, activities=[CUDA] only: kineto's CUPTI capture without its op
@@ -20,7 +22,7 @@
 #   within  mean profiled step minus the same process's unprofiled steps (median over rounds)
 # "within" cancels the 15-25% between processes (docs/gate.md); under --step_kernel its
 # unprofiled steps already carry CUPTI's attached cost, so "within" misses that part there.
-# MODES (comma-separated, default all seven) runs only those; "off" is always run, since
+# MODES (comma-separated, default all eight) runs only those; "off" is always run, since
 # "across" is measured against it.
 # Also printed: pd_run's profiler_cost estimate (est_added_us_per_step, its source), the added
 # time it measured in its own process (measured_added_us_per_step: median recorded step
@@ -33,7 +35,7 @@ root=$PWD
 # shellcheck source=bench/overhead/pd_run_bench.sh
 . bench/overhead/pd_run_bench.sh
 pdb_args pd_run_overhead "usage: bench/overhead/pd_run_overhead.sh BUILD_DIR OUT_DIR [ROUNDS] [MODES]" 4 "$@"
-all_modes=(off kernel range konly tdef tfull tcuda)
+all_modes=(off kernel range konly cbapi tdef tfull tcuda)
 modes=(off)
 if [ -n "${4:-}" ]; then
   IFS=, read -r -a want <<<"$4"
@@ -60,6 +62,7 @@ for r in $(seq 1 "$rounds"); do
       kernel) "${pd[@]}" --step_kernel amp_update_scale -- "${args[@]}" ;;
       range) "${pd[@]}" --step_range train_step -- "${args[@]}" --nvtx ;;
       konly) PD_CUPTI_OPTIONS=kernels_only "${pd[@]}" --step_range train_step -- "${args[@]}" --nvtx ;;
+      cbapi) PD_CUPTI_OPTIONS=callback_api "${pd[@]}" --step_range train_step -- "${args[@]}" --nvtx ;;
       tdef) "${args[@]}" --torch_profiler default ;;
       tfull) "${args[@]}" --torch_profiler full ;;
       tcuda) "${args[@]}" --torch_profiler cuda ;;
@@ -69,7 +72,7 @@ done
 python3 - "$out/json" "$rounds" <<'PY'
 import json, os, statistics as st, sys
 d, rounds = sys.argv[1], int(sys.argv[2])
-modes = ["off", "kernel", "range", "konly", "tdef", "tfull", "tcuda"]
+modes = ["off", "kernel", "range", "konly", "cbapi", "tdef", "tfull", "tcuda"]
 def load(p):
     try:
         return json.load(open(p))
@@ -104,13 +107,13 @@ for m in modes:
     res[m] = {"across": med(across), "within": med(within), "est": med(est), "meas": med(meas)}
     print(f"{m:7s} {med(step):9.1f} {med(pre):9.1f} {med(across):10.1f} {med(within):10.1f} {med(est):8.1f} {med(meas):8.1f} "
           f"{(src[0] if src else '-'):>12s} {med(rps):9.0f}  {' '.join(f'{w:.0f}' for w in within)}")
-for ours in ("kernel", "range", "tcuda"):
+for ours in ("kernel", "range", "cbapi", "tcuda"):
     for how in ("across", "within"):
         a = res[ours][how]
         print(f"{ours:6s} / torch ({how:6s}): default {a / res['tdef'][how]:.3f}  shapes+mem {a / res['tfull'][how]:.3f}"
               if res["tdef"][how] > 0 and res["tfull"][how] > 0 else f"{ours} {how}: n/a")
 # the estimate against the added time measured three ways (target: within 25%)
-for ours in ("kernel", "range"):
+for ours in ("kernel", "range", "cbapi"):
     e = res[ours]["est"]
     errs = [f"{how} {(e / res[ours][how] - 1) * 100:+.0f}%" for how in ("across", "within", "meas")
             if res[ours][how] > 0 and e == e]

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "pd/pd_common.h"
@@ -531,7 +532,8 @@ int pd_cupti_capture_parse(const char *text, unsigned *bits, char *err, size_t e
                {"launch_callbacks", PD_CUPTI_CAPTURE_LAUNCH_CALLBACKS},
                {"runtime_ids", PD_CUPTI_CAPTURE_RUNTIME_IDS},
                {"no_driver", PD_CUPTI_CAPTURE_NO_DRIVER},
-               {"driver_ids", PD_CUPTI_CAPTURE_DRIVER_IDS}};
+               {"driver_ids", PD_CUPTI_CAPTURE_DRIVER_IDS},
+               {"callback_api", PD_CUPTI_CAPTURE_CALLBACK_API}};
   if (bits == NULL) return PD_EINVAL;
   *bits = 0;
   if (text == NULL) return 0;
@@ -549,7 +551,8 @@ int pd_cupti_capture_parse(const char *text, unsigned *bits, char *err, size_t e
       if (err != NULL && errlen > 0)
         snprintf(err, errlen,
                  "unknown CUPTI capture option '%.*s' (known: default, cupti_clock, pthread_ids, "
-                 "shared_buffers, kernels_only, launch_callbacks, runtime_ids, no_driver, driver_ids)",
+                 "shared_buffers, kernels_only, launch_callbacks, runtime_ids, no_driver, driver_ids, "
+                 "callback_api)",
                  (int)(n > 64 ? 64 : n), p);
       return PD_EINVAL;
     }
@@ -809,6 +812,9 @@ static bool kind_wanted(const pd_cupti_options_t *opt, size_t i) {
     return k_kinds[i].kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
   if (k_kinds[i].kind == CUPTI_ACTIVITY_KIND_RUNTIME && (opt->capture & PD_CUPTI_CAPTURE_RUNTIME_IDS))
     return false; /* enabled id by id in api_filter_apply() */
+  if ((opt->capture & PD_CUPTI_CAPTURE_CALLBACK_API) &&
+      (k_kinds[i].kind == CUPTI_ACTIVITY_KIND_RUNTIME || k_kinds[i].kind == CUPTI_ACTIVITY_KIND_DRIVER))
+    return false; /* the API records come from callbacks (cbapi_set()) */
   switch (k_kinds[i].when) {
     case KIND_DRIVER:
       if (opt->capture & PD_CUPTI_CAPTURE_NO_DRIVER) return false;
@@ -851,10 +857,12 @@ static bool kind_on(const pd_cupti_options_t *opt, CUpti_ActivityKind kind) {
  * sorts the calls it sees by it). Ids enabled without their kind record nothing on CUDA 13
  * (the runtime_ids and driver_ids variants), so a kind that is off records no call. */
 static bool api_call_recorded(const pd_cupti_options_t *opt, CUpti_CallbackDomain domain, uint32_t cbid) {
+  const bool callbacks = (opt->capture & PD_CUPTI_CAPTURE_CALLBACK_API) && !(opt->capture & PD_CUPTI_CAPTURE_KERNELS_ONLY);
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
-    return kind_on(opt, CUPTI_ACTIVITY_KIND_RUNTIME) && (opt->driver_api || !runtime_cbid_quiet(cbid));
+    return (callbacks || kind_on(opt, CUPTI_ACTIVITY_KIND_RUNTIME)) && (opt->driver_api || !runtime_cbid_quiet(cbid));
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API)
-    return kind_on(opt, CUPTI_ACTIVITY_KIND_DRIVER) && (opt->driver_api || pd_cupti_driver_cbid_is_launch(cbid));
+    return (callbacks ? opt->driver_api || opt->driver_launches : kind_on(opt, CUPTI_ACTIVITY_KIND_DRIVER)) &&
+           (opt->driver_api || pd_cupti_driver_cbid_is_launch(cbid));
   return false;
 }
 
@@ -866,7 +874,7 @@ static bool api_call_recorded(const pd_cupti_options_t *opt, CUpti_CallbackDomai
  * docs/performance.md), so the kinds stay on and the rest are turned off. on = false needs
  * no undo for the driver ids: the kind goes off. */
 static int api_filter_apply(const pd_cupti_source_t *src, bool on, char *err, size_t errlen) {
-  if (src->opt.capture & PD_CUPTI_CAPTURE_KERNELS_ONLY) return 0;
+  if (src->opt.capture & (PD_CUPTI_CAPTURE_KERNELS_ONLY | PD_CUPTI_CAPTURE_CALLBACK_API)) return 0;
   if (src->opt.capture & PD_CUPTI_CAPTURE_RUNTIME_IDS) {
     /* best effort per id: retired ids may refuse */
     for (uint32_t cbid = CUPTI_RUNTIME_TRACE_CBID_INVALID + 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; cbid++)
@@ -908,7 +916,9 @@ static int hook_enable_launches(CUpti_SubscriberHandle sub);
 /* LAUNCH_CALLBACKS: subscribes the no-op callback to the launch hook's calls while enabled (one
  * subscriber at a time: the detach path subscribes its own after this one is gone). */
 static int launch_callbacks_set(const pd_cupti_source_t *src, bool on, char *err, size_t errlen) {
-  if (!(src->opt.capture & PD_CUPTI_CAPTURE_LAUNCH_CALLBACKS)) return 0;
+  /* With CALLBACK_API the launches already have callbacks (and CUPTI one subscriber). */
+  if (!(src->opt.capture & PD_CUPTI_CAPTURE_LAUNCH_CALLBACKS) || (src->opt.capture & PD_CUPTI_CAPTURE_CALLBACK_API))
+    return 0;
   if (!on) {
     if (g_cupti.launch_sub != NULL) (void)cuptiUnsubscribe(g_cupti.launch_sub);
     g_cupti.launch_sub = NULL;
@@ -943,6 +953,12 @@ static void clock_offset_sample(void) {
   g_cupti.clock_offset_ns = best;
 }
 
+/* CALLBACK_API: the API records' callbacks on (or off again), and the records they wrote
+ * moved into a trace (out == NULL: dropped) or freed for good (below, with the launch hook). */
+static int cbapi_set(const pd_cupti_source_t *src, bool on, char *err, size_t errlen);
+static int64_t cbapi_drain(pd_trace_t *out);
+static void cbapi_free(void);
+
 static int source_enable(pd_cupti_source_t *src, char *err, size_t errlen);
 int pd_cupti_source_enable(pd_cupti_source_t *src, char *err, size_t errlen) {
   if (src == NULL) return PD_EINVAL;
@@ -969,7 +985,9 @@ static int source_enable(pd_cupti_source_t *src, char *err, size_t errlen) {
   }
   rc = api_filter_apply(src, true, err, errlen);
   if (rc == 0) rc = launch_callbacks_set(src, true, err, errlen);
+  if (rc == 0) rc = cbapi_set(src, true, err, errlen);
   if (rc != 0) {
+    (void)launch_callbacks_set(src, false, NULL, 0);
     (void)api_filter_apply(src, false, NULL, 0);
     disable_first(src, K_NKINDS);
     return rc;
@@ -984,6 +1002,8 @@ int pd_cupti_source_disable(pd_cupti_source_t *src, char *err, size_t errlen) {
   if (!src->enabled) return 0;
   int rc = api_filter_apply(src, false, err, errlen);
   (void)launch_callbacks_set(src, false, NULL, 0);
+  const int cbrc = cbapi_set(src, false, err, errlen);
+  if (rc == 0) rc = cbrc;
   for (size_t i = 0; i < K_NKINDS; i++) {
     if (!kind_wanted(&src->opt, i)) continue;
     CUptiResult r = cuptiActivityDisable(k_kinds[i].kind);
@@ -1051,6 +1071,12 @@ int64_t pd_cupti_source_collect(pd_cupti_source_t *src, pd_trace_t *out, int64_t
     buf_recycle(b);
     b = next;
   }
+  /* The API records of CALLBACK_API, on the same timeline (pd_clock) as the rest. */
+  const int64_t from_callbacks = cbapi_drain(rc == 0 ? out : NULL);
+  if (from_callbacks < 0)
+    rc = (int)from_callbacks;
+  else
+    added += from_callbacks;
   if (rc == 0 && out != NULL) {
     const int64_t dropped = pd_trace_clip_window(out, first, window_start_ns);
     if (dropped < 0) rc = (int)dropped;
@@ -1156,6 +1182,7 @@ void pd_cupti_source_destroy(pd_cupti_source_t *src) {
     f = next;
   }
   pd_cupti_convert_reset();
+  cbapi_free();
   if (g_cupti.active == src) g_cupti.active = NULL;
   free(src);
 }
@@ -1167,6 +1194,303 @@ static struct {
   pd_cupti_launch_cb cb;
   void *user;
 } g_hook;
+
+/* ---- API records from callbacks (PD_CUPTI_CAPTURE_CALLBACK_API) ----------------------------- */
+
+/* One API call as its exit callback saw it. */
+typedef struct {
+  int64_t start_ns, end_ns;
+  uint32_t correlation_id;
+  uint32_t cbid;
+  int32_t status;
+  bool runtime;
+} cb_rec_t;
+
+/* The API records of one thread. `lock` guards recs/n/cap, taken by the thread once per
+ * recorded call and by the collector once per collect, to swap the array for `spare` (the
+ * collector's own, converted outside the lock). `next` and `exited` are g_cbapi.lock's. */
+typedef struct cb_buf {
+  struct cb_buf *next;
+  bool exited;
+  uint32_t tid;
+  pthread_mutex_t lock;
+  cb_rec_t *recs;
+  size_t n, cap;
+  cb_rec_t *spare;
+  size_t spare_cap;
+} cb_buf_t;
+
+/* Records one thread may hold between two collects (40 bytes each: 80 MiB); more are
+ * counted as dropped, as CUPTI counts the records it has no buffer for. */
+#define CB_MAX_RECORDS ((size_t)1 << 21)
+
+static struct {
+  atomic_bool on;
+  atomic_uint generation;     /* one per enable: a thread's depth from before is stale */
+  atomic_int_fast64_t since_ns; /* the enable's time: a call entered before it is not kept */
+  pd_cupti_options_t opt;     /* the capture's: api_call_recorded() picks the calls */
+  CUpti_SubscriberHandle own; /* the subscriber, where the launch hook holds none */
+  pthread_mutex_t lock;       /* guards the list of buffers */
+  cb_buf_t *bufs;
+  pthread_key_t key;
+  bool key_ok;
+} g_cbapi = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static pthread_once_t g_cbapi_once = PTHREAD_ONCE_INIT;
+
+/* The calling thread's buffer, and how deep it is inside recorded runtime calls in this
+ * enable: a driver call there is the runtime's own, which the activity API never records
+ * either (each cudaLaunchKernel makes a cuLaunchKernel). */
+static _Thread_local struct {
+  cb_buf_t *buf;
+  unsigned generation;
+  int depth;
+} t_cb;
+
+/* Thread exit: the buffer goes to the collector, which frees it once drained. */
+static void cbapi_thread_exit(void *arg) {
+  cb_buf_t *b = arg;
+  t_cb.buf = NULL;
+  pthread_mutex_lock(&g_cbapi.lock);
+  b->exited = true;
+  pthread_mutex_unlock(&g_cbapi.lock);
+}
+
+static void cbapi_key_init(void) { g_cbapi.key_ok = pthread_key_create(&g_cbapi.key, cbapi_thread_exit) == 0; }
+
+static cb_buf_t *cbapi_buf(void) {
+  if (t_cb.buf != NULL) return t_cb.buf;
+  pthread_once(&g_cbapi_once, cbapi_key_init);
+  cb_buf_t *b = calloc(1, sizeof(*b));
+  if (b == NULL) return NULL;
+  if (pthread_mutex_init(&b->lock, NULL) != 0) {
+    free(b);
+    return NULL;
+  }
+  b->tid = (uint32_t)syscall(SYS_gettid);
+  pthread_mutex_lock(&g_cbapi.lock);
+  b->next = g_cbapi.bufs;
+  g_cbapi.bufs = b;
+  pthread_mutex_unlock(&g_cbapi.lock);
+  if (g_cbapi.key_ok) (void)pthread_setspecific(g_cbapi.key, b); /* without it: kept to the end */
+  t_cb.buf = b;
+  return b;
+}
+
+/* At a recorded call's entry: its start in the call's own slot; at its exit: the record. */
+static void cbapi_record(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  const unsigned gen = atomic_load_explicit(&g_cbapi.generation, memory_order_relaxed);
+  if (t_cb.generation != gen) t_cb.generation = gen, t_cb.depth = 0;
+  /* Only the recorded calls have callbacks, but the launch hook's and the census's come
+   * through here as well. */
+  if (!api_call_recorded(&g_cbapi.opt, domain, cbid) || cb->correlationData == NULL) return;
+  const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+  if (cb->callbackSite == CUPTI_API_ENTER) {
+    if (runtime)
+      t_cb.depth++;
+    else if (t_cb.depth > 0)
+      return; /* the runtime call's own driver call */
+    *cb->correlationData = (uint64_t)pd_clock_now_ns();
+    return;
+  }
+  if (runtime) {
+    if (t_cb.depth > 0) t_cb.depth--;
+  } else if (t_cb.depth > 0) {
+    return;
+  }
+  const int64_t end = pd_clock_now_ns();
+  const int64_t start = (int64_t)*cb->correlationData;
+  /* A call entered before this enable has no start of ours in its slot. */
+  if (start < atomic_load_explicit(&g_cbapi.since_ns, memory_order_relaxed) || start > end) return;
+  cb_buf_t *b = cbapi_buf();
+  if (b == NULL) {
+    atomic_fetch_add(&g_cupti.dropped, 1);
+    return;
+  }
+  const int32_t status = cb->functionReturnValue != NULL ? *(const int32_t *)cb->functionReturnValue : 0;
+  pthread_mutex_lock(&b->lock);
+  if (b->n == b->cap) {
+    const size_t ncap = b->cap ? b->cap * 2 : 1024;
+    cb_rec_t *p = ncap <= CB_MAX_RECORDS ? realloc(b->recs, ncap * sizeof(*p)) : NULL;
+    if (p == NULL) {
+      pthread_mutex_unlock(&b->lock);
+      atomic_fetch_add(&g_cupti.dropped, 1);
+      return;
+    }
+    b->recs = p;
+    b->cap = ncap;
+  }
+  b->recs[b->n++] = (cb_rec_t){.start_ns = start, .end_ns = end, .correlation_id = cb->correlationId,
+                               .cbid = cbid, .status = status, .runtime = runtime};
+  pthread_mutex_unlock(&b->lock);
+}
+
+static void census_count(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *cb);
+static atomic_bool *census_on_flag(void);
+
+/* The subscriber's callback where the launch hook holds none (the census's too, while one
+ * runs: CUPTI allows one subscriber). */
+static void CUPTIAPI cbapi_cb(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
+  const CUpti_CallbackData *cb = data;
+  if (cb == NULL || (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API)) return;
+  if (atomic_load_explicit(census_on_flag(), memory_order_relaxed)) census_count(domain, cbid, cb);
+  if (atomic_load_explicit(&g_cbapi.on, memory_order_relaxed)) cbapi_record(domain, cbid, cb);
+}
+
+static bool hook_cbid_is_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
+
+/* The recorded calls' callbacks on sub, on or off (off leaves the launch hook's own on).
+ * Best effort per id (retired ids refuse); an error only when none could be set. */
+static CUptiResult cbapi_ids(CUpti_SubscriberHandle sub, const pd_cupti_options_t *opt, bool on) {
+  CUptiResult first = CUPTI_SUCCESS;
+  int ok = 0;
+  static const struct {
+    CUpti_CallbackDomain domain;
+    uint32_t size;
+  } d[] = {{CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE},
+           {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE}};
+  for (size_t k = 0; k < sizeof(d) / sizeof(d[0]); k++)
+    for (uint32_t cbid = 1; cbid < d[k].size; cbid++) {
+      if (!api_call_recorded(opt, d[k].domain, cbid)) continue;
+      if (!on && sub == g_hook.sub && hook_cbid_is_launch(d[k].domain, cbid)) continue;
+      const CUptiResult r = cuptiEnableCallback(on ? 1 : 0, sub, d[k].domain, cbid);
+      if (r == CUPTI_SUCCESS)
+        ok++;
+      else if (first == CUPTI_SUCCESS)
+        first = r;
+    }
+  return ok > 0 ? CUPTI_SUCCESS : first;
+}
+
+/* The subscriber the API records' callbacks share: the launch hook's, else our own. */
+static CUpti_SubscriberHandle cbapi_sub(void) { return g_hook.sub != NULL ? g_hook.sub : g_cbapi.own; }
+
+static int cbapi_set(const pd_cupti_source_t *src, bool on, char *err, size_t errlen) {
+  const unsigned cap = src->opt.capture;
+  if (!(cap & PD_CUPTI_CAPTURE_CALLBACK_API) || (cap & PD_CUPTI_CAPTURE_KERNELS_ONLY)) return 0;
+  if (!on) {
+    if (!atomic_exchange(&g_cbapi.on, false)) return 0;
+    CUptiResult r = CUPTI_SUCCESS;
+    if (g_cbapi.own != NULL) {
+      r = cuptiUnsubscribe(g_cbapi.own); /* the detach path subscribes its own next */
+      g_cbapi.own = NULL;
+    } else if (g_hook.sub != NULL) {
+      r = cbapi_ids(g_hook.sub, &g_cbapi.opt, false);
+    }
+    if (r != CUPTI_SUCCESS) {
+      cupti_errtext(err, errlen, "API callbacks off", r);
+      return cupti_code(r);
+    }
+    return 0;
+  }
+  g_cbapi.opt = src->opt;
+  atomic_store(&g_cbapi.since_ns, pd_clock_now_ns());
+  atomic_fetch_add(&g_cbapi.generation, 1);
+  if (g_hook.sub == NULL && g_cbapi.own == NULL)
+    CUPTI_TRY(cuptiSubscribe(&g_cbapi.own, cbapi_cb, NULL), err, errlen);
+  atomic_store(&g_cbapi.on, true);
+  const CUptiResult r = cbapi_ids(cbapi_sub(), &src->opt, true);
+  if (r != CUPTI_SUCCESS) {
+    cupti_errtext(err, errlen, "cuptiEnableCallback(API records)", r);
+    (void)cbapi_set(src, false, NULL, 0);
+    return cupti_code(r);
+  }
+  return 0;
+}
+
+static void cbapi_buf_destroy(cb_buf_t *b) {
+  pthread_mutex_destroy(&b->lock);
+  free(b->recs);
+  free(b->spare);
+  free(b);
+}
+
+/* Moves every thread's records into out (NULL: dropped), as events like the activity API's;
+ * frees the buffers of exited threads. Returns the number added or a PD_E* code. */
+static int64_t cbapi_drain(pd_trace_t *out) {
+  static uint32_t pid;
+  if (pid == 0) pid = (uint32_t)getpid();
+  int64_t added = 0;
+  int rc = 0;
+  char namebuf[256];
+  pthread_mutex_lock(&g_cbapi.lock);
+  for (cb_buf_t **pp = &g_cbapi.bufs; *pp != NULL;) {
+    cb_buf_t *b = *pp;
+    pthread_mutex_lock(&b->lock);
+    cb_rec_t *recs = b->recs;
+    const size_t n = b->n, cap = b->cap;
+    b->recs = b->spare;
+    b->cap = b->spare_cap;
+    b->n = 0;
+    pthread_mutex_unlock(&b->lock);
+    for (size_t i = 0; out != NULL && rc == 0 && i < n; i++) {
+      const cb_rec_t *c = &recs[i];
+      pd_event_t ev;
+      memset(&ev, 0, sizeof(ev));
+      ev.kind = c->runtime ? PD_EVENT_RUNTIME : PD_EVENT_DRIVER;
+      ev.start_ns = c->start_ns;
+      ev.end_ns = c->end_ns;
+      ev.correlation_id = c->correlation_id;
+      ev.pid = pid;
+      ev.tid = b->tid;
+      ev.u.api.cbid = c->cbid;
+      ev.u.api.status = c->status;
+      api_name(c->runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, c->cbid, namebuf,
+               sizeof(namebuf), c->runtime ? "cudaRuntime" : "cuDriver");
+      ev.name = namebuf;
+      const int arc = pd_trace_add(out, &ev);
+      if (arc < 0)
+        rc = arc;
+      else
+        added++;
+    }
+    b->spare = recs; /* the collector's until the next swap */
+    b->spare_cap = cap;
+    if (b->exited) {
+      *pp = b->next;
+      cbapi_buf_destroy(b);
+    } else {
+      pp = &b->next;
+    }
+  }
+  pthread_mutex_unlock(&g_cbapi.lock);
+  return rc < 0 ? rc : added;
+}
+
+/* At the source's destroy: the records dropped and their memory returned. A live thread's
+ * buffer stays (its thread still points at it), empty; an exited thread's goes. */
+static void cbapi_free(void) {
+  (void)cbapi_drain(NULL);
+  pthread_mutex_lock(&g_cbapi.lock);
+  for (cb_buf_t *b = g_cbapi.bufs; b != NULL; b = b->next) {
+    pthread_mutex_lock(&b->lock);
+    free(b->recs);
+    b->recs = NULL;
+    b->n = b->cap = 0;
+    pthread_mutex_unlock(&b->lock);
+    free(b->spare);
+    b->spare = NULL;
+    b->spare_cap = 0;
+  }
+  pthread_mutex_unlock(&g_cbapi.lock);
+}
+
+void pd_cupti_callback_api_test_on(const pd_cupti_options_t *opt) {
+  if (opt == NULL) {
+    atomic_store(&g_cbapi.on, false);
+    return;
+  }
+  g_cbapi.opt = *opt;
+  atomic_store(&g_cbapi.since_ns, pd_clock_now_ns());
+  atomic_fetch_add(&g_cbapi.generation, 1);
+  atomic_store(&g_cbapi.on, true);
+}
+
+void pd_cupti_callback_api_test_call(int domain, uint32_t cbid, const void *cbdata) {
+  if (cbdata != NULL) cbapi_cb(NULL, (CUpti_CallbackDomain)domain, cbid, cbdata);
+}
+
+int64_t pd_cupti_callback_api_test_drain(pd_trace_t *out) { return cbapi_drain(out); }
 
 /* ---- the API census (pd_source.h) ------------------------------------------------------------ */
 
@@ -1215,6 +1539,8 @@ static void census_count(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
   }
 }
 
+static atomic_bool *census_on_flag(void) { return &g_census.on; }
+
 static void CUPTIAPI census_cb(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
   if (atomic_load_explicit(&g_census.on, memory_order_relaxed)) census_count(domain, cbid, data);
 }
@@ -1231,9 +1557,11 @@ static int census_stop(void) {
   if (g_census.own != NULL) {
     r = cuptiUnsubscribe(g_census.own);
     g_census.own = NULL;
-  } else if (g_hook.sub != NULL) {
-    r = census_domains(g_hook.sub, false);
-    if (r == CUPTI_SUCCESS) r = hook_enable_launches(g_hook.sub); /* back to the launches only */
+  } else if (cbapi_sub() != NULL) {
+    /* back to what the shared subscriber had: the hook's launches, the API records' calls */
+    r = census_domains(cbapi_sub(), false);
+    if (r == CUPTI_SUCCESS && g_hook.sub != NULL) r = hook_enable_launches(g_hook.sub);
+    if (r == CUPTI_SUCCESS && atomic_load(&g_cbapi.on)) r = cbapi_ids(cbapi_sub(), &g_cbapi.opt, true);
   }
   return r;
 }
@@ -1246,8 +1574,8 @@ static int census_start(const pd_cupti_source_t *src, char *err, size_t errlen) 
   atomic_store(&g_census.driver_internal, 0);
   atomic_fetch_add(&g_census.generation, 1);
   CUptiResult r;
-  if (g_hook.sub != NULL) {
-    r = census_domains(g_hook.sub, true);
+  if (cbapi_sub() != NULL) {
+    r = census_domains(cbapi_sub(), true);
   } else {
     r = cuptiSubscribe(&g_census.own, census_cb, NULL);
     if (r == CUPTI_SUCCESS) {
@@ -1261,7 +1589,7 @@ static int census_start(const pd_cupti_source_t *src, char *err, size_t errlen) 
     }
   }
   if (r != CUPTI_SUCCESS) {
-    if (g_hook.sub != NULL) (void)census_stop();
+    if (cbapi_sub() != NULL) (void)census_stop();
     cupti_errtext(err, errlen, "API census", r);
     return cupti_code(r);
   }
@@ -1290,16 +1618,16 @@ static int rs_census(pd_record_source_t *s, bool on, pd_api_census_t *out, char 
   return 0;
 }
 
-static bool hook_cbid_is_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
-
 static void CUPTIAPI launch_hook_cb(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                     const void *data) {
   const CUpti_CallbackData *cb = data;
   if (cb == NULL || (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API)) return;
-  if (atomic_load_explicit(&g_census.on, memory_order_relaxed)) {
-    census_count(domain, cbid, cb);
-    if (!hook_cbid_is_launch(domain, cbid)) return; /* the census enabled every call */
-  }
+  const bool census = atomic_load_explicit(&g_census.on, memory_order_relaxed);
+  const bool records = atomic_load_explicit(&g_cbapi.on, memory_order_relaxed);
+  if (census) census_count(domain, cbid, cb);
+  if (records) cbapi_record(domain, cbid, cb);
+  /* The census and the API records enable more calls than the launches. */
+  if ((census || records) && !hook_cbid_is_launch(domain, cbid)) return;
   g_hook.cb(g_hook.user, cb->symbolName, domain == CUPTI_CB_DOMAIN_RUNTIME_API, cb->callbackSite == CUPTI_API_EXIT);
 }
 

@@ -63,9 +63,16 @@ enum {
   /* Driver-API launch records by per-call-id enabling (cuptiActivityEnableDriverApi on the
    * launch ids) instead of the DRIVER kind with every other id turned off. */
   PD_CUPTI_CAPTURE_DRIVER_IDS = 1u << 7,
+  /* API records written from CUPTI's callback API instead of its RUNTIME and DRIVER
+   * activity kinds: a callback on the recorded calls only (the launches, copies, syncs; not
+   * the query calls), timed with pd_clock at entry and exit, carrying the call's
+   * correlation id. The activity kinds instrument every API call a step makes (1306 in the
+   * PyTorch step, of which 147 are recorded); callbacks cost only the calls asked for. */
+  PD_CUPTI_CAPTURE_CALLBACK_API = 1u << 8,
 };
 /* Parses a comma-separated list of capture names ("cupti_clock,pthread_ids,
- * shared_buffers,kernels_only,launch_callbacks,runtime_ids,no_driver,driver_ids"; "" or "default" is 0). Returns 0 and sets
+ * shared_buffers,kernels_only,launch_callbacks,runtime_ids,no_driver,driver_ids,
+ * callback_api"; "" or "default" is 0). Returns 0 and sets
  * *bits, or PD_EINVAL naming the unknown word in err. */
 int pd_cupti_capture_parse(const char *text, unsigned *bits, char *err, size_t errlen);
 
@@ -158,5 +165,13 @@ void pd_cupti_convert_reset(void);
 int pd_cupti_link_sync(pd_trace_t *trace);
 /* Strips a CUPTI version suffix in place: "cudaLaunchKernel_v7000" -> "cudaLaunchKernel". */
 void pd_cupti_strip_version_suffix(char *name);
+/* The CALLBACK_API records without CUPTI calling: _on(opt) starts recording the calls opt
+ * records (NULL: stops); _call(domain, cbid, cbdata) is CUPTI's callback on the calling
+ * thread (cbdata a CUpti_CallbackData: the entry with its correlationData slot, then the exit
+ * with the same slot); _drain moves every thread's records into out (NULL: drops them) and
+ * returns how many were added or a PD_E* code. */
+void pd_cupti_callback_api_test_on(const pd_cupti_options_t *opt);
+void pd_cupti_callback_api_test_call(int domain, uint32_t cbid, const void *cbdata);
+int64_t pd_cupti_callback_api_test_drain(pd_trace_t *out);
 
 #endif /* PD_CUPTI_SOURCE_H */

@@ -6,7 +6,9 @@
  */
 #include <criterion/criterion.h>
 #include <cupti.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cupti_source.h"
@@ -342,10 +344,124 @@ Test(cupti_convert, capture_options_parse) {
                                 PD_CUPTI_CAPTURE_SHARED_BUFFERS));
   cr_expect_eq(pd_cupti_capture_parse("runtime_ids,no_driver,driver_ids", &bits, err, sizeof err), 0);
   cr_expect_eq(bits, (unsigned)(PD_CUPTI_CAPTURE_RUNTIME_IDS | PD_CUPTI_CAPTURE_NO_DRIVER | PD_CUPTI_CAPTURE_DRIVER_IDS));
+  cr_expect_eq(pd_cupti_capture_parse("callback_api", &bits, err, sizeof err), 0);
+  cr_expect_eq(bits, (unsigned)PD_CUPTI_CAPTURE_CALLBACK_API);
   bits = 7;
   cr_expect_eq(pd_cupti_capture_parse("cupti_clock,fast", &bits, err, sizeof err), PD_EINVAL);
   cr_expect_eq(bits, 0u, "nothing half-applied");
   cr_expect(strstr(err, "unknown CUPTI capture option 'fast'") != NULL, "message: %s", err);
   cr_expect_eq(pd_cupti_capture_parse("cupti_clockx", &bits, err, sizeof err), PD_EINVAL, "no prefix match");
   cr_expect_eq(pd_cupti_capture_parse("x", NULL, err, sizeof err), PD_EINVAL);
+}
+
+/* ---- CALLBACK_API: API records from CUPTI's callbacks ---------------------------------------- */
+
+/* One call as CUPTI reports it: entry, then exit, sharing the call's slot. */
+static void cb_call(CUpti_CallbackDomain domain, uint32_t cbid, uint32_t corr, uint64_t *slot, int32_t ret,
+                    bool exit) {
+  CUpti_CallbackData d;
+  memset(&d, 0, sizeof(d));
+  d.callbackSite = exit ? CUPTI_API_EXIT : CUPTI_API_ENTER;
+  d.correlationId = corr;
+  d.correlationData = slot;
+  d.functionReturnValue = exit ? &ret : NULL;
+  pd_cupti_callback_api_test_call((int)domain, cbid, &d);
+}
+
+static void cb_whole(CUpti_CallbackDomain domain, uint32_t cbid, uint32_t corr, int32_t ret) {
+  uint64_t slot = 0;
+  cb_call(domain, cbid, corr, &slot, 0, false);
+  cb_call(domain, cbid, corr, &slot, ret, true);
+}
+
+static void *memcpy_on_another_thread(void *arg) {
+  (void)arg;
+  cb_whole(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 40, 0);
+  return NULL; /* the thread exits with its record not yet collected */
+}
+
+static const pd_event_t *find_corr(const pd_trace_t *t, uint32_t corr) {
+  for (size_t i = 0; i < pd_trace_count(t); i++)
+    if (pd_trace_events(t)[i].correlation_id == corr) return &pd_trace_events(t)[i];
+  return NULL;
+}
+
+Test(cupti_convert, callback_api_records_the_calls_the_activity_api_would) {
+  pd_cupti_options_t opt = {.driver_launches = true, .capture = PD_CUPTI_CAPTURE_CALLBACK_API};
+  (void)pd_cupti_callback_api_test_drain(NULL); /* nothing from another test */
+  pd_cupti_callback_api_test_on(&opt);
+  /* a runtime launch, with the driver launch it makes inside: one record, the runtime's */
+  uint64_t slot = 0, inner = 0;
+  cb_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 10, &slot, 0, false);
+  cb_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 11, &inner, 0, false);
+  cb_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 11, &inner, 0, true);
+  cb_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 10, &slot, 0, true);
+  /* a library's own driver launch (cuBLAS): recorded */
+  cb_whole(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 20, 0);
+  /* a query call and a driver call that is no launch: not recorded in the lean capture */
+  cb_whole(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020, 30, 0);
+  cb_whole(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, 31, 0);
+  /* a failing synchronize keeps its status */
+  cb_whole(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, 32, 700);
+  /* a call entered before the records were on: its slot holds no start of ours */
+  uint64_t old = 1;
+  cb_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, 33, &old, 0, true);
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, memcpy_on_another_thread, NULL), 0);
+  cr_assert_eq(pthread_join(th, NULL), 0);
+
+  pd_trace_t *t = pd_trace_create();
+  cr_assert_not_null(t);
+  cr_assert_eq(pd_cupti_callback_api_test_drain(t), 4);
+  cr_assert_eq(pd_trace_count(t), 4u);
+  const pd_event_t *launch = find_corr(t, 10), *lib = find_corr(t, 20), *sync = find_corr(t, 32),
+                   *copy = find_corr(t, 40);
+  cr_assert(launch && lib && sync && copy);
+  cr_expect_eq(launch->kind, PD_EVENT_RUNTIME);
+  cr_expect_str_eq(launch->name, "cudaLaunchKernel");
+  cr_expect_eq(launch->u.api.cbid, (uint32_t)CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+  cr_expect(launch->start_ns > 0 && launch->start_ns <= launch->end_ns);
+  cr_expect_eq(launch->pid, (uint32_t)getpid());
+  cr_expect_eq(launch->tid, (uint32_t)syscall(SYS_gettid));
+  cr_expect_eq(lib->kind, PD_EVENT_DRIVER);
+  cr_expect_str_eq(lib->name, "cuLaunchKernel");
+  cr_expect(lib->start_ns >= launch->end_ns, "recorded in call order");
+  cr_expect_eq(sync->u.api.status, 700);
+  cr_expect_str_eq(copy->name, "cudaMemcpyAsync");
+  cr_expect_neq(copy->tid, launch->tid, "the other thread's own id");
+
+  /* drained: nothing twice; the exited thread's buffer went with the drain */
+  pd_trace_reset(t);
+  cr_expect_eq(pd_cupti_callback_api_test_drain(t), 0);
+
+  /* off: nothing recorded */
+  pd_cupti_callback_api_test_on(NULL);
+  cb_whole(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 50, 0);
+  cr_expect_eq(pd_cupti_callback_api_test_drain(t), 0);
+  pd_trace_destroy(t);
+}
+
+/* A runtime call left open when the records go off must not hide the next enable's driver
+ * launches (they would read as the runtime's own), and full API tracing records every call. */
+Test(cupti_convert, callback_api_depth_is_per_enable_and_full_records_all) {
+  pd_cupti_options_t opt = {.driver_launches = true, .capture = PD_CUPTI_CAPTURE_CALLBACK_API};
+  (void)pd_cupti_callback_api_test_drain(NULL);
+  pd_cupti_callback_api_test_on(&opt);
+  uint64_t slot = 0;
+  cb_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 1, &slot, 0, false);
+  pd_cupti_callback_api_test_on(&opt); /* the next cycle's enable, the call never exited */
+  cb_whole(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 2, 0);
+  pd_trace_t *t = pd_trace_create();
+  cr_assert_not_null(t);
+  cr_expect_eq(pd_cupti_callback_api_test_drain(t), 1);
+  cr_expect_not_null(find_corr(t, 2));
+
+  pd_trace_reset(t);
+  opt.driver_api = true; /* full: the query calls and every driver call too */
+  pd_cupti_callback_api_test_on(&opt);
+  cb_whole(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020, 3, 0);
+  cb_whole(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, 4, 0);
+  cr_expect_eq(pd_cupti_callback_api_test_drain(t), 2);
+  pd_cupti_callback_api_test_on(NULL);
+  pd_trace_destroy(t);
 }
