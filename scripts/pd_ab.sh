@@ -200,7 +200,7 @@ cat "$out/ab.txt"
 [ -n "${GITHUB_STEP_SUMMARY:-}" ] && cat "$out/summary.md" >>"$GITHUB_STEP_SUMMARY"
 case "$rc" in
   0) echo "pd_ab: $name: within policy ($rounds_note; $how; $probe_note) in $((SECONDS - t0)) s" ;;
-  1) echo "pd_ab: $name: REGRESSED ($rounds_note; $how; $probe_note)" ;;
+  1) echo "pd_ab: $name: REGRESSED ($rounds_note; $how; $probe_note) in $((SECONDS - t0)) s" ;;
   *) echo "pd_ab: profile_compare exited $rc (its output above)"; rc=1 ;;
 esac
 exit "$rc"
