@@ -396,6 +396,24 @@ static void gpu_event_init(pd_event_t *ev, pd_event_kind_t kind, uint64_t start,
   ev->pid = pid;
 }
 
+/* An API call's event, as the activity API's record and the callbacks' (CALLBACK_API) both
+ * give it; the name goes into namebuf. */
+static void api_event_init(pd_event_t *ev, bool runtime, int64_t start, int64_t end, uint32_t correlation,
+                           uint32_t pid, uint32_t tid, uint32_t cbid, int32_t status, char *namebuf,
+                           size_t namelen) {
+  ev->kind = runtime ? PD_EVENT_RUNTIME : PD_EVENT_DRIVER;
+  ev->start_ns = start;
+  ev->end_ns = end;
+  ev->correlation_id = correlation;
+  ev->pid = pid;
+  ev->tid = tid;
+  ev->u.api.cbid = cbid;
+  ev->u.api.status = status;
+  api_name(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, cbid, namebuf, namelen,
+           runtime ? "cudaRuntime" : "cuDriver");
+  ev->name = namebuf;
+}
+
 int pd_cupti_record_to_event(const void *record, pd_event_t *ev, char *namebuf, size_t namelen) {
   if (record == NULL || ev == NULL || namebuf == NULL || namelen == 0) return PD_EINVAL;
   const CUpti_Activity *rec = record;
@@ -446,18 +464,9 @@ int pd_cupti_record_to_event(const void *record, pd_event_t *ev, char *namebuf, 
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: {
       const CUpti_ActivityAPI *a = record;
-      bool runtime = rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME;
-      ev->kind = runtime ? PD_EVENT_RUNTIME : PD_EVENT_DRIVER;
-      ev->start_ns = (int64_t)a->start;
-      ev->end_ns = (int64_t)a->end;
-      ev->correlation_id = a->correlationId;
-      ev->pid = a->processId;
-      ev->tid = a->threadId;
-      ev->u.api.cbid = a->cbid;
-      ev->u.api.status = (int32_t)a->returnValue;
-      api_name(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, a->cbid, namebuf,
-               namelen, runtime ? "cudaRuntime" : "cuDriver");
-      ev->name = namebuf;
+      api_event_init(ev, rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME, (int64_t)a->start, (int64_t)a->end,
+                     a->correlationId, a->processId, a->threadId, a->cbid, (int32_t)a->returnValue, namebuf,
+                     namelen);
       return 1;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
@@ -1427,17 +1436,8 @@ static int64_t cbapi_drain(pd_trace_t *out) {
       const cb_rec_t *c = &recs[i];
       pd_event_t ev;
       memset(&ev, 0, sizeof(ev));
-      ev.kind = c->runtime ? PD_EVENT_RUNTIME : PD_EVENT_DRIVER;
-      ev.start_ns = c->start_ns;
-      ev.end_ns = c->end_ns;
-      ev.correlation_id = c->correlation_id;
-      ev.pid = pid;
-      ev.tid = b->tid;
-      ev.u.api.cbid = c->cbid;
-      ev.u.api.status = c->status;
-      api_name(c->runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, c->cbid, namebuf,
-               sizeof(namebuf), c->runtime ? "cudaRuntime" : "cuDriver");
-      ev.name = namebuf;
+      api_event_init(&ev, c->runtime, c->start_ns, c->end_ns, c->correlation_id, pid, b->tid, c->cbid, c->status,
+                     namebuf, sizeof(namebuf));
       const int arc = pd_trace_add(out, &ev);
       if (arc < 0)
         rc = arc;
