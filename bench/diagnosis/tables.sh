@@ -3,6 +3,7 @@
 # kept in bench/diagnosis/data (offline, no GPU):
 #   data/<gpu>-<boot>.tar.gz        scenario_truth.sh runs of our five scenarios
 #   data/torch/<gpu>-<boot>.tar.gz  record_torch_traces.py runs (traces and truth.json)
+# (data/truth_only/ keeps recordings whose traces were lost: quoted in the text, not tabled)
 # and the committed torch fixtures (tests/fixtures/torch). ANALYZER is profile_analyze
 # (the model under test: the predictions are recomputed from the traces, so a model change
 # regenerates every table). One Markdown table per recording, newest model, measured truth.
