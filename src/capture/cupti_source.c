@@ -379,13 +379,19 @@ static void api_name(CUpti_CallbackDomain domain, uint32_t cbid, char *namebuf, 
   pd_cupti_strip_version_suffix(namebuf);
 }
 
-/* The fields every GPU activity (kernel, memcpy, memset) fills the same way. The process id
- * is read once: glibc does not cache getpid(), and this runs for every record. */
+/* The process id, read once: glibc does not cache getpid(), and records are converted by
+ * the thousand. */
+static uint32_t self_pid(void) {
+  static uint32_t pid;
+  if (pid == 0) pid = (uint32_t)getpid();
+  return pid;
+}
+
+/* The fields every GPU activity (kernel, memcpy, memset) fills the same way. */
 static void gpu_event_init(pd_event_t *ev, pd_event_kind_t kind, uint64_t start, uint64_t end,
                            uint32_t correlation, uint32_t device, uint32_t context,
                            uint32_t stream) {
-  static uint32_t pid;
-  if (pid == 0) pid = (uint32_t)getpid();
+  const uint32_t pid = self_pid();
   ev->kind = kind;
   ev->start_ns = (int64_t)start;
   ev->end_ns = (int64_t)end;
@@ -1204,6 +1210,28 @@ static struct {
   void *user;
 } g_hook;
 
+/* ---- the API census's state (its functions below, with pd_source.h's census) ------------------ */
+
+/* Every runtime and driver call's entry while on, sorted by whether the source's capture
+ * records it (api_call_recorded()); the driver calls a
+ * runtime call makes inside itself are counted apart. The callbacks come from the
+ * subscriber the launch hook or the callback API records hold (cbapi_sub(); CUPTI allows
+ * one), else from a subscriber of the census's own. */
+static struct {
+  atomic_bool on;
+  atomic_uint generation; /* one per census: a thread's depth from an earlier one is stale */
+  atomic_int_fast64_t recorded, runtime_unrecorded, driver_unrecorded, driver_internal;
+  pd_cupti_options_t opt; /* the capture's: api_call_recorded() sorts the calls by it */
+  CUpti_SubscriberHandle own;
+} g_census;
+
+/* How deep the calling thread is inside runtime calls, for this census: a driver call
+ * there is the runtime's own (CUPTI's activity API records none of those). */
+static _Thread_local struct {
+  unsigned generation;
+  int depth;
+} t_census;
+
 /* ---- API records from callbacks (PD_CUPTI_CAPTURE_CALLBACK_API) ----------------------------- */
 
 /* One API call as its exit callback saw it. */
@@ -1335,14 +1363,13 @@ static void cbapi_record(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
 }
 
 static void census_count(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *cb);
-static atomic_bool *census_on_flag(void);
 
 /* The subscriber's callback where the launch hook holds none (the census's too, while one
  * runs: CUPTI allows one subscriber). */
 static void CUPTIAPI cbapi_cb(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
   const CUpti_CallbackData *cb = data;
   if (cb == NULL || (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API)) return;
-  if (atomic_load_explicit(census_on_flag(), memory_order_relaxed)) census_count(domain, cbid, cb);
+  if (atomic_load_explicit(&g_census.on, memory_order_relaxed)) census_count(domain, cbid, cb);
   if (atomic_load_explicit(&g_cbapi.on, memory_order_relaxed)) cbapi_record(domain, cbid, cb);
 }
 
@@ -1417,8 +1444,7 @@ static void cbapi_buf_destroy(cb_buf_t *b) {
 /* Moves every thread's records into out (NULL: dropped), as events like the activity API's;
  * frees the buffers of exited threads. Returns the number added or a PD_E* code. */
 static int64_t cbapi_drain(pd_trace_t *out) {
-  static uint32_t pid;
-  if (pid == 0) pid = (uint32_t)getpid();
+  const uint32_t pid = self_pid();
   int64_t added = 0;
   int rc = 0;
   char namebuf[256];
@@ -1494,25 +1520,6 @@ int64_t pd_cupti_callback_api_test_drain(pd_trace_t *out) { return cbapi_drain(o
 
 /* ---- the API census (pd_source.h) ------------------------------------------------------------ */
 
-/* Every runtime and driver call's entry while on, sorted by whether the source's capture
- * records it (api_call_recorded()); the driver calls a
- * runtime call makes inside itself are counted apart. The callbacks come
- * from the launch hook's subscriber where it is installed (CUPTI allows one), else from a
- * subscriber of the census's own. */
-static struct {
-  atomic_bool on;
-  atomic_uint generation; /* one per census: a thread's depth from an earlier one is stale */
-  atomic_int_fast64_t recorded, runtime_unrecorded, driver_unrecorded, driver_internal;
-  pd_cupti_options_t opt; /* the capture's: api_call_recorded() sorts the calls by it */
-  CUpti_SubscriberHandle own;
-} g_census;
-
-/* How deep the calling thread is inside runtime calls, for this census: a driver call
- * there is the runtime's own (CUPTI's activity API records none of those). */
-static _Thread_local struct {
-  unsigned generation;
-  int depth;
-} t_census;
 
 static void census_count(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   if (cb == NULL) return;
@@ -1538,8 +1545,6 @@ static void census_count(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
       atomic_fetch_add(&g_census.driver_unrecorded, 1);
   }
 }
-
-static atomic_bool *census_on_flag(void) { return &g_census.on; }
 
 static void CUPTIAPI census_cb(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
   if (atomic_load_explicit(&g_census.on, memory_order_relaxed)) census_count(domain, cbid, data);
