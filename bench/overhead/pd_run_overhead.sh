@@ -69,10 +69,10 @@ for r in $(seq 1 "$rounds"); do
     esac >"$out/logs/${m}_$r.log" 2>&1 || echo "pd_run_overhead: $m round $r failed (log $out/logs/${m}_$r.log)"
   done
 done
-python3 - "$out/json" "$rounds" <<'PY'
+python3 - "$out/json" "$rounds" "${all_modes[@]}" <<'PY'
 import json, os, statistics as st, sys
 d, rounds = sys.argv[1], int(sys.argv[2])
-modes = ["off", "kernel", "range", "konly", "cbapi", "tdef", "tfull", "tcuda"]
+modes = sys.argv[3:]  # all_modes above: a mode not run reads as nan
 def load(p):
     try:
         return json.load(open(p))
