@@ -594,6 +594,126 @@ bool pd_cupti_driver_cbid_is_launch(uint32_t cbid) {
   }
 }
 
+/* ---- event waits: which cudaEventRecord an Event Sync or Stream Wait Event waits for --------------- */
+
+/* A CUDA_EVENT record (a cudaEventRecord call: its stream and correlation id), and a sync
+ * record of the trace that waits on an event, matched at the end of a collect: CUPTI hands
+ * the two kinds over in any order. cudaEventSyncId ties a wait to the event's latest
+ * record; where CUPTI gives none, the event id's last record seen stands in. */
+typedef struct {
+  uint64_t sync_id;
+  uint32_t event_id, stream, corr;
+} ev_record_t;
+typedef struct {
+  size_t idx; /* the sync event in the trace */
+  uint64_t sync_id;
+  uint32_t event_id;
+} ev_wait_t;
+typedef struct {
+  ev_record_t *recs;
+  size_t nrecs, cap_recs;
+  ev_wait_t *waits;
+  size_t nwaits, cap_waits;
+} pd_cupti_join_t;
+
+static int join_grow(void **arr, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return 0;
+  size_t ncap = *cap ? *cap * 2 : 64;
+  while (ncap < need) ncap *= 2;
+  void *p = realloc(*arr, ncap * elem);
+  if (p == NULL) return PD_ENOMEM;
+  *arr = p;
+  *cap = ncap;
+  return 0;
+}
+
+/* Notes what record says for the join: a CUDA_EVENT record (returns 1: it is no event of
+ * the trace), or a wait on an event just added to out as event idx (returns 0). */
+static int join_note(pd_cupti_join_t *j, const CUpti_Activity *rec, size_t idx, bool added) {
+  if (rec->kind == CUPTI_ACTIVITY_KIND_CUDA_EVENT) {
+    const CUpti_ActivityCudaEvent2 *e = (const void *)rec;
+    if (join_grow((void **)&j->recs, &j->cap_recs, j->nrecs + 1, sizeof(*j->recs)) != 0) return PD_ENOMEM;
+    j->recs[j->nrecs++] = (ev_record_t){.sync_id = e->cudaEventSyncId, .event_id = e->eventId,
+                                        .stream = e->streamId, .corr = e->correlationId};
+    return 1;
+  }
+  if (rec->kind != CUPTI_ACTIVITY_KIND_SYNCHRONIZATION || !added) return 0;
+  const CUpti_ActivitySynchronization2 *s = (const void *)rec;
+  if (s->type != CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE &&
+      s->type != CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT)
+    return 0;
+  if (s->cudaEventId == CUPTI_SYNCHRONIZATION_INVALID_VALUE) return 0;
+  if (join_grow((void **)&j->waits, &j->cap_waits, j->nwaits + 1, sizeof(*j->waits)) != 0) return PD_ENOMEM;
+  j->waits[j->nwaits++] = (ev_wait_t){.idx = idx, .sync_id = s->cudaEventSyncId, .event_id = s->cudaEventId};
+  return 0;
+}
+
+/* Fills the noted waits' record stream and correlation (Kineto's wait_on_stream and
+ * wait_on_cuda_event_record_corr_id) where their event's record was seen; then empties j. */
+static void join_apply(pd_cupti_join_t *j, pd_trace_t *out) {
+  const uint64_t invalid = (uint64_t)CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  pd_event_t *ev = out != NULL ? pd_trace_events_mut(out) : NULL;
+  const size_t n = out != NULL ? pd_trace_count(out) : 0;
+  for (size_t w = 0; ev != NULL && w < j->nwaits; w++) {
+    const ev_wait_t *wt = &j->waits[w];
+    const ev_record_t *hit = NULL;
+    for (size_t r = j->nrecs; r-- > 0 && hit == NULL;) {
+      const ev_record_t *c = &j->recs[r];
+      const bool by_sync = wt->sync_id != invalid && wt->sync_id != 0 && c->sync_id == wt->sync_id;
+      const bool by_event = (wt->sync_id == invalid || wt->sync_id == 0) && c->event_id == wt->event_id;
+      if (by_sync || by_event) hit = c;
+    }
+    if (hit == NULL || wt->idx >= n || ev[wt->idx].kind != PD_EVENT_SYNC) continue;
+    ev[wt->idx].u.sync.has_wait = true;
+    ev[wt->idx].u.sync.wait_stream = hit->stream;
+    ev[wt->idx].u.sync.event_record_corr = hit->corr;
+  }
+  j->nrecs = j->nwaits = 0;
+}
+
+static void join_free(pd_cupti_join_t *j) {
+  free(j->recs);
+  free(j->waits);
+  memset(j, 0, sizeof(*j));
+}
+
+/* One record into out, noted for the event-wait join: 1 added, 0 skipped, or a PD_E* code. */
+static int convert_one(const CUpti_Activity *rec, pd_trace_t *out, pd_cupti_join_t *j, unsigned capture,
+                       bool driver_api, char *namebuf, size_t namelen) {
+  pd_event_t ev;
+  int rc = join_note(j, rec, 0, false);
+  if (rc != 0) return rc < 0 ? rc : 0; /* a CUDA_EVENT record: for the join only */
+  if (pd_cupti_record_to_event(rec, &ev, namebuf, namelen) != 1) return 0;
+  if (capture & PD_CUPTI_CAPTURE_CUPTI_CLOCK) {
+    ev.start_ns += g_cupti.clock_offset_ns;
+    ev.end_ns += g_cupti.clock_offset_ns;
+  }
+  if (ev.kind == PD_EVENT_DRIVER && !driver_api && !pd_cupti_driver_cbid_is_launch(ev.u.api.cbid))
+    return 0; /* launch-only driver tracing: other driver calls are noise */
+  const int arc = pd_trace_add(out, &ev);
+  if (arc < 0) return arc;
+  rc = join_note(j, rec, pd_trace_count(out) - 1, true);
+  return rc < 0 ? rc : 1;
+}
+
+int pd_cupti_convert_records(const void *const *records, size_t n, pd_trace_t *out) {
+  if (out == NULL || (records == NULL && n > 0)) return PD_EINVAL;
+  pd_cupti_join_t j = {0};
+  char namebuf[512];
+  int64_t added = 0;
+  for (size_t i = 0; i < n; i++) {
+    const int rc = convert_one(records[i], out, &j, 0, true, namebuf, sizeof namebuf);
+    if (rc < 0) {
+      join_free(&j);
+      return rc;
+    }
+    added += rc;
+  }
+  join_apply(&j, out);
+  join_free(&j);
+  return (int)added;
+}
+
 int pd_cupti_convert_record(const void *record, pd_trace_t *out) {
   if (out == NULL) return PD_EINVAL;
   char namebuf[512];
@@ -810,15 +930,18 @@ static const struct {
   CUpti_ActivityKind kind;
   const char *name;
   kind_when_t when;
+  bool best_effort; /* a CUPTI that refuses it only loses what it adds */
 } k_kinds[] = {
-    {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL", KIND_ALWAYS},
-    {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY", KIND_ALWAYS},
-    {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET", KIND_ALWAYS},
-    {CUPTI_ACTIVITY_KIND_RUNTIME, "RUNTIME", KIND_ALWAYS},
-    {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION", KIND_ALWAYS},
-    {CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD", KIND_ALWAYS},
-    {CUPTI_ACTIVITY_KIND_DRIVER, "DRIVER", KIND_DRIVER},
-    {CUPTI_ACTIVITY_KIND_MEMORY2, "MEMORY2", KIND_MEMORY},
+    {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL", KIND_ALWAYS, false},
+    {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY", KIND_ALWAYS, false},
+    {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET", KIND_ALWAYS, false},
+    {CUPTI_ACTIVITY_KIND_RUNTIME, "RUNTIME", KIND_ALWAYS, false},
+    {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION", KIND_ALWAYS, false},
+    /* where each event was recorded: the waits' record -> wait edges (convert_one) */
+    {CUPTI_ACTIVITY_KIND_CUDA_EVENT, "CUDA_EVENT", KIND_ALWAYS, true},
+    {CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD", KIND_ALWAYS, false},
+    {CUPTI_ACTIVITY_KIND_DRIVER, "DRIVER", KIND_DRIVER, false},
+    {CUPTI_ACTIVITY_KIND_MEMORY2, "MEMORY2", KIND_MEMORY, false},
 };
 #define K_NKINDS (sizeof(k_kinds) / sizeof(k_kinds[0]))
 
@@ -990,6 +1113,7 @@ static int source_enable(pd_cupti_source_t *src, char *err, size_t errlen) {
   for (size_t i = 0; i < K_NKINDS; i++) {
     if (!kind_wanted(&src->opt, i)) continue;
     CUptiResult r = cuptiActivityEnable(k_kinds[i].kind);
+    if (r != CUPTI_SUCCESS && k_kinds[i].best_effort) continue;
     if (r != CUPTI_SUCCESS) {
       char call[80];
       snprintf(call, sizeof(call), "cuptiActivityEnable(%s)", k_kinds[i].name);
@@ -1022,7 +1146,7 @@ int pd_cupti_source_disable(pd_cupti_source_t *src, char *err, size_t errlen) {
   for (size_t i = 0; i < K_NKINDS; i++) {
     if (!kind_wanted(&src->opt, i)) continue;
     CUptiResult r = cuptiActivityDisable(k_kinds[i].kind);
-    if (r != CUPTI_SUCCESS && rc == 0) {
+    if (r != CUPTI_SUCCESS && rc == 0 && !k_kinds[i].best_effort) { /* never enabled, maybe */
       char call[80];
       snprintf(call, sizeof(call), "cuptiActivityDisable(%s)", k_kinds[i].name);
       cupti_errtext(err, errlen, call, r);
@@ -1053,6 +1177,7 @@ int64_t pd_cupti_source_collect(pd_cupti_source_t *src, pd_trace_t *out, int64_t
   int64_t added = 0;
   int rc = 0;
   char namebuf[512];
+  pd_cupti_join_t join = {0};
   /* Everything is added, then the window's rule applied once (pd_trace_clip_window):
    * warmup records go, with the GPU work their calls launched. */
   const size_t first = out != NULL ? pd_trace_count(out) : 0;
@@ -1068,20 +1193,11 @@ int64_t pd_cupti_source_collect(pd_cupti_source_t *src, pd_trace_t *out, int64_t
         if (r != CUPTI_ERROR_MAX_LIMIT_REACHED) atomic_fetch_add(&g_cupti.callback_errors, 1);
         break;
       }
-      pd_event_t ev;
-      if (pd_cupti_record_to_event(rec, &ev, namebuf, sizeof(namebuf)) != 1) continue;
-      if (src->opt.capture & PD_CUPTI_CAPTURE_CUPTI_CLOCK) {
-        ev.start_ns += g_cupti.clock_offset_ns;
-        ev.end_ns += g_cupti.clock_offset_ns;
-      }
-      if (ev.kind == PD_EVENT_DRIVER && !src->opt.driver_api &&
-          !pd_cupti_driver_cbid_is_launch(ev.u.api.cbid))
-        continue; /* launch-only driver tracing: other driver calls are noise */
-      int arc = pd_trace_add(out, &ev);
+      const int arc = convert_one(rec, out, &join, src->opt.capture, src->opt.driver_api, namebuf, sizeof(namebuf));
       if (arc < 0)
         rc = arc;
       else
-        added++;
+        added += arc;
     }
     buf_recycle(b);
     b = next;
@@ -1092,6 +1208,8 @@ int64_t pd_cupti_source_collect(pd_cupti_source_t *src, pd_trace_t *out, int64_t
     rc = (int)from_callbacks;
   else
     added += from_callbacks;
+  if (rc == 0) join_apply(&join, out); /* before the clip: it moves the events */
+  join_free(&join);
   if (rc == 0 && out != NULL) {
     const int64_t dropped = pd_trace_clip_window(out, first, window_start_ns);
     if (dropped < 0) rc = (int)dropped;

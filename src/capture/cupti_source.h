@@ -158,6 +158,12 @@ int pd_cupti_record_to_event(const void *record, pd_event_t *ev, char *namebuf, 
 bool pd_cupti_driver_cbid_is_launch(uint32_t cbid);
 /* Converts one record and adds it to out. Returns 1 added, 0 skipped, or a PD_E* code. */
 int pd_cupti_convert_record(const void *record, pd_trace_t *out);
+/* Converts n records as one collect does, in their order, into out: also the CUDA_EVENT
+ * records, which add no event but tell each Event Sync and Stream Wait Event the stream
+ * and correlation id of the cudaEventRecord it waits for (u.sync.has_wait, wait_stream,
+ * event_record_corr; Kineto's wait_on_stream and wait_on_cuda_event_record_corr_id).
+ * Returns the number of events added, or a PD_E* code. */
+int pd_cupti_convert_records(const void *const *records, size_t n, pd_trace_t *out);
 /* Forgets the live device allocations the converter tracks for total_allocated. */
 void pd_cupti_convert_reset(void);
 /* Fills pid/tid of SYNC events (CUPTI gives none) from the runtime call with the same

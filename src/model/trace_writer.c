@@ -1063,6 +1063,14 @@ int pd_trace_writer_event(pd_trace_writer_t *w, const pd_event_t *ev) {
   case PD_EVENT_SYNC:
     p = put_ext_id(p, lk.ext_id);
     p = put_gpu_ids(p, ev);
+    if (ev->u.sync.has_wait) {
+      /* Kineto's keys for the cudaEventRecord an Event Sync or Stream Wait Event waits
+       * for: HTA's critical path and our replay draw the record -> wait edge from them. */
+      p = PUT_LIT(p, ",\"wait_on_stream\":");
+      p = put_u64(p, ev->u.sync.wait_stream);
+      p = PUT_LIT(p, ",\"wait_on_cuda_event_record_corr_id\":");
+      p = put_u64(p, ev->u.sync.event_record_corr);
+    }
     p = PUT_LIT(p, "}}");
     break;
   case PD_EVENT_MEMORY:

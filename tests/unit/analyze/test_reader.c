@@ -263,6 +263,13 @@ static pd_trace_t *synthetic(void) {
   e = gpu_ev(PD_EVENT_SYNC, NULL, 2200014, 2300015, 16);
   e.u.sync.sync_kind = PD_SYNC_STREAM;
   cr_assert_eq(pd_trace_add(t, &e), 0);
+  /* a Stream Wait Event that knows its cudaEventRecord (Kineto's wait_on_* args) */
+  e = gpu_ev(PD_EVENT_SYNC, NULL, 2200020, 2200021, 17);
+  e.u.sync.sync_kind = PD_SYNC_STREAM_WAIT_EVENT;
+  e.u.sync.has_wait = true;
+  e.u.sync.wait_stream = 21;
+  e.u.sync.event_record_corr = 9;
+  cr_assert_eq(pd_trace_add(t, &e), 0);
   e = gpu_ev(PD_EVENT_GPU_RANGE, "gpu annotation", 2400016, 2500017, 0);
   cr_assert_eq(pd_trace_add(t, &e), 0);
   e = host_ev(PD_EVENT_MEMORY, NULL, 2600018, 2600018);
@@ -349,6 +356,9 @@ static void round_trip(int64_t unix_offset_ns) {
     case PD_EVENT_SYNC:
       cr_expect_eq(b[i].u.sync.sync_kind, a[i].u.sync.sync_kind);
       cr_expect_eq(b[i].stream, a[i].stream);
+      cr_expect_eq(b[i].u.sync.has_wait, a[i].u.sync.has_wait, "event %zu: the wait", i);
+      cr_expect_eq(b[i].u.sync.wait_stream, a[i].u.sync.wait_stream);
+      cr_expect_eq(b[i].u.sync.event_record_corr, a[i].u.sync.event_record_corr);
       break;
     case PD_EVENT_RANGE:
     case PD_EVENT_CPU_OP:

@@ -465,3 +465,74 @@ Test(cupti_convert, callback_api_depth_is_per_enable_and_full_records_all) {
   pd_cupti_callback_api_test_on(NULL);
   pd_trace_destroy(t);
 }
+
+/* ---- event waits: CUDA_EVENT records tell a wait which cudaEventRecord it waits for ----- */
+
+static CUpti_ActivityCudaEvent2 event_record(uint32_t corr, uint32_t stream, uint32_t event_id, uint64_t sync_id) {
+  CUpti_ActivityCudaEvent2 e;
+  memset(&e, 0, sizeof(e));
+  e.kind = CUPTI_ACTIVITY_KIND_CUDA_EVENT;
+  e.correlationId = corr;
+  e.streamId = stream;
+  e.eventId = event_id;
+  e.cudaEventSyncId = sync_id;
+  return e;
+}
+
+static CUpti_ActivitySynchronization2 event_wait(CUpti_ActivitySynchronizationType type, uint32_t corr,
+                                                 uint32_t stream, uint32_t event_id, uint64_t sync_id) {
+  CUpti_ActivitySynchronization2 s;
+  memset(&s, 0, sizeof(s));
+  s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  s.type = type;
+  s.start = 1000 + corr;
+  s.end = 2000 + corr;
+  s.correlationId = corr;
+  s.streamId = stream;
+  s.cudaEventId = event_id;
+  s.cudaEventSyncId = sync_id;
+  return s;
+}
+
+static const pd_event_t *sync_of(const pd_trace_t *t, uint32_t corr) {
+  for (size_t i = 0; i < pd_trace_count(t); i++)
+    if (pd_trace_events(t)[i].kind == PD_EVENT_SYNC && pd_trace_events(t)[i].correlation_id == corr)
+      return &pd_trace_events(t)[i];
+  cr_assert_fail("no sync record with correlation %u", corr);
+  return NULL;
+}
+
+Test(cupti_convert, event_waits_learn_the_record_they_wait_for) {
+  const uint32_t none = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  /* event 5 recorded twice on stream 13 (calls 40 and 60): each wait goes to its own record;
+   * a wait may come before its record in CUPTI's buffers */
+  CUpti_ActivityCudaEvent2 r1 = event_record(40, 13, 5, 1001), r2 = event_record(60, 13, 5, 1002);
+  CUpti_ActivitySynchronization2 w1 = event_wait(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT, 41, 7, 5, 1001);
+  CUpti_ActivitySynchronization2 w2 = event_wait(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE, 61, none, 5, 1002);
+  /* no sync id from CUPTI: the event's last record stands in */
+  CUpti_ActivityCudaEvent2 r3 = event_record(70, 14, 6, (uint64_t)none);
+  CUpti_ActivitySynchronization2 w3 = event_wait(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT, 71, 7, 6, (uint64_t)none);
+  /* a wait whose record is not in this collect (recorded before the window), and a stream sync */
+  CUpti_ActivitySynchronization2 w4 = event_wait(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT, 81, 7, 9, 2000);
+  CUpti_ActivitySynchronization2 w5 = event_wait(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 91, 7, none, (uint64_t)none);
+  const void *recs[] = {&w1, &r1, &r2, &w2, &r3, &w3, &w4, &w5};
+  pd_trace_t *t = pd_trace_create();
+  cr_assert_not_null(t);
+  cr_assert_eq(pd_cupti_convert_records(recs, sizeof(recs) / sizeof(recs[0]), t), 5, "the CUDA_EVENT records add no event");
+  cr_assert_eq(pd_trace_count(t), 5u);
+  const pd_event_t *a = sync_of(t, 41), *b = sync_of(t, 61), *c = sync_of(t, 71), *d = sync_of(t, 81), *e = sync_of(t, 91);
+  cr_expect(a->u.sync.has_wait);
+  cr_expect_eq(a->u.sync.sync_kind, PD_SYNC_STREAM_WAIT_EVENT);
+  cr_expect_eq(a->u.sync.wait_stream, 13u);
+  cr_expect_eq(a->u.sync.event_record_corr, 40u, "the record with the same sync id, though it came later");
+  cr_expect(b->u.sync.has_wait);
+  cr_expect_eq(b->u.sync.event_record_corr, 60u, "the event's second record, not its first");
+  cr_expect(c->u.sync.has_wait);
+  cr_expect_eq(c->u.sync.wait_stream, 14u);
+  cr_expect_eq(c->u.sync.event_record_corr, 70u);
+  cr_expect_not(d->u.sync.has_wait, "its record is not known");
+  cr_expect_not(e->u.sync.has_wait, "no event");
+  cr_expect_eq(pd_cupti_convert_records(NULL, 1, t), PD_EINVAL);
+  cr_expect_eq(pd_cupti_convert_records(recs, 1, NULL), PD_EINVAL);
+  pd_trace_destroy(t);
+}
