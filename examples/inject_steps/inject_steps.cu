@@ -5,7 +5,10 @@
  * launch ends the step for `pd_run --step_kernel ex_optimizer_step`. With --nvtx each step
  * is an NVTX range "train_step" (nvtxRangePushA/Pop), for `pd_run --step_range train_step`.
  * --sync reads the loss back with a blocking copy every step (a planted sync), --pageable
- * copies the input from pageable host memory instead of pinned. The program prints one line
+ * copies the input from pageable host memory instead of pinned, --copy_stream copies it on a
+ * second stream that the compute stream waits for through an event (cudaEventRecord and
+ * cudaStreamWaitEvent each way: the copy also waits for the last step's kernels, which read
+ * the buffer it overwrites). The program prints one line
  * with the final loss on stdout; it has no profiler code.
  */
 #include <cuda_runtime.h>
@@ -57,16 +60,18 @@ __global__ void ex_optimizer_step(float *w, const float *g, float *loss, float l
 
 typedef struct {
   int steps, n, tiny;
-  bool nvtx, sync, pageable;
+  bool nvtx, sync, pageable, copy_stream;
 } ex_opts_t;
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: inject_steps [--steps N] [--n N] [--tiny_kernels N] [--nvtx] [--sync] [--pageable]\n");
+          "usage: inject_steps [--steps N] [--n N] [--tiny_kernels N] [--nvtx] [--sync] [--pageable] "
+          "[--copy_stream]\n");
 }
 
 static int parse(int argc, char **argv, ex_opts_t *o) {
-  *o = (ex_opts_t){.steps = 20, .n = 1 << 16, .tiny = 8, .nvtx = false, .sync = false, .pageable = false};
+  *o = (ex_opts_t){
+      .steps = 20, .n = 1 << 16, .tiny = 8, .nvtx = false, .sync = false, .pageable = false, .copy_stream = false};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int *target = strcmp(a, "--steps") == 0 ? &o->steps : strcmp(a, "--n") == 0 ? &o->n
@@ -82,6 +87,8 @@ static int parse(int argc, char **argv, ex_opts_t *o) {
       o->sync = true;
     } else if (strcmp(a, "--pageable") == 0) {
       o->pageable = true;
+    } else if (strcmp(a, "--copy_stream") == 0) {
+      o->copy_stream = true;
     } else {
       return -1;
     }
@@ -96,8 +103,14 @@ int main(int argc, char **argv) {
     return 2;
   }
   const int n = o.n, threads = 256, blocks = (n + threads - 1) / threads;
-  cudaStream_t st;
+  cudaStream_t st, cs = NULL;
+  cudaEvent_t copied = NULL, consumed = NULL;
   EX_CHECK(cudaStreamCreate(&st));
+  if (o.copy_stream) {
+    EX_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    EX_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+    EX_CHECK(cudaEventCreateWithFlags(&consumed, cudaEventDisableTiming));
+  }
   float *hx = NULL, *x, *w, *y, *g, *loss;
   if (o.pageable) hx = (float *)malloc((size_t)n * sizeof(float));
   else EX_CHECK(cudaMallocHost(&hx, (size_t)n * sizeof(float)));
@@ -112,7 +125,14 @@ int main(int argc, char **argv) {
   float host_loss = 0.0f;
   for (int s = 0; s < o.steps; s++) {
     if (o.nvtx) nvtxRangePushA("train_step");
-    EX_CHECK(cudaMemcpyAsync(x, hx, (size_t)n * sizeof(float), cudaMemcpyHostToDevice, st));
+    if (o.copy_stream) {
+      if (s > 0) EX_CHECK(cudaStreamWaitEvent(cs, consumed, 0)); /* the last step is done with x */
+      EX_CHECK(cudaMemcpyAsync(x, hx, (size_t)n * sizeof(float), cudaMemcpyHostToDevice, cs));
+      EX_CHECK(cudaEventRecord(copied, cs));
+      EX_CHECK(cudaStreamWaitEvent(st, copied, 0));
+    } else {
+      EX_CHECK(cudaMemcpyAsync(x, hx, (size_t)n * sizeof(float), cudaMemcpyHostToDevice, st));
+    }
     ex_forward<<<blocks, threads, 0, st>>>(x, w, y, n);
     EX_CHECK(cudaGetLastError());
     for (int t = 0; t < o.tiny; t++) {
@@ -123,6 +143,7 @@ int main(int argc, char **argv) {
     EX_CHECK(cudaGetLastError());
     ex_optimizer_step<<<1, 64, 0, st>>>(w, g, loss, 0.1f);
     EX_CHECK(cudaGetLastError());
+    if (o.copy_stream) EX_CHECK(cudaEventRecord(consumed, st));
     if (o.sync) EX_CHECK(cudaMemcpy(&host_loss, loss, sizeof(float), cudaMemcpyDeviceToHost));
     if (o.nvtx) nvtxRangePop();
   }
@@ -136,6 +157,11 @@ int main(int argc, char **argv) {
   EX_CHECK(cudaFree(loss));
   if (o.pageable) free(hx);
   else EX_CHECK(cudaFreeHost(hx));
+  if (o.copy_stream) {
+    EX_CHECK(cudaEventDestroy(copied));
+    EX_CHECK(cudaEventDestroy(consumed));
+    EX_CHECK(cudaStreamDestroy(cs));
+  }
   EX_CHECK(cudaStreamDestroy(st));
   return 0;
 }

@@ -140,6 +140,53 @@ Test(inject, example_with_step_range) {
   free(err);
 }
 
+/* --copy_stream: the input copy on a second stream, each stream waiting for the other
+ * through an event. Every Stream Wait Event of the trace names the stream the event was
+ * recorded on and the cudaEventRecord call (Kineto's wait_on_stream and
+ * wait_on_cuda_event_record_corr_id), and that call is in the trace, on the other stream. */
+Test(inject, example_with_a_copy_stream_names_what_each_wait_waits_for) {
+  char *out, *err;
+  int rc = pd_run("--step_kernel ex_optimizer_step --wait 1 --warmup 1 --active 3",
+                  PD_EXAMPLE_EXE " --steps 8 --copy_stream", &out, &err);
+  cr_assert_eq(rc, 0, "%s", err);
+  cJSON *j = metrics_read();
+  example_checks(j, 3, "step_kernel");
+  const cJSON *files = cJSON_GetObjectItem(j, "trace_files");
+  const char *path = cJSON_GetArrayItem(files, cJSON_GetArraySize(files) - 1)->valuestring;
+  char *text = pd_test_slurp(path);
+  cJSON *t = cJSON_Parse(text);
+  cr_assert_not_null(t, "%s does not parse", path);
+  const cJSON *e = NULL;
+  int waits = 0, named = 0;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItem(t, "traceEvents")) {
+    const cJSON *name = cJSON_GetObjectItem(e, "name"), *args = cJSON_GetObjectItem(e, "args");
+    if (!cJSON_IsString(name) || strcmp(name->valuestring, "Stream Wait Event") != 0) continue;
+    waits++;
+    const cJSON *ws = cJSON_GetObjectItem(args, "wait_on_stream");
+    const cJSON *wc = cJSON_GetObjectItem(args, "wait_on_cuda_event_record_corr_id");
+    if (!cJSON_IsNumber(ws) || !cJSON_IsNumber(wc)) continue;
+    cr_expect_neq(ws->valuedouble, cJSON_GetObjectItem(args, "stream")->valuedouble, "a wait on another stream");
+    const cJSON *r = NULL;
+    bool found = false;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(t, "traceEvents")) {
+      const cJSON *rn = cJSON_GetObjectItem(r, "name"), *rc2 = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "args"), "correlation");
+      if (cJSON_IsString(rn) && strcmp(rn->valuestring, "cudaEventRecord") == 0 && cJSON_IsNumber(rc2) &&
+          rc2->valuedouble == wc->valuedouble)
+        found = true;
+    }
+    cr_expect(found, "the cudaEventRecord with correlation %.0f is in the trace", wc->valuedouble);
+    named++;
+  }
+  cr_assert_geq(waits, 4, "two waits a step, 3 steps in the window: %d", waits);
+  cr_assert_geq(named, waits - 1, "every wait names its record (the window's first may wait on one before it): %d of %d",
+                named, waits);
+  cJSON_Delete(t);
+  free(text);
+  cJSON_Delete(j);
+  free(out);
+  free(err);
+}
+
 /* --probe: after each untraced step the launching thread's speed, one value per untraced
  * step written, in a plausible range; none of the probe's empty kernels in the trace (they
  * run outside the cycle, on the library's own stream); the program's output its own and no
