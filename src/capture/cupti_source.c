@@ -603,6 +603,7 @@ bool pd_cupti_driver_cbid_is_launch(uint32_t cbid) {
 typedef struct {
   uint64_t sync_id;
   uint32_t event_id, stream, corr;
+  size_t order; /* its place among the collect's records */
 } ev_record_t;
 typedef struct {
   size_t idx; /* the sync event in the trace */
@@ -648,27 +649,60 @@ static int join_note(pd_cupti_join_t *j, const CUpti_Activity *rec, size_t idx, 
   return 0;
 }
 
+/* Records in order of (key, then the order CUPTI gave them), for a binary search of a key's
+ * last record. */
+static uint64_t join_key(const ev_record_t *r, bool by_sync) { return by_sync ? r->sync_id : r->event_id; }
+static int join_cmp(const ev_record_t *x, const ev_record_t *y, bool by_sync) {
+  const uint64_t kx = join_key(x, by_sync), ky = join_key(y, by_sync);
+  if (kx != ky) return kx < ky ? -1 : 1;
+  return (x->order > y->order) - (x->order < y->order);
+}
+static int join_cmp_sync(const void *a, const void *b) { return join_cmp(a, b, true); }
+static int join_cmp_event(const void *a, const void *b) { return join_cmp(a, b, false); }
+
+/* The last record with key k in recs (sorted by join_cmp on the same key), or NULL. */
+static const ev_record_t *join_find(const ev_record_t *recs, size_t n, uint64_t k, bool by_sync) {
+  size_t lo = 0, hi = n; /* first index whose key is above k */
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (join_key(&recs[mid], by_sync) <= k) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo > 0 && join_key(&recs[lo - 1], by_sync) == k ? &recs[lo - 1] : NULL;
+}
+
 /* Fills the noted waits' record stream and correlation (Kineto's wait_on_stream and
- * wait_on_cuda_event_record_corr_id) where their event's record was seen; then empties j. */
-static void join_apply(pd_cupti_join_t *j, pd_trace_t *out) {
+ * wait_on_cuda_event_record_corr_id) where their event's record was seen; then empties j.
+ * Sorted copies keep it O((waits + records) log records) for long cycles. */
+static int join_apply(pd_cupti_join_t *j, pd_trace_t *out) {
   const uint64_t invalid = (uint64_t)CUPTI_SYNCHRONIZATION_INVALID_VALUE;
   pd_event_t *ev = out != NULL ? pd_trace_events_mut(out) : NULL;
   const size_t n = out != NULL ? pd_trace_count(out) : 0;
-  for (size_t w = 0; ev != NULL && w < j->nwaits; w++) {
-    const ev_wait_t *wt = &j->waits[w];
-    const ev_record_t *hit = NULL;
-    for (size_t r = j->nrecs; r-- > 0 && hit == NULL;) {
-      const ev_record_t *c = &j->recs[r];
-      const bool by_sync = wt->sync_id != invalid && wt->sync_id != 0 && c->sync_id == wt->sync_id;
-      const bool by_event = (wt->sync_id == invalid || wt->sync_id == 0) && c->event_id == wt->event_id;
-      if (by_sync || by_event) hit = c;
-    }
-    if (hit == NULL || wt->idx >= n || ev[wt->idx].kind != PD_EVENT_SYNC) continue;
-    ev[wt->idx].u.sync.has_wait = true;
-    ev[wt->idx].u.sync.wait_stream = hit->stream;
-    ev[wt->idx].u.sync.event_record_corr = hit->corr;
+  int rc = 0;
+  ev_record_t *by_event = NULL;
+  if (ev != NULL && j->nwaits > 0 && j->nrecs > 0) {
+    by_event = malloc(j->nrecs * sizeof(*by_event));
+    if (by_event == NULL) rc = PD_ENOMEM;
   }
+  if (by_event != NULL) {
+    for (size_t r = 0; r < j->nrecs; r++) j->recs[r].order = r;
+    memcpy(by_event, j->recs, j->nrecs * sizeof(*by_event));
+    qsort(j->recs, j->nrecs, sizeof(*j->recs), join_cmp_sync);
+    qsort(by_event, j->nrecs, sizeof(*by_event), join_cmp_event);
+    for (size_t w = 0; w < j->nwaits; w++) {
+      const ev_wait_t *wt = &j->waits[w];
+      const bool sync_id = wt->sync_id != invalid && wt->sync_id != 0;
+      const ev_record_t *hit = sync_id ? join_find(j->recs, j->nrecs, wt->sync_id, true)
+                                       : join_find(by_event, j->nrecs, wt->event_id, false);
+      if (hit == NULL || wt->idx >= n || ev[wt->idx].kind != PD_EVENT_SYNC) continue;
+      ev[wt->idx].u.sync.has_wait = true;
+      ev[wt->idx].u.sync.wait_stream = hit->stream;
+      ev[wt->idx].u.sync.event_record_corr = hit->corr;
+    }
+  }
+  free(by_event);
   j->nrecs = j->nwaits = 0;
+  return rc;
 }
 
 static void join_free(pd_cupti_join_t *j) {
@@ -709,9 +743,9 @@ int pd_cupti_convert_records(const void *const *records, size_t n, pd_trace_t *o
     }
     added += rc;
   }
-  join_apply(&j, out);
+  const int rc = join_apply(&j, out);
   join_free(&j);
-  return (int)added;
+  return rc < 0 ? rc : (int)added;
 }
 
 int pd_cupti_convert_record(const void *record, pd_trace_t *out) {
@@ -1208,7 +1242,7 @@ int64_t pd_cupti_source_collect(pd_cupti_source_t *src, pd_trace_t *out, int64_t
     rc = (int)from_callbacks;
   else
     added += from_callbacks;
-  if (rc == 0) join_apply(&join, out); /* before the clip: it moves the events */
+  if (rc == 0) rc = join_apply(&join, out); /* before the clip: it moves the events */
   join_free(&join);
   if (rc == 0 && out != NULL) {
     const int64_t dropped = pd_trace_clip_window(out, first, window_start_ns);

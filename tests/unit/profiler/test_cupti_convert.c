@@ -536,3 +536,38 @@ Test(cupti_convert, event_waits_learn_the_record_they_wait_for) {
   cr_expect_eq(pd_cupti_convert_records(recs, 1, NULL), PD_EINVAL);
   pd_trace_destroy(t);
 }
+
+/* Many events, each recorded twice, their waits in another order: each wait finds its own
+ * record (by sync id), or its event's last one (without). */
+Test(cupti_convert, event_waits_many_records) {
+  enum { N = 300 };
+  static CUpti_ActivityCudaEvent2 recs[2 * N];
+  static CUpti_ActivitySynchronization2 waits[2 * N];
+  static const void *all[4 * N];
+  size_t k = 0;
+  for (uint32_t e = 0; e < N; e++) {
+    recs[2 * e] = event_record(10000 + 2 * e, 20 + e % 3, e, 1 + 2 * (uint64_t)e);
+    recs[2 * e + 1] = event_record(10001 + 2 * e, 20 + e % 3, e, 2 + 2 * (uint64_t)e);
+  }
+  for (uint32_t e = 0; e < N; e++) {
+    /* even events: a wait on each record by sync id; odd ones: no sync id */
+    const uint64_t none = (uint64_t)CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+    waits[2 * e] = event_wait(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT, 50000 + 2 * e, 7, e,
+                              e % 2 == 0 ? 1 + 2 * (uint64_t)e : none);
+    waits[2 * e + 1] = event_wait(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT, 50001 + 2 * e, 7, e,
+                                  e % 2 == 0 ? 2 + 2 * (uint64_t)e : none);
+  }
+  for (size_t i = 2 * N; i-- > 0;) all[k++] = &waits[i]; /* the waits first, backwards */
+  for (size_t i = 0; i < 2 * N; i++) all[k++] = &recs[i];
+  pd_trace_t *t = pd_trace_create();
+  cr_assert_not_null(t);
+  cr_assert_eq(pd_cupti_convert_records(all, k, t), 2 * N);
+  for (uint32_t e = 0; e < N; e++) {
+    const pd_event_t *a = sync_of(t, 50000 + 2 * e), *b = sync_of(t, 50001 + 2 * e);
+    cr_assert(a->u.sync.has_wait && b->u.sync.has_wait, "event %u", e);
+    cr_expect_eq(a->u.sync.wait_stream, 20 + e % 3);
+    cr_expect_eq(a->u.sync.event_record_corr, e % 2 == 0 ? 10000 + 2 * e : 10001 + 2 * e, "event %u", e);
+    cr_expect_eq(b->u.sync.event_record_corr, 10001 + 2 * e, "event %u", e);
+  }
+  pd_trace_destroy(t);
+}
