@@ -771,6 +771,29 @@ static int corr_cmp(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* A SYNC record names its context, not its device: the device of a GPU activity of the same
+ * context, where the trace has one (contexts are few: a short list). */
+static void sync_devices(pd_trace_t *trace) {
+  const size_t n = pd_trace_count(trace);
+  pd_event_t *ev = pd_trace_events_mut(trace);
+  typedef struct {
+    uint32_t context, device;
+  } ctx_device_t;
+  ctx_device_t map[64];
+  size_t nmap = 0;
+  for (size_t i = 0; i < n && nmap < sizeof(map) / sizeof(map[0]); i++) {
+    if (ev[i].kind != PD_EVENT_KERNEL && ev[i].kind != PD_EVENT_MEMCPY && ev[i].kind != PD_EVENT_MEMSET) continue;
+    size_t m = 0;
+    while (m < nmap && map[m].context != ev[i].context) m++;
+    if (m == nmap) map[nmap++] = (ctx_device_t){ev[i].context, ev[i].device};
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (ev[i].kind != PD_EVENT_SYNC) continue;
+    for (size_t m = 0; m < nmap; m++)
+      if (map[m].context == ev[i].context) ev[i].device = map[m].device;
+  }
+}
+
 int pd_cupti_link_sync(pd_trace_t *trace) {
   if (trace == NULL) return PD_EINVAL;
   size_t n = pd_trace_count(trace);
@@ -780,6 +803,7 @@ int pd_cupti_link_sync(pd_trace_t *trace) {
     if (ev[i].kind == PD_EVENT_RUNTIME || ev[i].kind == PD_EVENT_DRIVER) nrt++;
     if ((ev[i].kind == PD_EVENT_SYNC || ev[i].kind == PD_EVENT_MEMORY) && ev[i].tid == 0) need++;
   }
+  sync_devices(trace);
   if (nrt == 0 || need == 0) return 0;
   corr_owner_t *own = malloc(nrt * sizeof(*own));
   if (own == NULL) return PD_ENOMEM;

@@ -167,7 +167,8 @@ int pd_cupti_convert_records(const void *const *records, size_t n, pd_trace_t *o
 /* Forgets the live device allocations the converter tracks for total_allocated. */
 void pd_cupti_convert_reset(void);
 /* Fills pid/tid of SYNC events (CUPTI gives none) from the runtime call with the same
- * correlation id in the same trace. Returns 0 or PD_ENOMEM. */
+ * correlation id in the same trace, and their device (CUPTI gives their context) from a GPU
+ * activity of the same context. Returns 0 or PD_ENOMEM. */
 int pd_cupti_link_sync(pd_trace_t *trace);
 /* Strips a CUPTI version suffix in place: "cudaLaunchKernel_v7000" -> "cudaLaunchKernel". */
 void pd_cupti_strip_version_suffix(char *name);

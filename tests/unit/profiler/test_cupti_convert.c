@@ -192,6 +192,24 @@ Test(cupti_convert, sync_records_get_their_thread_from_the_runtime_call) {
   cr_expect_eq(ev[1].pid, 10u);
   cr_expect_eq(ev[1].tid, 11u);
   cr_expect_eq(ev[2].tid, 0u, "unlinked sync keeps tid 0");
+  cr_expect_eq(ev[1].device, 0u, "no GPU activity of its context: device 0");
+  /* a kernel of the same context on device 3: the syncs of that context are device 3's */
+  CUpti_ActivityKernel10 k;
+  memset(&k, 0, sizeof(k));
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.start = 4;
+  k.end = 5;
+  k.deviceId = 3;
+  k.contextId = 1;
+  k.name = "k";
+  cr_assert_eq(pd_cupti_convert_record(&k, t), 1);
+  s.contextId = 2; /* another context, no activity of its own */
+  cr_assert_eq(pd_cupti_convert_record(&s, t), 1);
+  cr_assert_eq(pd_cupti_link_sync(t), 0);
+  ev = pd_trace_events(t);
+  cr_expect_eq(ev[1].device, 3u);
+  cr_expect_eq(ev[2].device, 3u);
+  cr_expect_eq(ev[4].device, 0u);
   pd_trace_destroy(t);
 }
 
