@@ -140,6 +140,15 @@ void pd_inject_on_range_push(pd_inject_session_t *s, const char *name);
 void pd_inject_on_range_pop(pd_inject_session_t *s);
 uint64_t pd_inject_on_range_start(pd_inject_session_t *s, const char *name);
 void pd_inject_on_range_end(pd_inject_session_t *s, uint64_t id);
+/* PyTorch's op ranges under torch.autograd.profiler.emit_nvtx() carry their details after
+ * the op's name: "aten::mm, seq = 3, op_id = 7, sizes = [[2, 3], [3, 4]], input_op_ids =
+ * [(5,0)]" (each part optional, in that order; torch/csrc/profiler/util.cpp getNvtxStr).
+ * When text is exactly that form, writes the op's name ("aten::mm") into name and returns
+ * its length; otherwise (any other text, or a name that does not fit in namelen) returns 0
+ * and the range keeps its whole text. So a pd_run trace of such a program has ops named as
+ * torch.profiler names them, which the model's op rules (reads, host code) and HTA's
+ * aten-op analysis read. */
+size_t pd_inject_nvtx_op_name(const char *text, char *name, size_t namelen);
 /* While true on the calling thread, launches and ranges are the session's own work
  * (calibration, device queries) and are not seen. */
 bool pd_inject_thread_busy(void);

@@ -497,10 +497,96 @@ static void step_range_begins(pd_inject_session_t *s) {
   else profiler_step(s);
 }
 
+/* ---- emit_nvtx's op ranges: "NAME[, seq = N][, op_id = N][, sizes = [[..]..]][, input_op_ids = [(a,b)..]]" */
+
+/* Each reader takes its part at *p and moves past it, or returns false. */
+static bool lit(const char **p, const char *s) {
+  size_t n = strlen(s);
+  if (strncmp(*p, s, n) != 0) return false;
+  *p += n;
+  return true;
+}
+
+static bool digits(const char **p) {
+  const char *q = *p;
+  if (*q == '-') q++;
+  if (*q < '0' || *q > '9') return false;
+  while (*q >= '0' && *q <= '9') q++;
+  *p = q;
+  return true;
+}
+
+/* "[[2, 3], [], [4]]" */
+static bool sizes_list(const char **p) {
+  if (!lit(p, "[")) return false;
+  for (bool first = true; !lit(p, "]"); first = false) {
+    if (!first && !lit(p, ", ")) return false;
+    if (!lit(p, "[")) return false;
+    for (bool f2 = true; !lit(p, "]"); f2 = false)
+      if ((!f2 && !lit(p, ", ")) || !digits(p)) return false;
+  }
+  return true;
+}
+
+/* "[(5,0), (6,1)]" */
+static bool op_id_list(const char **p) {
+  if (!lit(p, "[")) return false;
+  for (bool first = true; !lit(p, "]"); first = false)
+    if ((!first && !lit(p, ", ")) || !lit(p, "(") || !digits(p) || !lit(p, ",") || !digits(p) || !lit(p, ")"))
+      return false;
+  return true;
+}
+
+/* Whether suffix (from its ", ") is one or more of emit_nvtx's parts, in order, and nothing else. */
+static bool emit_nvtx_suffix(const char *p) {
+  int parts = 0;
+  if (lit(&p, ", seq = ")) {
+    if (!digits(&p)) return false;
+    parts++;
+  }
+  if (lit(&p, ", op_id = ")) {
+    if (!digits(&p)) return false;
+    parts++;
+  }
+  if (lit(&p, ", sizes = ")) {
+    if (!sizes_list(&p)) return false;
+    parts++;
+  }
+  if (lit(&p, ", input_op_ids = ")) {
+    if (!op_id_list(&p)) return false;
+    parts++;
+  }
+  return parts > 0 && *p == '\0';
+}
+
+size_t pd_inject_nvtx_op_name(const char *text, char *name, size_t namelen) {
+  if (text == NULL || name == NULL || namelen == 0) return 0;
+  static const char *const keys[] = {", seq = ", ", op_id = ", ", sizes = ", ", input_op_ids = "};
+  for (const char *c = strstr(text, ", "); c != NULL; c = strstr(c + 1, ", ")) {
+    bool key = false;
+    for (size_t k = 0; !key && k < sizeof(keys) / sizeof(keys[0]); k++) key = strncmp(c, keys[k], strlen(keys[k])) == 0;
+    if (!key) continue; /* a comma of the name itself */
+    /* the first of the parts decides: the rest is the parts, or the text is no op range */
+    const size_t n = (size_t)(c - text);
+    if (n == 0 || n >= namelen || !emit_nvtx_suffix(c)) return 0;
+    memcpy(name, text, n);
+    name[n] = '\0';
+    return n;
+  }
+  return 0;
+}
+
+/* The name a range is recorded under: an emit_nvtx op's own name, else the text. */
+static const char *range_name(const char *text, char *buf, size_t len) {
+  if (text == NULL) return "(unnamed range)";
+  return pd_inject_nvtx_op_name(text, buf, len) > 0 ? buf : text;
+}
+
 void pd_inject_on_range_push(pd_inject_session_t *s, const char *name) {
   if (s == NULL || t_busy) return;
   if (is_step_range(s, name)) step_range_begins(s);
-  (void)pd_range_push(name != NULL ? name : "(unnamed range)");
+  char op[256];
+  (void)pd_range_push(range_name(name, op, sizeof op));
 }
 
 void pd_inject_on_range_pop(pd_inject_session_t *s) {
@@ -513,7 +599,8 @@ uint64_t pd_inject_on_range_start(pd_inject_session_t *s, const char *name) {
   if (is_step_range(s, name)) step_range_begins(s);
   uint32_t session = pd_ranges_session_id();
   if (session == 0) return 0; /* not recording: nothing to remember */
-  char *copy = strdup(name != NULL ? name : "(unnamed range)");
+  char op[256];
+  char *copy = strdup(range_name(name, op, sizeof op));
   pthread_mutex_lock(&s->span_lock);
   uint64_t id = 0;
   for (size_t i = 0; copy != NULL && i < SPAN_SLOTS; i++) {

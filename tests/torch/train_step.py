@@ -18,6 +18,10 @@ record_shapes and profile_memory; cuda records GPU activity only). pd_run must t
 --warmup 1 --active N. One line on stdout: "train_step: VARIANT steps=... timed=K
 mean_ms=... p50_ms=... loss=...". --timing_json PATH writes the timed steps' times.
 
+--emit_nvtx runs the steps under torch.autograd.profiler.emit_nvtx(): every op is also an NVTX
+range ("aten::mm, seq = 3, op_id = 7"), which pd_run records as an op named as torch.profiler
+names it ("aten::mm"), so its trace has ops for the model's op rules and HTA's aten-op analysis.
+
 --host_spin_us N plants a host-side slowdown (the main thread spins N us in each step, after
 the step's launches): the head of an A/B that should fail (scripts/pd_ab.sh).
 
@@ -42,6 +46,8 @@ def main():
     ap.add_argument("--active", type=int, default=20, help="steps of the profiled window after its warmup step")
     ap.add_argument("--steps", type=int, default=0, help="total steps (0: warmup + 1 + active + 1)")
     ap.add_argument("--nvtx", action="store_true", help="each step in torch.cuda.nvtx.range('train_step')")
+    ap.add_argument("--emit_nvtx", action="store_true",
+                    help="every op an NVTX range too (torch.autograd.profiler.emit_nvtx), for pd_run")
     ap.add_argument("--workers", type=int, default=0, help="a DataLoader with this many worker processes")
     ap.add_argument("--torch_profiler", choices=["off", "default", "full", "cuda"], default="off")
     ap.add_argument("--trace_dir", default="", help="torch.profiler's traces (default: not exported)")
@@ -51,6 +57,8 @@ def main():
     a = ap.parse_args()
     if a.warmup < 0 or a.active < 2 or a.workers < 0 or a.steps < 0 or not 0.0 <= a.host_spin_us <= 1e6:
         ap.error("--warmup >= 0, --active >= 2, --workers >= 0, --steps >= 0, 0 <= --host_spin_us <= 1e6")
+    if a.emit_nvtx and a.torch_profiler != "off":
+        ap.error("--emit_nvtx and --torch_profiler are two profilers of torch's: one at a time")
 
     import torch
     sys.path.insert(0, HERE)
@@ -78,7 +86,8 @@ def main():
 
     times, pre = [], []
     loss = None
-    with prof as p:
+    ops = torch.autograd.profiler.emit_nvtx() if a.emit_nvtx else contextlib.nullcontext()
+    with prof as p, ops:
         for i in range(total):
             timed = first_timed <= i < last_timed
             # Steps 2..warmup-1 run before any profiler records (the same process's

@@ -596,6 +596,10 @@ Test(inject_session, nvtx_ranges_make_steps_and_host_ranges) {
     at.message.ascii = "ex_range";
     cr_assert_eq(push_ex(&at), 1);
     cr_assert_eq(pop(), 1);
+    /* an op range as torch's emit_nvtx writes it: recorded under the op's own name */
+    cr_assert_eq(push_a("aten::mm, seq = 3, op_id = 7, sizes = [[2, 3], [3, 4]]"), 1);
+    launch(s, "_Z4gemmv");
+    cr_assert_eq(pop(), 1);
     at.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
     at.message.registered = fwd;
     cr_assert_eq(pop(), 0);
@@ -613,9 +617,10 @@ Test(inject_session, nvtx_ranges_make_steps_and_host_ranges) {
   cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "step_times_s")), 3);
   char *trace = trace_text(j);
   const char *names[] = {"\"ProfilerStep#0\"", "\"ProfilerStep#2\"", "\"train_step\"", "\"forward\"", "\"data\"",
-                         "\"wide\"", "\"ex_range\""};
+                         "\"wide\"", "\"ex_range\"", "\"aten::mm\""};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     cr_assert_not_null(strstr(trace, names[i]), "%s not in the trace", names[i]);
+  cr_assert_null(strstr(trace, "seq = 3"), "emit_nvtx's details are not part of the op's name");
   free(trace);
   cJSON_Delete(j);
   pd_inject_session_destroy(s);
@@ -637,4 +642,44 @@ Test(inject_session, a_step_range_never_opened_is_said) {
 
 Test(inject_session, the_nvtx_entry_refuses_a_bad_export_table) {
   cr_assert_eq(InitializeInjectionNvtx2(NULL), 0);
+}
+
+/* PyTorch's emit_nvtx op ranges: the op's name is what precedes the details, and only a
+ * text of exactly that form is split. */
+Test(inject_session, emit_nvtx_op_ranges_keep_the_op_name) {
+  char name[64];
+  static const struct {
+    const char *text, *want; /* want NULL: not split */
+  } cases[] = {
+      {"aten::mm, seq = 3", "aten::mm"},
+      {"aten::add_, op_id = 12", "aten::add_"},
+      {"aten::mm, seq = 3, op_id = 7, sizes = [[2, 3], [3, 4]], input_op_ids = [(5,0), (6,1)]", "aten::mm"},
+      {"aten::ones, sizes = []", "aten::ones"},
+      {"aten::empty, sizes = [[], [0]]", "aten::empty"},
+      {"autograd::engine::evaluate_function: MulBackward0, seq = 9, op_id = 40", "autograd::engine::evaluate_function: MulBackward0"},
+      {"a, b, seq = 1", "a, b"},
+      {"train_step", NULL},
+      {"aten::mm", NULL},
+      {", seq = 3", NULL},                          /* no name */
+      {"aten::mm, seq = x", NULL},                  /* not a number */
+      {"aten::mm, seq = 3, extra", NULL},           /* something after the parts */
+      {"aten::mm, op_id = 7, seq = 3", NULL},       /* out of order */
+      {"aten::mm, sizes = [[2, 3]", NULL},          /* unclosed */
+      {"aten::mm, input_op_ids = [(5,0)", NULL},    /* unclosed */
+      {"load, seq = 3 items", NULL},                /* a user's text that only looks like it */
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    memset(name, 'x', sizeof name);
+    const size_t n = pd_inject_nvtx_op_name(cases[i].text, name, sizeof name);
+    if (cases[i].want == NULL) {
+      cr_expect_eq(n, 0u, "'%s' must keep its whole text", cases[i].text);
+    } else {
+      cr_expect_eq(n, strlen(cases[i].want), "'%s'", cases[i].text);
+      cr_expect_str_eq(name, cases[i].want);
+    }
+  }
+  cr_expect_eq(pd_inject_nvtx_op_name("aten::mm, seq = 3", name, 8), 0u, "a name that does not fit is not cut");
+  cr_expect_eq(pd_inject_nvtx_op_name("aten::mm, seq = 3", name, 9), 8u);
+  cr_expect_eq(pd_inject_nvtx_op_name(NULL, name, sizeof name), 0u);
+  cr_expect_eq(pd_inject_nvtx_op_name("aten::mm, seq = 3", NULL, 5), 0u);
 }
