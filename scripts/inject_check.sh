@@ -9,7 +9,9 @@
 #   2. the PyTorch step (tests/torch/train_step.py; skipped where torch+CUDA is missing)
 #      under --step_kernel amp_update_scale with 2 DataLoader workers, under --step_range,
 #      and its planted-cause variants (sync_b64, tiny_ops_b64, memory_churn_b64,
-#      dataloader_b64): the verdict and findings of each;
+#      dataloader_b64): the verdict and findings of each; then sync_b64 and logging_reads_b64
+#      under --step_range with torch's emit_nvtx op ranges (--emit_nvtx), whose reads pd_run
+#      should find through the ops it then records (reads/step in the summary);
 #   3. overhead, ABBA over PD_INJECT_PAIRS (default 5) rounds of fresh processes on the same
 #      PyTorch step and steps: unprofiled, pd_run, torch.profiler with its defaults, and with
 #      record_shapes + profile_memory; the added time per step (median over rounds of the
@@ -56,6 +58,7 @@ def num(x, fmt):
 print(f"steps={len(j.get('step_times_s', []))} kernels/step={num(m.get('kernels_per_step'), '{:.0f}')} "
       f"step={num((m.get('avg_step_time_s') or float('nan')) * 1e3, '{:.3f}')}ms "
       f"verdict={v.get('bottleneck', '?')}{' findings=' + f if f else ''} "
+      f"reads/step={num(m.get('replay_reads_per_step'), '{:.1f}')} "
       f"est_cost={num(c.get('est_added_us_per_step'), '{:.1f}')}us/step")
 PY
 }
@@ -97,6 +100,10 @@ ls "$out"/json/torch_step_kernel.pid*.json >/dev/null 2>&1 && { echo "    FAIL: 
 run torch_step_range 0 --step_range train_step "${sched[@]}" -- python3 "$step" --warmup "$W" --active "$N" --nvtx
 for v in sync_b64 tiny_ops_b64 memory_churn_b64 dataloader_b64; do
   run "torch_$v" 0 --step_kernel amp_update_scale --skip_first 3 --wait 0 --warmup 1 --active 5 -- python3 "$step" --variant "$v" --warmup 3 --active 5
+done
+for v in sync_b64 logging_reads_b64; do
+  run "torch_${v}_emit_nvtx" 0 --step_range train_step --skip_first 3 --wait 0 --warmup 1 --active 5 -- \
+    python3 "$step" --variant "$v" --warmup 3 --active 5 --nvtx --emit_nvtx
 done
 
 echo "== 3. overhead: ABBA over $pairs rounds of fresh processes (plain_b64, timed steps $((W + 1))..$((W + N - 1)))"
