@@ -24,6 +24,10 @@
 # unprofiled steps already carry CUPTI's attached cost, so "within" misses that part there.
 # MODES (comma-separated, default all eight) runs only those; "off" is always run, since
 # "across" is measured against it.
+# A second table splits the within-process added time by where it goes (train_step.py's
+# phases of each step: the host's part, the wait for the GPU, the main thread's and the
+# process's CPU time), which says whether a record's cost is the launching thread's work,
+# a wait, or the GPU's.
 # Also printed: pd_run's profiler_cost estimate (est_added_us_per_step, its source), the added
 # time it measured in its own process (measured_added_us_per_step: median recorded step
 # against median untraced step before the window, as its library timed them) and records
@@ -112,6 +116,30 @@ for ours in ("kernel", "range", "cbapi", "tcuda"):
         a = res[ours][how]
         print(f"{ours:6s} / torch ({how:6s}): default {a / res['tdef'][how]:.3f}  shapes+mem {a / res['tfull'][how]:.3f}"
               if res["tdef"][how] > 0 and res["tfull"][how] > 0 else f"{ours} {how}: n/a")
+# Where the within-process added time goes (train_step.py's phases of each step): the
+# host's part (until the step's last launch returns), the wait for the GPU after it, the
+# main thread's CPU time in the host's part, the process's CPU time over the step (CUPTI's
+# threads too). Profiled minus unprofiled steps of the same process, median over rounds;
+# off's row is the drift between a process's early and late steps.
+print()
+print("where the added time goes (within, us per step):")
+print(f"{'mode':7s} {'step':>8s} {'host':>8s} {'gpu wait':>9s} {'host cpu':>9s} {'proc cpu':>9s}  rounds")
+for m in modes:
+    rows = []
+    for r in range(1, rounds + 1):
+        x = t[(m, r)]
+        keys = ("step_ms", "host_ms", "host_cpu_ms", "proc_cpu_ms")
+        if not x or any(not x.get(k) or len(x.get("pre_" + k, [])) < 3 for k in keys):
+            continue
+        d = {k: mean_us(x[k]) - mean_us(x["pre_" + k]) for k in keys}
+        rows.append((d["step_ms"], d["host_ms"], d["step_ms"] - d["host_ms"], d["host_cpu_ms"], d["proc_cpu_ms"]))
+    if not rows:
+        ran = any(t[(m, r)] for r in range(1, rounds + 1))
+        print(f"{m:7s} {'n/a (no phases in its timing JSONs)' if ran else 'not run':>44s}")
+        continue
+    col = lambda i: st.median(r[i] for r in rows)
+    print(f"{m:7s} {col(0):8.1f} {col(1):8.1f} {col(2):9.1f} {col(3):9.1f} {col(4):9.1f}  {len(rows)}")
+print()
 # the estimate against the added time measured three ways (target: within 25%)
 for ours in ("kernel", "range", "cbapi"):
     e = res[ours]["est"]

@@ -16,7 +16,11 @@ one is where a profiler flushes and writes. --torch_profiler default|full|cuda p
 window with torch.profiler (schedule(skip_first=W, wait=0, warmup=1, active=N); full adds
 record_shapes and profile_memory; cuda records GPU activity only). pd_run must then be given --skip_first W --wait 0
 --warmup 1 --active N. One line on stdout: "train_step: VARIANT steps=... timed=K
-mean_ms=... p50_ms=... loss=...". --timing_json PATH writes the timed steps' times.
+mean_ms=... p50_ms=... loss=...". --timing_json PATH writes the timed steps' times and, for
+each, where its time went: host_ms (from the step's start until its last launch returns; the
+rest is the wait for the GPU), host_cpu_ms (the main thread's CPU time in that part) and
+proc_cpu_ms (the process's CPU time over the whole step); pre_* the same for the unprofiled
+steps.
 
 --emit_nvtx runs the steps under torch.autograd.profiler.emit_nvtx(): every op is also an NVTX
 range ("aten::mm, seq = 3, op_id = 7"), which pd_run records as an op named as torch.profiler
@@ -84,7 +88,7 @@ def main():
                        on_trace_ready=tensorboard_trace_handler(a.trace_dir) if a.trace_dir else (lambda p: None),
                        record_shapes=full, profile_memory=full)
 
-    times, pre = [], []
+    times, pre, phases, pre_phases = [], [], [], []
     loss = None
     ops = torch.autograd.profiler.emit_nvtx() if a.emit_nvtx else contextlib.nullcontext()
     with prof as p, ops:
@@ -95,7 +99,7 @@ def main():
             pre_timed = 2 <= i < a.warmup
             if timed or pre_timed:
                 torch.cuda.synchronize()
-                t0 = time.perf_counter()
+                t0, c0, pc0 = time.perf_counter(), time.thread_time(), time.process_time()
             rng = torch.cuda.nvtx.range("train_step") if a.nvtx else contextlib.nullcontext()
             with rng:
                 if extra is not None:
@@ -107,8 +111,13 @@ def main():
                     while time.perf_counter() < t_spin:
                         pass
             if timed or pre_timed:
+                t1, c1 = time.perf_counter(), time.thread_time()
                 torch.cuda.synchronize()
                 (times if timed else pre).append(time.perf_counter() - t0)
+                # where the step's time goes: the host's part (until the step's last launch
+                # returns), the main thread's CPU time in it, and the process's CPU time
+                # over the whole step (its other threads: CUPTI's, the loader's)
+                (phases if timed else pre_phases).append((t1 - t0, c1 - c0, time.process_time() - pc0))
             if p is not None:
                 p.step()
     torch.cuda.synchronize()
@@ -122,7 +131,10 @@ def main():
         with open(a.timing_json, "w") as f:
             json.dump({"variant": a.variant, "torch_profiler": a.torch_profiler, "step_ms": ms,
                        "mean_ms": mean, "p50_ms": p50,
-                       "pre_step_ms": [t * 1e3 for t in pre]}, f)
+                       "pre_step_ms": [t * 1e3 for t in pre],
+                       **{f"{pfx}{k}": [x[i] * 1e3 for x in ph]
+                          for pfx, ph in (("", phases), ("pre_", pre_phases))
+                          for i, k in enumerate(("host_ms", "host_cpu_ms", "proc_cpu_ms"))}}, f)
 
 
 if __name__ == "__main__":
