@@ -140,6 +140,39 @@ for m in modes:
     col = lambda i: st.median(r[i] for r in rows)
     print(f"{m:7s} {col(0):8.1f} {col(1):8.1f} {col(2):9.1f} {col(3):9.1f} {col(4):9.1f}  {len(rows)}")
 print()
+# The scheduler's view (train_step.py's per-thread figures from /proc, per step, profiled
+# minus unprofiled steps of the same process, median over rounds): the main thread's time
+# on a CPU, its time waiting runnable for one, its voluntary (it blocked) and involuntary
+# (preempted) switches, and the other threads' time on a CPU, the three busiest by name.
+print("the scheduler's view (within, per step; us, switches):")
+print(f"{'mode':7s} {'main run':>9s} {'main wait':>10s} {'main vol':>9s} {'main inv':>9s} {'others run':>11s}  busiest others (name: us)")
+for m in modes:
+    rows, names = [], {}
+    for r in range(1, rounds + 1):
+        x = t[(m, r)]
+        if not x or not x.get("threads") or not x.get("pre_threads"):
+            continue
+        def agg(th):
+            main = [e for e in th if e.get("main")]
+            mm = main[0] if main else {}
+            others = {}
+            for e in th:
+                if not e.get("main"):
+                    others[e["name"]] = others.get(e["name"], 0.0) + e["run_ns"] / 1e3
+            return (mm.get("run_ns", 0) / 1e3, mm.get("wait_ns", 0) / 1e3, mm.get("vol", 0), mm.get("invol", 0), others)
+        a, b = agg(x["pre_threads"]), agg(x["threads"])
+        rows.append([b[i] - a[i] for i in range(4)] + [sum(b[4].values()) - sum(a[4].values())])
+        for n in set(a[4]) | set(b[4]):
+            names.setdefault(n, []).append(b[4].get(n, 0.0) - a[4].get(n, 0.0))
+    if not rows:
+        ran = any(t[(m, r)] for r in range(1, rounds + 1))
+        print(f"{m:7s} {'n/a (no thread figures in its timing JSONs)' if ran else 'not run':>50s}")
+        continue
+    col = lambda i: st.median(r[i] for r in rows)
+    top = sorted(((st.median(v), n) for n, v in names.items()), reverse=True)[:3]
+    print(f"{m:7s} {col(0):9.1f} {col(1):10.1f} {col(2):9.2f} {col(3):9.2f} {col(4):11.1f}  "
+          + ", ".join(f"{n}: {v:.0f}" for v, n in top))
+print()
 # the estimate against the added time measured three ways (target: within 25%)
 for ours in ("kernel", "range", "cbapi"):
     e = res[ours]["est"]

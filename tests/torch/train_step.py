@@ -20,7 +20,9 @@ mean_ms=... p50_ms=... loss=...". --timing_json PATH writes the timed steps' tim
 each, where its time went: host_ms (from the step's start until its last launch returns; the
 rest is the wait for the GPU), host_cpu_ms (the main thread's CPU time in that part) and
 proc_cpu_ms (the process's CPU time over the whole step); pre_* the same for the unprofiled
-steps.
+steps; threads / pre_threads each thread's scheduler figures per step over the timed /
+unprofiled steps (time on a CPU, time waiting runnable for one, voluntary and involuntary
+context switches, from /proc: which thread runs while the main thread is off its CPU).
 
 --emit_nvtx runs the steps under torch.autograd.profiler.emit_nvtx(): every op is also an NVTX
 range ("aten::mm, seq = 3, op_id = 7"), which pd_run records as an op named as torch.profiler
@@ -38,9 +40,53 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def thread_snapshot():
+    """Per thread of this process: name, and from the scheduler (ns, /proc schedstat) the
+    time it ran on a CPU, the time it waited runnable for one, and its voluntary and
+    involuntary context switches: where a step's time goes when its main thread is not on a
+    CPU (blocked, or waiting for a CPU), and which other thread ran then. {} where /proc
+    has none of it."""
+    out = {}
+    base = "/proc/self/task"
+    try:
+        tids = os.listdir(base)
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"{base}/{tid}/schedstat") as f:
+                run_ns, wait_ns = (int(x) for x in f.read().split()[:2])
+            with open(f"{base}/{tid}/comm") as f:
+                name = f.read().strip()
+            vol = invol = 0
+            with open(f"{base}/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        vol = int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches:"):
+                        invol = int(line.split()[1])
+        except (OSError, ValueError):
+            continue
+        out[tid] = {"name": name, "run_ns": run_ns, "wait_ns": wait_ns, "vol": vol, "invol": invol}
+    return out
+
+
+def thread_delta(a, b, steps):
+    """Per thread, per step: what it did between snapshots a and b (a thread born between
+    them counts from zero); the main thread is marked."""
+    main = str(threading.get_native_id())
+    rows = []
+    for tid, e in b.items():
+        s = a.get(tid, {"run_ns": 0, "wait_ns": 0, "vol": 0, "invol": 0})
+        rows.append({"tid": int(tid), "name": e["name"], "main": tid == main,
+                     **{k: (e[k] - s[k]) / steps for k in ("run_ns", "wait_ns", "vol", "invol")}})
+    return rows
 
 
 def main():
@@ -89,6 +135,7 @@ def main():
                        record_shapes=full, profile_memory=full)
 
     times, pre, phases, pre_phases = [], [], [], []
+    snaps = []  # thread snapshots: [pre start, pre end,] timed start, timed end
     loss = None
     ops = torch.autograd.profiler.emit_nvtx() if a.emit_nvtx else contextlib.nullcontext()
     with prof as p, ops:
@@ -99,6 +146,8 @@ def main():
             pre_timed = 2 <= i < a.warmup
             if timed or pre_timed:
                 torch.cuda.synchronize()
+                if i in (2, first_timed):
+                    snaps.append(thread_snapshot())
                 t0, c0, pc0 = time.perf_counter(), time.thread_time(), time.process_time()
             rng = torch.cuda.nvtx.range("train_step") if a.nvtx else contextlib.nullcontext()
             with rng:
@@ -118,6 +167,8 @@ def main():
                 # returns), the main thread's CPU time in it, and the process's CPU time
                 # over the whole step (its other threads: CUPTI's, the loader's)
                 (phases if timed else pre_phases).append((t1 - t0, c1 - c0, time.process_time() - pc0))
+                if i in (a.warmup - 1, last_timed - 1):
+                    snaps.append(thread_snapshot())
             if p is not None:
                 p.step()
     torch.cuda.synchronize()
@@ -134,7 +185,10 @@ def main():
                        "pre_step_ms": [t * 1e3 for t in pre],
                        **{f"{pfx}{k}": [x[i] * 1e3 for x in ph]
                           for pfx, ph in (("", phases), ("pre_", pre_phases))
-                          for i, k in enumerate(("host_ms", "host_cpu_ms", "proc_cpu_ms"))}}, f)
+                          for i, k in enumerate(("host_ms", "host_cpu_ms", "proc_cpu_ms"))},
+                       **({"pre_threads": thread_delta(snaps[0], snaps[1], len(pre)),
+                           "threads": thread_delta(snaps[2], snaps[3], len(ms))}
+                          if len(snaps) == 4 and pre and ms else {})}, f)
 
 
 if __name__ == "__main__":
