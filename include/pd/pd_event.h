@@ -283,6 +283,11 @@ typedef struct {
   double calib_ns_per_recorded_call;
   double calib_ns_per_unrecorded_runtime;
   double calib_ns_per_unrecorded_driver;
+  /* A cold launch (ns, < 0: not measured): an empty kernel's launch timed alone right after
+   * a walk that evicts the launch path's data from the core's caches, untraced and traced;
+   * a real program's launches run between its own work, not in a tight loop. */
+  double calib_ns_launch_cold_untraced;
+  double calib_ns_launch_cold_traced;
   /* The API census over the cycles' warmup steps (pd_source.h): steps counted (0: none, as
    * with no warmup step or a source that cannot count), and the calls seen there, recorded
    * and not. */

@@ -15,6 +15,7 @@
  */
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "capture_internal.h"
 #include "pd/pd_host_calib.h"
@@ -25,13 +26,35 @@
 #define CAL_BATCHES 7
 #define CAL_RANGES 2000
 #define CAL_CALLS 500 /* per timed batch of the other calls */
+/* Cold launches: each one timed alone after a walk that writes a buffer larger than a
+ * core's L2, so the launch path (the driver's and CUPTI's data, and code held in L2) runs
+ * from farther away, as between the launches of a real program, whose own work evicts
+ * them; a tight loop of launches keeps them all in cache. */
+#define CAL_COLD_LAUNCHES 32
+#define CAL_COLD_BYTES ((size_t)8 << 20)
 
 typedef int (*cu_ctx_get_current_fn)(void **ctx); /* CUresult cuCtxGetCurrent(CUcontext *) */
 
 /* What one phase measured, ns per item (see calib_figures_t). */
 typedef struct {
   double launch, range, recorded, runtime, driver;
+  double cold; /* ns per cold launch (cal_cold); -1 where not measured */
 } cal_times_t;
+
+/* The median ns of CAL_COLD_LAUNCHES launches, each timed alone right after a walk that
+ * writes every cache line of buf (CAL_COLD_BYTES); the stream is drained after them. -1
+ * when a CUDA call failed. */
+static double cal_cold(cudaStream_t s, unsigned char *buf) {
+  double t[CAL_COLD_LAUNCHES];
+  for (int i = 0; i < CAL_COLD_LAUNCHES; i++) {
+    for (size_t k = 0; k < CAL_COLD_BYTES; k += 64) buf[k] = (unsigned char)(buf[k] + 1u);
+    const int64_t t0 = pd_clock_now_ns();
+    if (pd_calibration_launch(1, s) != 0) return -1.0;
+    t[i] = (double)(pd_clock_now_ns() - t0);
+  }
+  if (cudaStreamSynchronize(s) != cudaSuccess) return -1.0;
+  return pd_quantile(t, CAL_COLD_LAUNCHES, 0.5);
+}
 
 /* The median ns per call of CAL_BATCHES batches of CAL_CALLS calls of one kind: 0 a
  * recorded call that launches nothing (cudaStreamQuery on the idle stream), 1 a runtime
@@ -59,7 +82,8 @@ static double cal_calls(int kind, cudaStream_t s, cu_ctx_get_current_fn drv) {
  * batch, untimed), then ns per push+pop over CAL_RANGES host ranges, then, with kinds, ns
  * per call of the three other kinds (cal_calls; the driver kind only where drv is known,
  * else -1; without kinds all three are -1). Returns false when a CUDA call failed. */
-static bool cal_phase(cudaStream_t s, cu_ctx_get_current_fn drv, bool kinds, cal_times_t *t) {
+static bool cal_phase(cudaStream_t s, cu_ctx_get_current_fn drv, bool kinds, unsigned char *cold,
+                      cal_times_t *t) {
   double batch[CAL_BATCHES];
   for (int i = 0; i < CAL_BATCHES; i++) {
     int64_t t0 = pd_clock_now_ns();
@@ -77,6 +101,7 @@ static bool cal_phase(cudaStream_t s, cu_ctx_get_current_fn drv, bool kinds, cal
   t->recorded = kinds ? cal_calls(0, s, drv) : -1.0;
   t->runtime = kinds ? cal_calls(1, s, drv) : -1.0;
   t->driver = kinds && drv != NULL ? cal_calls(2, s, drv) : -1.0;
+  t->cold = cold != NULL ? cal_cold(s, cold) : -1.0;
   return true;
 }
 
@@ -84,6 +109,7 @@ static bool cal_phase(cudaStream_t s, cu_ctx_get_current_fn drv, bool kinds, cal
 typedef struct {
   double per_call, per_range, launch_untraced, launch_traced, launch_record;
   double recorded, runtime, driver; /* added per call of the other kinds (cal_calls); NaN unknown */
+  double cold_untraced, cold_traced;  /* a cold launch (cal_cold): -1 unknown */
 } calib_figures_t;
 
 /* What tracing added to one kind of call: traced against the faster untraced phase; NaN
@@ -118,15 +144,18 @@ static bool calibrate(pd_record_source_t *src, bool kinds, calib_figures_t *f) {
     return false;
   }
   const cu_ctx_get_current_fn drv = kinds ? driver_call() : NULL;
+  /* the cold launches with the per-kind calls only (the start calibration); calloc'd
+   * pages are touched by the first walk, before any timed launch */
+  unsigned char *cold = kinds ? calloc(1, CAL_COLD_BYTES) : NULL;
   cal_times_t off = {0}, on = {0}, off2 = {0};
   char err[256];
   /* The first launch loads the module: untimed. */
   bool ok = pd_calibration_launch(8, s) == 0 && cudaStreamSynchronize(s) == cudaSuccess;
-  ok = ok && cal_phase(s, drv, kinds, &off);
+  ok = ok && cal_phase(s, drv, kinds, cold, &off);
   ok = ok && ops->enable(src, err, sizeof(err)) == 0;
   pd_ranges_session_begin();
   ok = ok && pd_calibration_launch(8, s) == 0 && cudaStreamSynchronize(s) == cudaSuccess;
-  ok = ok && cal_phase(s, drv, kinds, &on);
+  ok = ok && cal_phase(s, drv, kinds, cold, &on);
   pd_ranges_session_end();
   (void)pd_ranges_collect(NULL);
   (void)ops->disable(src, err, sizeof(err));
@@ -139,9 +168,10 @@ static bool calibrate(pd_record_source_t *src, bool kinds, calib_figures_t *f) {
   else (void)ops->collect(src, NULL, 0);
   pd_trace_destroy(cal);
   (void)ops->detach(src, err, sizeof(err));
-  ok = ok && cal_phase(s, drv, kinds, &off2);
+  ok = ok && cal_phase(s, drv, kinds, cold, &off2);
   (void)cudaStreamDestroy(s);
   (void)cudaGetLastError();
+  free(cold);
   if (!ok) return false;
   *f = (calib_figures_t){
       .per_call = on.launch - fmin(off.launch, off2.launch),
@@ -152,6 +182,8 @@ static bool calibrate(pd_record_source_t *src, bool kinds, calib_figures_t *f) {
       .recorded = added(on.recorded, off.recorded, off2.recorded),
       .runtime = added(on.runtime, off.runtime, off2.runtime),
       .driver = added(on.driver, off.driver, off2.driver),
+      .cold_untraced = off.cold >= 0.0 && off2.cold >= 0.0 ? fmin(off.cold, off2.cold) : -1.0,
+      .cold_traced = on.cold,
   };
   return true;
 }
@@ -168,6 +200,8 @@ void pd_calibrate(pd_record_source_t *src, pd_prof_cost_t *cost) {
     cost->calib_ns_per_recorded_call = kept(f.recorded);
     cost->calib_ns_per_unrecorded_runtime = kept(f.runtime);
     cost->calib_ns_per_unrecorded_driver = kept(f.driver);
+    cost->calib_ns_launch_cold_untraced = f.cold_untraced;
+    cost->calib_ns_launch_cold_traced = f.cold_traced;
   }
   cost->calibrate_ms += (double)(pd_clock_now_ns() - t0) * 1e-6;
 }

@@ -354,6 +354,8 @@ static void cost_close_cycle(pd_prof_t *p) {
   c.calib_ns_per_recorded_call = t->calib_ns_per_recorded_call;
   c.calib_ns_per_unrecorded_runtime = t->calib_ns_per_unrecorded_runtime;
   c.calib_ns_per_unrecorded_driver = t->calib_ns_per_unrecorded_driver;
+  c.calib_ns_launch_cold_untraced = t->calib_ns_launch_cold_untraced;
+  c.calib_ns_launch_cold_traced = t->calib_ns_launch_cold_traced;
   pd_prof_cost_estimate(&c);
   t->win_ns_per_launch_sum += c.win_ns_per_launch_sum;
   t->win_cycles += c.win_cycles;

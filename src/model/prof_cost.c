@@ -22,6 +22,8 @@ void pd_prof_cost_init(pd_prof_cost_t *c) {
   c->calib_ns_per_recorded_call = -1.0;
   c->calib_ns_per_unrecorded_runtime = -1.0;
   c->calib_ns_per_unrecorded_driver = -1.0;
+  c->calib_ns_launch_cold_untraced = -1.0;
+  c->calib_ns_launch_cold_traced = -1.0;
   c->est_added_us_per_step = -1.0;
   c->measured_added_us_per_step = NAN;
 }
@@ -209,6 +211,10 @@ cJSON *pd_prof_cost_to_json(const pd_prof_cost_t *c, double step_s) {
                      c->calib_ns_per_unrecorded_runtime >= 0.0);
   ok = ok && add_num(cj, "ns_per_unrecorded_driver_call", round(c->calib_ns_per_unrecorded_driver * 10.0) / 10.0,
                      c->calib_ns_per_unrecorded_driver >= 0.0);
+  ok = ok && add_num(cj, "ns_per_launch_cold_untraced", round(c->calib_ns_launch_cold_untraced * 10.0) / 10.0,
+                     c->calib_ns_launch_cold_untraced >= 0.0);
+  ok = ok && add_num(cj, "ns_per_launch_cold_traced", round(c->calib_ns_launch_cold_traced * 10.0) / 10.0,
+                     c->calib_ns_launch_cold_traced >= 0.0);
   double end_call = -1.0, end_range = -1.0, end_untraced = -1.0;
   const bool end = pd_prof_cost_end_calibration(c, &end_call, &end_range, &end_untraced);
   ok = ok && add_num(cj, "ns_per_cuda_call_end", round(end_call * 10.0) / 10.0, end);

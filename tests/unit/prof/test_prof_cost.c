@@ -281,6 +281,15 @@ Test(prof_cost, a_negative_figure_leaves_the_others_known) {
   cr_expect_eq(num(cal, "ns_per_launch_untraced"), 4300.0);
   cr_expect_eq(num(cal, "ns_per_launch_traced"), 4180.0);
   cr_expect_eq(num(cal, "ns_per_launch_record"), 5100.0);
+  /* the cold launches were not measured: null, not -1 */
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cal, "ns_per_launch_cold_untraced")));
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cal, "ns_per_launch_cold_traced")));
+  cJSON_Delete(o);
+  c.calib_ns_launch_cold_untraced = 6100.04, c.calib_ns_launch_cold_traced = 9800.0;
+  o = pd_prof_cost_to_json(&c, 0.002);
+  cal = cJSON_GetObjectItemCaseSensitive(o, "calibration");
+  cr_expect_eq(num(cal, "ns_per_launch_cold_untraced"), 6100.0);
+  cr_expect_eq(num(cal, "ns_per_launch_cold_traced"), 9800.0);
   cJSON_Delete(o);
   c.calib_ns_per_call = 2000.0, c.calib_ns_per_range = -3.0;
   o = pd_prof_cost_to_json(&c, 0.002);
