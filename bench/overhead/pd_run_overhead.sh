@@ -131,8 +131,8 @@ for m in modes:
         keys = ("step_ms", "host_ms", "host_cpu_ms", "proc_cpu_ms")
         if not x or any(not x.get(k) or len(x.get("pre_" + k, [])) < 3 for k in keys):
             continue
-        d = {k: mean_us(x[k]) - mean_us(x["pre_" + k]) for k in keys}
-        rows.append((d["step_ms"], d["host_ms"], d["step_ms"] - d["host_ms"], d["host_cpu_ms"], d["proc_cpu_ms"]))
+        dl = {k: mean_us(x[k]) - mean_us(x["pre_" + k]) for k in keys}
+        rows.append((dl["step_ms"], dl["host_ms"], dl["step_ms"] - dl["host_ms"], dl["host_cpu_ms"], dl["proc_cpu_ms"]))
     if not rows:
         ran = any(t[(m, r)] for r in range(1, rounds + 1))
         print(f"{m:7s} {'n/a (no phases in its timing JSONs)' if ran else 'not run':>44s}")
@@ -172,6 +172,28 @@ for m in modes:
     top = sorted(((st.median(v), n) for n, v in names.items()), reverse=True)[:3]
     print(f"{m:7s} {col(0):9.1f} {col(1):10.1f} {col(2):9.2f} {col(3):9.2f} {col(4):11.1f}  "
           + ", ".join(f"{n}: {v:.0f}" for v, n in top))
+print()
+# The calibration's launches, hot (the tight loop) and cold (each after a cache-evicting
+# walk), untraced and traced, ns per launch; what each adds per launch times the GPU
+# activities a step recorded, set beside the added time measured (within).
+print("calibration: ns per empty-kernel launch, hot and cold; added x GPU activities per step (us):")
+print(f"{'mode':7s} {'hot off':>8s} {'hot on':>8s} {'cold off':>9s} {'cold on':>8s} {'acts/step':>10s} {'hot x acts':>11s} {'cold x acts':>12s} {'within':>8s}")
+for m in modes:
+    v = {k: [] for k in ("ho", "hn", "co", "cn", "acts")}
+    for r in range(1, rounds + 1):
+        c = ((load(f"{d}/pd_{m}_{r}.json") or {}).get("profiler_cost") or {})
+        cal = c.get("calibration") or {}
+        for k, key in (("ho", "ns_per_launch_untraced"), ("hn", "ns_per_launch_traced"),
+                       ("co", "ns_per_launch_cold_untraced"), ("cn", "ns_per_launch_cold_traced")):
+            if isinstance(cal.get(key), (int, float)):
+                v[k].append(cal[key])
+        if isinstance(c.get("gpu_activities"), (int, float)) and isinstance(c.get("steps"), (int, float)) and c["steps"] > 0:
+            v["acts"].append(c["gpu_activities"] / c["steps"])
+    if not v["hn"]:
+        continue
+    md = {k: (st.median(x) if x else float("nan")) for k, x in v.items()}
+    print(f"{m:7s} {md['ho']:8.0f} {md['hn']:8.0f} {md['co']:9.0f} {md['cn']:8.0f} {md['acts']:10.1f} "
+          f"{(md['hn'] - md['ho']) * md['acts'] / 1e3:11.1f} {(md['cn'] - md['co']) * md['acts'] / 1e3:12.1f} {res[m]['within']:8.1f}")
 print()
 # the estimate against the added time measured three ways (target: within 25%)
 for ours in ("kernel", "range", "cbapi"):
