@@ -118,6 +118,9 @@ typedef struct {
    * ns per empty launch, ns of the fixed workload); 0 or < 0, the program unaffected */
   int (*speed_probe)(double *launch_ns, double *compute_ns);
   int (*device_info)(pd_device_info_t *out); /* the metrics JSON's device; 0 or < 0 */
+  /* whether the program has PyTorch loaded (libtorch_cuda.so): then, where it opened no
+   * op range (emit_nvtx), the line at exit says how to give the verdict its ops */
+  bool (*is_pytorch)(void);
   FILE *log;                          /* warnings and the one line at exit; NULL: stderr */
 } pd_inject_env_t;
 

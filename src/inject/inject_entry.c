@@ -17,8 +17,10 @@
  * and Python's own KeyboardInterrupt behaviour stays as it is. A forked child (a DataLoader worker) records nothing and
  * writes nothing; an exec'd one loads the library afresh (the variables are inherited).
  */
+#define _GNU_SOURCE /* dl_iterate_phdr */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -105,6 +107,15 @@ static int device_info_cb(pd_device_info_t *d) {
   return 0;
 }
 
+/* dl_iterate_phdr's visitor: stops (1) at an object whose path names libtorch_cuda.so. */
+static int torch_object(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size, (void)data;
+  return info->dlpi_name != NULL && strstr(info->dlpi_name, "libtorch_cuda.so") != NULL;
+}
+
+/* Whether PyTorch's CUDA library is loaded in this process (asked at exit, when it is). */
+static bool is_pytorch_cb(void) { return dl_iterate_phdr(torch_object, NULL) != 0; }
+
 PD_INJECT_EXPORT int InitializeInjection(void);
 
 int InitializeInjection(void) {
@@ -117,7 +128,8 @@ int InitializeInjection(void) {
     return 1;
   }
   const pd_inject_env_t env = {
-      .device_sync = device_sync_cb, .device_info = device_info_cb, .speed_probe = speed_probe_cb};
+      .device_sync = device_sync_cb, .device_info = device_info_cb, .speed_probe = speed_probe_cb,
+      .is_pytorch = is_pytorch_cb};
   pd_inject_session_t *s = NULL;
   if (pd_inject_session_create(&cfg, &env, &s) != 0) {
     fprintf(stderr, "pd_inject: warning: out of host memory; the program runs unprofiled\n");

@@ -103,6 +103,7 @@ struct pd_inject_session {
   /* NVTX start/end ranges */
   pthread_mutex_t span_lock;
   span_t spans[SPAN_SLOTS];
+  atomic_uint_fast64_t op_ranges; /* emit_nvtx op ranges seen (recorded under the op's name) */
   uint64_t next_span_id;
   uint64_t spans_lost;
 };
@@ -576,17 +577,19 @@ size_t pd_inject_nvtx_op_name(const char *text, char *name, size_t namelen) {
   return 0;
 }
 
-/* The name a range is recorded under: an emit_nvtx op's own name, else the text. */
-static const char *range_name(const char *text, char *buf, size_t len) {
+/* The name a range is recorded under: an emit_nvtx op's own name (counted), else the text. */
+static const char *range_name(pd_inject_session_t *s, const char *text, char *buf, size_t len) {
   if (text == NULL) return "(unnamed range)";
-  return pd_inject_nvtx_op_name(text, buf, len) > 0 ? buf : text;
+  if (pd_inject_nvtx_op_name(text, buf, len) == 0) return text;
+  atomic_fetch_add_explicit(&s->op_ranges, 1, memory_order_relaxed);
+  return buf;
 }
 
 void pd_inject_on_range_push(pd_inject_session_t *s, const char *name) {
   if (s == NULL || t_busy) return;
   if (is_step_range(s, name)) step_range_begins(s);
   char op[256];
-  (void)pd_range_push(range_name(name, op, sizeof op));
+  (void)pd_range_push(range_name(s, name, op, sizeof op));
 }
 
 void pd_inject_on_range_pop(pd_inject_session_t *s) {
@@ -600,7 +603,7 @@ uint64_t pd_inject_on_range_start(pd_inject_session_t *s, const char *name) {
   uint32_t session = pd_ranges_session_id();
   if (session == 0) return 0; /* not recording: nothing to remember */
   char op[256];
-  char *copy = strdup(range_name(name, op, sizeof op));
+  char *copy = strdup(range_name(s, name, op, sizeof op));
   pthread_mutex_lock(&s->span_lock);
   uint64_t id = 0;
   for (size_t i = 0; copy != NULL && i < SPAN_SLOTS; i++) {
@@ -766,6 +769,11 @@ static int finish_locked(pd_inject_session_t *s) {
       say(s, "%zu profiled steps, %zu trace%s (%s%s), metrics %s; verdict: %s", s->nsamples, s->ntraces,
           s->ntraces == 1 ? "" : "s", s->traces[s->ntraces - 1], s->ntraces > 1 ? " and earlier" : "", path,
           pd_bottleneck_name(v.bottleneck));
+    /* CUPTI sees CUDA calls, not PyTorch's ops: without them .item() reads and DataLoader
+     * waits look like copies and host time (docs/inject.md, "Planted causes under pd_run") */
+    if (rc == 0 && atomic_load(&s->op_ranges) == 0 && s->env.is_pytorch != NULL && s->env.is_pytorch())
+      say(s, "a PyTorch program without op ranges: the verdict cannot see .item() reads or DataLoader waits; "
+             "run its steps under torch.autograd.profiler.emit_nvtx() to give it the ops (docs/inject.md)");
   }
   pd_prof_destroy(s->prof);
   s->prof = NULL;

@@ -4,7 +4,8 @@
  * backward, ex_optimizer_step = 11 kernels) under --step_kernel, --step_range (its --nvtx
  * steps; also with --probe) and with neither; then the PyTorch step (tests/torch/train_step.py) with
  * --step_kernel amp_update_scale and with --step_range train_step, with DataLoader workers
- * (forked, no CUDA: they write nothing), and stopped by a KeyboardInterrupt (Python's
+ * (forked, no CUDA: they write nothing), under emit_nvtx (ops in the trace, the .item()
+ * reads found), and stopped by a KeyboardInterrupt (Python's
  * SIGINT exit: the outputs are still written). Each run checks the exit status, the
  * program's own stdout, the report on stderr, the metrics JSON and the trace.
  */
@@ -93,6 +94,7 @@ Test(inject, example_with_step_kernel) {
   cr_assert_not_null(strstr(out, "inject_steps: 8 steps"), "the program's stdout is its own: %s", out);
   cr_assert_not_null(strstr(err, "Verdict: "), "%s", err);
   cr_assert_not_null(strstr(err, "Top CUDA ops"), "%s", err);
+  cr_assert_null(strstr(err, "emit_nvtx"), "no PyTorch here: %s", err);
   cJSON *j = metrics_read();
   example_checks(j, 3, "step_kernel");
   const char *names[] = {"\"ProfilerStep#2\"", "\"ProfilerStep#4\"", "ex_optimizer_step", "ex_forward", "ex_tiny",
@@ -301,8 +303,30 @@ Test(inject, torch_step_with_step_range) {
   int rc = pd_run("--step_range train_step --skip_first 3 --wait 0 --warmup 1 --active 5", torch_cmd("--nvtx"), &out,
                   &err);
   cr_assert_eq(rc, 0, "%s", err);
+  cr_assert_not_null(strstr(err, "torch.autograd.profiler.emit_nvtx()"),
+                     "a PyTorch program without op ranges is told how to give the verdict its ops: %s", err);
   cJSON *j = metrics_read();
   torch_checks(j, "step_range");
+  cJSON_Delete(j);
+  free(out);
+  free(err);
+}
+
+/* Under torch.autograd.profiler.emit_nvtx() every op is an NVTX range: the trace has the ops
+ * under their own names, the planted .item() reads (sync_b64: 5 a step) are found through
+ * them, and the line about op ranges is not printed. */
+Test(inject, torch_step_with_emit_nvtx_has_ops_and_reads) {
+  need_torch();
+  char *out, *err;
+  int rc = pd_run("--step_range train_step --skip_first 3 --wait 0 --warmup 1 --active 5",
+                  torch_cmd("--nvtx --emit_nvtx --variant sync_b64"), &out, &err);
+  cr_assert_eq(rc, 0, "%s", err);
+  cr_assert_null(strstr(err, "torch.autograd.profiler.emit_nvtx()"), "%s", err);
+  cJSON *j = metrics_read();
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "step_times_s")), 5);
+  cr_assert_geq(metric(j, "replay_reads_per_step"), 1.0, "the .item() reads are found through the ops");
+  const char *names[] = {"\"aten::_local_scalar_dense\"", "\"aten::conv2d\"", "\"ProfilerStep#5\""};
+  trace_check(j, names, sizeof(names) / sizeof(names[0]));
   cJSON_Delete(j);
   free(out);
   free(err);

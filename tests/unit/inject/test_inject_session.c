@@ -683,3 +683,58 @@ Test(inject_session, emit_nvtx_op_ranges_keep_the_op_name) {
   cr_expect_eq(pd_inject_nvtx_op_name(NULL, name, sizeof name), 0u);
   cr_expect_eq(pd_inject_nvtx_op_name("aten::mm, seq = 3", NULL, 5), 0u);
 }
+
+/* ---- the line for a PyTorch program without op ranges ------------------------------------------ */
+
+static bool pytorch_yes(void) { return true; }
+static bool pytorch_no(void) { return false; }
+
+/* One run of 4 steps (a kernel ends each) with is_pytorch as given; with op_range, each step
+ * also opens an op range as torch's emit_nvtx writes it. Returns what the run added to the log. */
+static char *pytorch_run(bool (*is_pytorch)(void), bool op_range, int run) {
+  pd_inject_config_t c;
+  pd_inject_config_init(&c);
+  snprintf(c.step_kernel, sizeof c.step_kernel, "optim_step");
+  c.schedule = (pd_schedule_t){.skip_first = 0, .wait = 0, .warmup = 1, .active = 2, .repeat = 1};
+  c.schedule_set = true;
+  snprintf(c.trace_dir, sizeof c.trace_dir, "%s/traces", g_dir);
+  snprintf(c.output_json, sizeof c.output_json, "%s/m%d.json", g_dir, run);
+  char err[512] = "";
+  cr_assert_eq(pd_inject_config_validate(&c, err, sizeof err), 0, "%s", err);
+  pd_inject_env_t env = {.source = &g_mock.base, .device_sync = sync_cb, .device_info = info_cb,
+                         .is_pytorch = is_pytorch, .log = g_log};
+  pd_inject_session_t *s = NULL;
+  cr_assert_eq(pd_inject_session_create(&c, &env, &s), 0);
+  const size_t before = strlen(log_text());
+  for (int step = 0; step < 4; step++) {
+    if (op_range) pd_inject_on_range_push(s, "aten::mm, seq = 3, op_id = 7");
+    launch(s, "_Z3fwdv");
+    if (op_range) pd_inject_on_range_pop(s);
+    launch(s, "_Z10optim_stepPf");
+  }
+  cr_assert_eq(pd_inject_session_finish(s), 0, "%s", log_text());
+  pd_inject_session_destroy(s);
+  return strdup(log_text() + before);
+}
+
+/* CUPTI sees CUDA calls, not PyTorch's ops: a PyTorch program that opened no op range is told
+ * once what the verdict cannot see and how to give it the ops; one with emit_nvtx's op
+ * ranges, or a program without PyTorch, is not. */
+Test(inject_session, a_pytorch_program_without_op_ranges_is_told_of_emit_nvtx) {
+  const struct {
+    bool (*is_pytorch)(void);
+    bool op_range, told;
+  } cases[] = {{pytorch_yes, false, true}, {pytorch_yes, true, false}, {pytorch_no, false, false}, {NULL, false, false}};
+  for (int i = 0; i < (int)(sizeof(cases) / sizeof(cases[0])); i++) {
+    char *added = pytorch_run(cases[i].is_pytorch, cases[i].op_range, i);
+    cr_assert_not_null(strstr(added, "verdict:"), "case %d: the run's line first: %s", i, added);
+    const char *hint = strstr(added, "torch.autograd.profiler.emit_nvtx()");
+    if (cases[i].told) {
+      cr_expect_not_null(hint, "case %d: %s", i, added);
+      cr_expect_null(hint != NULL ? strstr(hint + 1, "torch.autograd.profiler.emit_nvtx()") : NULL, "once");
+    } else {
+      cr_expect_null(hint, "case %d: %s", i, added);
+    }
+    free(added);
+  }
+}
