@@ -48,3 +48,13 @@ fi
 # -> 8 MB); there, `tar -xzf .gpu_carry.tar.gz` puts them back before anything runs.
 tar -czf .gpu_carry.tar.gz "$build" .gpu_bundle
 echo "gpu_prepare: $build is $(du -sh "$build" | cut -f1), both folders packed in .gpu_carry.tar.gz ($(du -h .gpu_carry.tar.gz | cut -f1)); on the GPU host run: scripts/gpu_acceptance.sh $build"
+# A remote runner's copy of the tree (tracked files, untracked ones git does not ignore, and
+# the carried file) may be limited to 64 MiB. Say so here, not after a refused call: the
+# recorded bench data grows with every measurement, and moving bench/diagnosis/data aside
+# for the call (restored after) is the usual way under it.
+tree=$(git ls-files -z --cached --others --exclude-standard 2>/dev/null | xargs -0 stat -c %s 2>/dev/null |
+  awk '{ s += $1 } END { print s + 0 }')
+carry=$(stat -c %s .gpu_carry.tar.gz)
+if [ $((tree + carry)) -gt $((60 << 20)) ]; then
+  echo "gpu_prepare: warning: the tree ($((tree >> 20)) MiB) and .gpu_carry.tar.gz ($((carry >> 20)) MiB) come to $(((tree + carry) >> 20)) MiB, near or over 64 MiB, a remote runner's limit on its copy (with what else the call carries): move the largest recorded data aside for the call (du -sh bench/*/data)" >&2
+fi
