@@ -109,15 +109,21 @@ static const char *log_text(void) {
   return g_log_text != NULL ? g_log_text : "";
 }
 
-static pd_inject_session_t *session_make(pd_inject_config_t *c) {
+/* A session for c, writing into the test's directory (metrics json_name), on env. */
+static pd_inject_session_t *session_make_env(pd_inject_config_t *c, const pd_inject_env_t *env, const char *json_name) {
   snprintf(c->trace_dir, sizeof c->trace_dir, "%s/traces", g_dir);
-  snprintf(c->output_json, sizeof c->output_json, "%s/m.json", g_dir);
+  snprintf(c->output_json, sizeof c->output_json, "%s/%s", g_dir, json_name);
   char err[512] = "";
   cr_assert_eq(pd_inject_config_validate(c, err, sizeof err), 0, "%s", err);
-  pd_inject_env_t env = {.source = &g_mock.base, .device_sync = sync_cb, .device_info = info_cb, .log = g_log};
   pd_inject_session_t *s = NULL;
-  cr_assert_eq(pd_inject_session_create(c, &env, &s), 0);
+  cr_assert_eq(pd_inject_session_create(c, env, &s), 0);
   return s;
+}
+
+/* The same on the mock source with the usual callbacks, metrics m.json. */
+static pd_inject_session_t *session_make(pd_inject_config_t *c) {
+  pd_inject_env_t env = {.source = &g_mock.base, .device_sync = sync_cb, .device_info = info_cb, .log = g_log};
+  return session_make_env(c, &env, "m.json");
 }
 
 /* One runtime launch as CUPTI reports it: the runtime call with the driver launch inside. */
@@ -245,14 +251,9 @@ static cJSON *probe_run(void) {
   c.schedule = (pd_schedule_t){.skip_first = 0, .wait = 8, .warmup = 1, .active = 2, .repeat = 1};
   c.schedule_set = true;
   c.probe = true;
-  snprintf(c.trace_dir, sizeof c.trace_dir, "%s/traces", g_dir);
-  snprintf(c.output_json, sizeof c.output_json, "%s/m.json", g_dir);
-  char err[512] = "";
-  cr_assert_eq(pd_inject_config_validate(&c, err, sizeof err), 0, "%s", err);
   pd_inject_env_t env = {.source = &g_mock.base, .device_sync = sync_cb, .device_info = info_cb,
                          .speed_probe = probe_cb, .log = g_log};
-  pd_inject_session_t *s = NULL;
-  cr_assert_eq(pd_inject_session_create(&c, &env, &s), 0);
+  pd_inject_session_t *s = session_make_env(&c, &env, "m.json");
   for (int step = 0; step < 14; step++) {
     pd_inject_on_range_push(s, "train_step");
     launch(s, "_Z7forwardPf");
@@ -697,14 +698,11 @@ static char *pytorch_run(bool (*is_pytorch)(void), bool op_range, int run) {
   snprintf(c.step_kernel, sizeof c.step_kernel, "optim_step");
   c.schedule = (pd_schedule_t){.skip_first = 0, .wait = 0, .warmup = 1, .active = 2, .repeat = 1};
   c.schedule_set = true;
-  snprintf(c.trace_dir, sizeof c.trace_dir, "%s/traces", g_dir);
-  snprintf(c.output_json, sizeof c.output_json, "%s/m%d.json", g_dir, run);
-  char err[512] = "";
-  cr_assert_eq(pd_inject_config_validate(&c, err, sizeof err), 0, "%s", err);
   pd_inject_env_t env = {.source = &g_mock.base, .device_sync = sync_cb, .device_info = info_cb,
                          .is_pytorch = is_pytorch, .log = g_log};
-  pd_inject_session_t *s = NULL;
-  cr_assert_eq(pd_inject_session_create(&c, &env, &s), 0);
+  char json[32];
+  snprintf(json, sizeof json, "m%d.json", run);
+  pd_inject_session_t *s = session_make_env(&c, &env, json);
   const size_t before = strlen(log_text());
   for (int step = 0; step < 4; step++) {
     if (op_range) pd_inject_on_range_push(s, "aten::mm, seq = 3, op_id = 7");
