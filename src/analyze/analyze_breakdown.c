@@ -365,7 +365,7 @@ static double pct_of(int64_t part, int64_t whole) {
 }
 
 static void print_row(FILE *out, const char *label, const pd_step_breakdown_t *s) {
-  int64_t len = s->end_ns - s->start_ns;
+  int64_t len = an_span_ns(s->start_ns, s->end_ns);
   char dur[32], wait[32];
   an_fmt_time(dur, sizeof dur, len);
   an_fmt_time(wait, sizeof wait, s->data_wait_ns);

@@ -79,7 +79,7 @@ static void step_label(char *buf, size_t len, const pd_step_breakdown_t *s) {
 static void chart_steps(FILE *f, const pd_breakdown_t *b, bool idle) {
   int64_t longest = 1;
   for (size_t s = 0; s < b->nsteps; s++)
-    if (b->steps[s].end_ns - b->steps[s].start_ns > longest) longest = b->steps[s].end_ns - b->steps[s].start_ns;
+    if (an_span_ns(b->steps[s].start_ns, b->steps[s].end_ns) > longest) longest = an_span_ns(b->steps[s].start_ns, b->steps[s].end_ns);
   int h = (int)b->nsteps * (BAR_H + BAR_GAP) + 24;
   fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" role=\"img\">\n", CHART_W, h);
   double scale = (double)(CHART_W - LABEL_W - 110) / (double)longest;
@@ -88,7 +88,7 @@ static void chart_steps(FILE *f, const pd_breakdown_t *b, bool idle) {
     int y = (int)s * (BAR_H + BAR_GAP);
     char label[32], dur[32];
     step_label(label, sizeof label, st);
-    an_fmt_time(dur, sizeof dur, st->end_ns - st->start_ns);
+    an_fmt_time(dur, sizeof dur, an_span_ns(st->start_ns, st->end_ns));
     fprintf(f, "<text x=\"0\" y=\"%d\">%s</text>\n", y + 13, label);
     double x = LABEL_W;
     int nparts = idle ? 1 + PD_IDLE_COUNT : PD_PART_COUNT;
@@ -162,19 +162,19 @@ static void chart_memory(FILE *f, const pd_memtl_t *m, const pd_breakdown_t *b) 
   if (t1 <= t0) t1 = t0 + 1;
   int64_t lo = m->low < 0 ? m->low : 0, hi = m->peak > lo ? m->peak : lo + 1;
   double pw = MEM_W - MEM_LEFT - 10, ph = MEM_H - MEM_BOTTOM - 10;
-  double sx = pw / (double)(t1 - t0), sy = ph / (double)(hi - lo);
+  double sx = pw / (double)an_span_ns(t0, t1), sy = ph / (double)pd_sub_sat_i64(hi, lo);
   fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" role=\"img\">\n", MEM_W, MEM_H);
   fprintf(f, "<rect x=\"%d\" y=\"10\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#ccc\"/>\n", MEM_LEFT, pw, ph);
   char top[32], bottom[32], span[32];
   an_fmt_bytes(top, sizeof top, (double)hi);
   an_fmt_bytes(bottom, sizeof bottom, (double)lo);
-  an_fmt_time(span, sizeof span, t1 - t0);
+  an_fmt_time(span, sizeof span, an_span_ns(t0, t1));
   fprintf(f, "<text x=\"0\" y=\"20\">%s</text><text x=\"0\" y=\"%.0f\">%s</text>\n", top, 10 + ph, bottom);
   fprintf(f, "<text x=\"%d\" y=\"%d\">0</text><text x=\"%.0f\" y=\"%d\" text-anchor=\"end\">%s</text>\n", MEM_LEFT,
           MEM_H - 4, MEM_LEFT + pw, MEM_H - 4, span);
   if (!b->whole_trace) {
     for (size_t s = 0; s < b->nsteps; s++) {
-      double x = MEM_LEFT + (double)(b->steps[s].start_ns - t0) * sx;
+      double x = MEM_LEFT + (double)an_span_ns(t0, b->steps[s].start_ns) * sx;
       fprintf(f, "<line x1=\"%.2f\" y1=\"10\" x2=\"%.2f\" y2=\"%.0f\" stroke=\"#999\" stroke-dasharray=\"3,3\"/>\n", x, x,
               10 + ph);
       fprintf(f, "<text x=\"%.2f\" y=\"%d\">#%lld</text>\n", x + 2, 22, (long long)b->steps[s].step);
@@ -187,17 +187,17 @@ static void chart_memory(FILE *f, const pd_memtl_t *m, const pd_breakdown_t *b) 
   double prev_y = y0 - (double)(m->points[0].allocated - lo) * sy;
   fprintf(f, "%d,%.2f ", MEM_LEFT, prev_y);
   while (i < m->npoints) {
-    int bucket = (int)((double)(m->points[i].t_ns - t0) * sx * MEM_BUCKETS / pw);
+    int bucket = (int)((double)an_span_ns(t0, m->points[i].t_ns) * sx * MEM_BUCKETS / pw);
     int64_t bmin = m->points[i].allocated, bmax = bmin, last = bmin;
     int64_t bt = m->points[i].t_ns;
     size_t j = i;
-    while (j < m->npoints && (int)((double)(m->points[j].t_ns - t0) * sx * MEM_BUCKETS / pw) == bucket) {
+    while (j < m->npoints && (int)((double)an_span_ns(t0, m->points[j].t_ns) * sx * MEM_BUCKETS / pw) == bucket) {
       if (m->points[j].allocated < bmin) bmin = m->points[j].allocated;
       if (m->points[j].allocated > bmax) bmax = m->points[j].allocated;
       last = m->points[j].allocated;
       j++;
     }
-    double x = MEM_LEFT + (double)(bt - t0) * sx;
+    double x = MEM_LEFT + (double)an_span_ns(t0, bt) * sx;
     fprintf(f, "%.2f,%.2f ", x, prev_y);
     fprintf(f, "%.2f,%.2f %.2f,%.2f ", x, y0 - (double)(bmax - lo) * sy, x, y0 - (double)(bmin - lo) * sy);
     prev_y = y0 - (double)(last - lo) * sy;
@@ -221,7 +221,7 @@ static void table_breakdown(FILE *f, const pd_breakdown_t *b) {
     char label[32], t[32];
     if (s == b->nsteps) snprintf(label, sizeof label, "all");
     else step_label(label, sizeof label, st);
-    int64_t len = st->end_ns - st->start_ns;
+    int64_t len = an_span_ns(st->start_ns, st->end_ns);
     an_fmt_time(t, sizeof t, len);
     fprintf(f, "<tr><td class=\"l\">%s</td><td>%s</td>", label, t);
     for (int p = 0; p < PD_PART_COUNT; p++) {

@@ -24,6 +24,10 @@ static inline bool an_is_gpu_activity(pd_event_kind_t k) { return pd_event_is_gp
 
 static inline int64_t an_dur(const pd_event_t *e) { return pd_event_dur_ns(e); }
 
+/* to - from, saturated: a trace's times may lie anywhere in the reader's range, so a span
+ * between two of them can pass int64's; every span the analyzer prints is taken here. */
+static inline int64_t an_span_ns(int64_t from, int64_t to) { return pd_sub_sat_i64(to, from); }
+
 /* Name to show for an event: pd_event_display_name(), and Kineto's names for
  * synchronization records without one. Result is ev->name, buf or a static string. */
 const char *an_event_name(const pd_event_t *ev, char *buf, size_t len);

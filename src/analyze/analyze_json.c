@@ -85,7 +85,7 @@ static void add_trace(jctx_t *c, cJSON *root, const char *path, const pd_analysi
 }
 
 static void add_step(jctx_t *c, cJSON *o, const pd_step_breakdown_t *s) {
-  int64_t len = s->end_ns - s->start_ns;
+  int64_t len = an_span_ns(s->start_ns, s->end_ns);
   add_num(c, o, "step", (double)s->step);
   add_num(c, o, "start_ns", (double)s->start_ns);
   add_num(c, o, "duration_ns", (double)len);

@@ -81,7 +81,7 @@ void pd_memtl_print(FILE *out, const pd_memtl_t *m, const pd_breakdown_t *b) {
   an_fmt_bytes(fin, sizeof fin, (double)m->final);
   an_fmt_bytes(bytes, sizeof bytes, (double)m->alloc_bytes);
   int64_t t0 = m->points[0].t_ns;
-  an_fmt_time(at, sizeof at, m->peak_t_ns - t0);
+  an_fmt_time(at, sizeof at, an_span_ns(t0, m->peak_t_ns));
   fprintf(out, "  %zu events (%lld allocations, %lld releases, %s allocated), %s\n", m->npoints,
           (long long)m->allocs, (long long)m->frees, bytes,
           m->totals_known ? "live bytes from Total Allocated" : "live bytes summed from 0 (no totals in the trace)");

@@ -339,6 +339,41 @@ Test(breakdown, print) {
  * the next run) overflow int64. The reader now bounds the events' summed durations to
  * 2^62 ns, so every sum the analysis makes fits: this input is refused, naming the file
  * and the field. */
+/* A fuzz finding (trace_analyze, 2026-11-29): a window from -4.5e18 to 8.5e18 ns, each end
+ * inside the reader's range, whose length passes int64. Every span the reports print is
+ * taken saturated (an_span_ns): the table shows the longest length int64 holds, where the
+ * plain difference wrapped to about -5.4e18 (and is undefined behaviour in C). */
+Test(breakdown, fuzz_a_window_longer_than_int64_prints_saturated) {
+  const char *src = getenv("PD_SOURCE_DIR");
+  cr_assert_not_null(src, "PD_SOURCE_DIR is not set (run through ctest)");
+  char path[512];
+  snprintf(path, sizeof path, "%s/tests/fuzz/trace_analyze/findings/span_overflow.json", src);
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "%s", path);
+  static char text[1 << 16];
+  size_t n = fread(text, 1, sizeof text, f);
+  fclose(f);
+  pd_trace_t *t = pd_trace_create();
+  pd_trace_info_t info;
+  char err[512] = "";
+  cr_assert_eq(pd_trace_read_buffer(text, n, t, &info, err, sizeof err), 0, "%s", err);
+  pd_breakdown_t b;
+  cr_assert_eq(pd_breakdown_compute(t, -1, &b), 0);
+  cr_assert_eq(b.nsteps, 1u);
+  cr_assert_lt(b.steps[0].start_ns, 0);
+  cr_assert_gt(b.steps[0].end_ns, INT64_MAX + b.steps[0].start_ns, "the window is longer than int64 holds");
+  char *out = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&out, &len);
+  pd_breakdown_print(m, &b);
+  fclose(m);
+  cr_expect_not_null(strstr(out, "9223372036.855 s"), "the saturated span: %s", out);
+  cr_expect_null(strstr(out, " -"), "no negative duration: %s", out);
+  free(out);
+  pd_breakdown_free(&b);
+  pd_trace_destroy(t);
+}
+
 Test(breakdown, fuzz_overlapping_huge_steps_are_refused_by_the_reader) {
   const char *src = getenv("PD_SOURCE_DIR");
   cr_assert_not_null(src, "PD_SOURCE_DIR is not set (run through ctest)");
