@@ -339,20 +339,27 @@ Test(breakdown, print) {
  * the next run) overflow int64. The reader now bounds the events' summed durations to
  * 2^62 ns, so every sum the analysis makes fits: this input is refused, naming the file
  * and the field. */
+/* A finding of the trace_analyze fuzz target (tests/fuzz/trace_analyze/findings/NAME) into
+ * text; returns its length. */
+static size_t read_finding(const char *name, char *text, size_t cap) {
+  const char *src = getenv("PD_SOURCE_DIR");
+  cr_assert_not_null(src, "PD_SOURCE_DIR is not set (run through ctest)");
+  char path[512];
+  snprintf(path, sizeof path, "%s/tests/fuzz/trace_analyze/findings/%s", src, name);
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "%s", path);
+  const size_t n = fread(text, 1, cap, f);
+  fclose(f);
+  return n;
+}
+
 /* A fuzz finding (trace_analyze, 2026-11-29): a window from -4.5e18 to 8.5e18 ns, each end
  * inside the reader's range, whose length passes int64. Every span the reports print is
  * taken saturated (an_span_ns): the table shows the longest length int64 holds, where the
  * plain difference wrapped to about -5.4e18 (and is undefined behaviour in C). */
 Test(breakdown, fuzz_a_window_longer_than_int64_prints_saturated) {
-  const char *src = getenv("PD_SOURCE_DIR");
-  cr_assert_not_null(src, "PD_SOURCE_DIR is not set (run through ctest)");
-  char path[512];
-  snprintf(path, sizeof path, "%s/tests/fuzz/trace_analyze/findings/span_overflow.json", src);
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "%s", path);
   static char text[1 << 16];
-  size_t n = fread(text, 1, sizeof text, f);
-  fclose(f);
+  const size_t n = read_finding("span_overflow.json", text, sizeof text);
   pd_trace_t *t = pd_trace_create();
   pd_trace_info_t info;
   char err[512] = "";
@@ -375,15 +382,8 @@ Test(breakdown, fuzz_a_window_longer_than_int64_prints_saturated) {
 }
 
 Test(breakdown, fuzz_overlapping_huge_steps_are_refused_by_the_reader) {
-  const char *src = getenv("PD_SOURCE_DIR");
-  cr_assert_not_null(src, "PD_SOURCE_DIR is not set (run through ctest)");
-  char path[512];
-  snprintf(path, sizeof path, "%s/tests/fuzz/trace_analyze/findings/breakdown_overflow.json", src);
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "%s", path);
   static char text[1 << 16];
-  size_t n = fread(text, 1, sizeof text, f);
-  fclose(f);
+  const size_t n = read_finding("breakdown_overflow.json", text, sizeof text);
   pd_trace_t *t = pd_trace_create();
   pd_trace_info_t info;
   char err[512];
