@@ -98,6 +98,10 @@ const char *pd_strerror(int err);
 /* Returns the symbolic name ("PD_ECUPTI_BUSY"); never NULL. */
 const char *pd_err_name(int err);
 
+/* Grows *arr (elements of elem bytes, capacity *cap) to hold at least need elements:
+ * doubling, from 64. Returns 0 or PD_ENOMEM (then *arr and *cap are as they were). */
+int pd_array_grow(void **arr, size_t *cap, size_t need, size_t elem);
+
 /* The project's one clock: CLOCK_MONOTONIC in int64 nanoseconds. Host ranges, step
  * timing and (through CUPTI's timestamp callback) GPU activity all use it. */
 int64_t pd_clock_now_ns(void);

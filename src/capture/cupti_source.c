@@ -617,34 +617,27 @@ typedef struct {
   size_t nwaits, cap_waits;
 } pd_cupti_join_t;
 
-static int join_grow(void **arr, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return 0;
-  size_t ncap = *cap ? *cap * 2 : 64;
-  while (ncap < need) ncap *= 2;
-  void *p = realloc(*arr, ncap * elem);
-  if (p == NULL) return PD_ENOMEM;
-  *arr = p;
-  *cap = ncap;
-  return 0;
+/* Notes a CUDA_EVENT record (the trace gets no event of it) for the join. Returns 1 noted,
+ * 0 another kind of record, or PD_ENOMEM. */
+static int join_note_record(pd_cupti_join_t *j, const CUpti_Activity *rec) {
+  if (rec->kind != CUPTI_ACTIVITY_KIND_CUDA_EVENT) return 0;
+  const CUpti_ActivityCudaEvent2 *e = (const void *)rec;
+  if (pd_array_grow((void **)&j->recs, &j->cap_recs, j->nrecs + 1, sizeof(*j->recs)) != 0) return PD_ENOMEM;
+  j->recs[j->nrecs++] = (ev_record_t){.sync_id = e->cudaEventSyncId, .event_id = e->eventId,
+                                      .stream = e->streamId, .corr = e->correlationId};
+  return 1;
 }
 
-/* Notes what record says for the join: a CUDA_EVENT record (returns 1: it is no event of
- * the trace), or a wait on an event just added to out as event idx (returns 0). */
-static int join_note(pd_cupti_join_t *j, const CUpti_Activity *rec, size_t idx, bool added) {
-  if (rec->kind == CUPTI_ACTIVITY_KIND_CUDA_EVENT) {
-    const CUpti_ActivityCudaEvent2 *e = (const void *)rec;
-    if (join_grow((void **)&j->recs, &j->cap_recs, j->nrecs + 1, sizeof(*j->recs)) != 0) return PD_ENOMEM;
-    j->recs[j->nrecs++] = (ev_record_t){.sync_id = e->cudaEventSyncId, .event_id = e->eventId,
-                                        .stream = e->streamId, .corr = e->correlationId};
-    return 1;
-  }
-  if (rec->kind != CUPTI_ACTIVITY_KIND_SYNCHRONIZATION || !added) return 0;
+/* Notes the record just added to the trace as event idx, where it waits on an event (Event
+ * Sync, Stream Wait Event). Returns 0 or PD_ENOMEM. */
+static int join_note_wait(pd_cupti_join_t *j, const CUpti_Activity *rec, size_t idx) {
+  if (rec->kind != CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) return 0;
   const CUpti_ActivitySynchronization2 *s = (const void *)rec;
   if (s->type != CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE &&
       s->type != CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT)
     return 0;
   if (s->cudaEventId == CUPTI_SYNCHRONIZATION_INVALID_VALUE) return 0;
-  if (join_grow((void **)&j->waits, &j->cap_waits, j->nwaits + 1, sizeof(*j->waits)) != 0) return PD_ENOMEM;
+  if (pd_array_grow((void **)&j->waits, &j->cap_waits, j->nwaits + 1, sizeof(*j->waits)) != 0) return PD_ENOMEM;
   j->waits[j->nwaits++] = (ev_wait_t){.idx = idx, .sync_id = s->cudaEventSyncId, .event_id = s->cudaEventId};
   return 0;
 }
@@ -715,7 +708,7 @@ static void join_free(pd_cupti_join_t *j) {
 static int convert_one(const CUpti_Activity *rec, pd_trace_t *out, pd_cupti_join_t *j, unsigned capture,
                        bool driver_api, char *namebuf, size_t namelen) {
   pd_event_t ev;
-  int rc = join_note(j, rec, 0, false);
+  int rc = join_note_record(j, rec);
   if (rc != 0) return rc < 0 ? rc : 0; /* a CUDA_EVENT record: for the join only */
   if (pd_cupti_record_to_event(rec, &ev, namebuf, namelen) != 1) return 0;
   if (capture & PD_CUPTI_CAPTURE_CUPTI_CLOCK) {
@@ -726,7 +719,7 @@ static int convert_one(const CUpti_Activity *rec, pd_trace_t *out, pd_cupti_join
     return 0; /* launch-only driver tracing: other driver calls are noise */
   const int arc = pd_trace_add(out, &ev);
   if (arc < 0) return arc;
-  rc = join_note(j, rec, pd_trace_count(out) - 1, true);
+  rc = join_note_wait(j, rec, pd_trace_count(out) - 1);
   return rc < 0 ? rc : 1;
 }
 

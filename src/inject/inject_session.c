@@ -208,17 +208,6 @@ int64_t pd_inject_session_steps(const pd_inject_session_t *s) { return s != NULL
 
 /* ---- the cycle ---------------------------------------------------------------------------- */
 
-static int grow_array(void **arr, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return 0;
-  size_t n = *cap > 0 ? *cap * 2 : 64;
-  while (n < need) n *= 2;
-  void *p = realloc(*arr, n * elem);
-  if (p == NULL) return PD_ENOMEM;
-  *arr = p;
-  *cap = n;
-  return 0;
-}
-
 /* Keeps the analysis of one cycle: its per-step samples, its metrics, its ops. */
 static int cycle_absorb(pd_inject_session_t *s, const pd_trace_t *cycle) {
   pd_top_opts_t opts;
@@ -230,8 +219,8 @@ static int cycle_absorb(pd_inject_session_t *s, const pd_trace_t *cycle) {
     size_t n = a->breakdown.nsteps;
     double *ws = s->wait_s;
     size_t wcap = s->cap_samples;
-    rc = grow_array((void **)&s->step_s, &s->cap_samples, s->nsamples + n, sizeof(double));
-    if (rc == 0) rc = grow_array((void **)&ws, &wcap, s->nsamples + n, sizeof(double));
+    rc = pd_array_grow((void **)&s->step_s, &s->cap_samples, s->nsamples + n, sizeof(double));
+    if (rc == 0) rc = pd_array_grow((void **)&ws, &wcap, s->nsamples + n, sizeof(double));
     if (rc == 0) {
       s->wait_s = ws;
       memcpy(s->step_s + s->nsamples, a->step_times_s, n * sizeof(double));
@@ -263,7 +252,7 @@ static int cycle_ready_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *user) 
     return rc;
   }
   if (s->cfg.trace_gzip) strcat(path, ".gz");
-  if (grow_array((void **)&s->traces, &s->cap_traces, s->ntraces + 1, sizeof(char *)) != 0) {
+  if (pd_array_grow((void **)&s->traces, &s->cap_traces, s->ntraces + 1, sizeof(char *)) != 0) {
     snprintf(s->error, sizeof s->error, "out of host memory for the trace list");
     return PD_ENOMEM;
   }

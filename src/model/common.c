@@ -1,6 +1,7 @@
 /* common.c: error strings and the project's one clock. */
 #include "pd/pd_common.h"
 
+#include <stdlib.h>
 #include <time.h>
 
 const char *pd_strerror(int err) {
@@ -39,4 +40,15 @@ int64_t pd_clock_unix_offset_ns(void) {
   int64_t m1 = pd_clock_now_ns();
   int64_t real = (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec;
   return real - (m0 + (m1 - m0) / 2);
+}
+
+int pd_array_grow(void **arr, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return 0;
+  size_t n = *cap > 0 ? *cap * 2 : 64;
+  while (n < need) n *= 2;
+  void *p = realloc(*arr, n * elem);
+  if (p == NULL) return PD_ENOMEM;
+  *arr = p;
+  *cap = n;
+  return 0;
 }
