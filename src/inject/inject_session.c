@@ -527,23 +527,19 @@ static bool op_id_list(const char **p) {
   return true;
 }
 
+/* emit_nvtx's parts, in the order they come, each its key and the reader of its value. */
+static const struct {
+  const char *key;
+  bool (*value)(const char **p);
+} k_parts[] = {{", seq = ", digits}, {", op_id = ", digits}, {", sizes = ", sizes_list}, {", input_op_ids = ", op_id_list}};
+#define K_NPARTS (sizeof(k_parts) / sizeof(k_parts[0]))
+
 /* Whether suffix (from its ", ") is one or more of emit_nvtx's parts, in order, and nothing else. */
 static bool emit_nvtx_suffix(const char *p) {
   int parts = 0;
-  if (lit(&p, ", seq = ")) {
-    if (!digits(&p)) return false;
-    parts++;
-  }
-  if (lit(&p, ", op_id = ")) {
-    if (!digits(&p)) return false;
-    parts++;
-  }
-  if (lit(&p, ", sizes = ")) {
-    if (!sizes_list(&p)) return false;
-    parts++;
-  }
-  if (lit(&p, ", input_op_ids = ")) {
-    if (!op_id_list(&p)) return false;
+  for (size_t k = 0; k < K_NPARTS; k++) {
+    if (!lit(&p, k_parts[k].key)) continue;
+    if (!k_parts[k].value(&p)) return false;
     parts++;
   }
   return parts > 0 && *p == '\0';
@@ -551,10 +547,9 @@ static bool emit_nvtx_suffix(const char *p) {
 
 size_t pd_inject_nvtx_op_name(const char *text, char *name, size_t namelen) {
   if (text == NULL || name == NULL || namelen == 0) return 0;
-  static const char *const keys[] = {", seq = ", ", op_id = ", ", sizes = ", ", input_op_ids = "};
   for (const char *c = strstr(text, ", "); c != NULL; c = strstr(c + 1, ", ")) {
     bool key = false;
-    for (size_t k = 0; !key && k < sizeof(keys) / sizeof(keys[0]); k++) key = strncmp(c, keys[k], strlen(keys[k])) == 0;
+    for (size_t k = 0; !key && k < K_NPARTS; k++) key = strncmp(c, k_parts[k].key, strlen(k_parts[k].key)) == 0;
     if (!key) continue; /* a comma of the name itself */
     /* the first of the parts decides: the rest is the parts, or the text is no op range */
     const size_t n = (size_t)(c - text);
