@@ -83,6 +83,11 @@ def load(p):
     except Exception:
         return None
 t = {(m, r): load(f"{d}/timing_{m}_{r}.json") for m in modes for r in range(1, rounds + 1)}
+pdj = {(m, r): load(f"{d}/pd_{m}_{r}.json") for m in modes for r in range(1, rounds + 1)}  # pd_run's metrics
+def not_run_or_na(m, what, width):
+    """A mode's line where none of its rounds gave the table's figures."""
+    ran = any(t[(m, r)] for r in range(1, rounds + 1))
+    print(f"{m:7s} {f'n/a (no {what} in its timing JSONs)' if ran else 'not run':>{width}s}")
 def mean_us(x):
     return st.fmean(x) * 1e3
 print(f"{'mode':7s} {'step us':>9s} {'pre us':>9s} {'across us':>10s} {'within us':>10s} {'est us':>8s} {'meas us':>8s} {'est from':>12s} {'rec/step':>9s}  rounds (within)")
@@ -98,7 +103,7 @@ for m in modes:
         within.append(step[-1] - pre[-1])
         if off and off.get("step_ms"):
             across.append(step[-1] - mean_us(off["step_ms"]))
-        j = load(f"{d}/pd_{m}_{r}.json")
+        j = pdj[(m, r)]
         c = (j or {}).get("profiler_cost") or {}
         if isinstance(c.get("est_added_us_per_step"), (int, float)):
             est.append(c["est_added_us_per_step"])
@@ -124,18 +129,17 @@ for ours in ("kernel", "range", "cbapi", "tcuda"):
 print()
 print("where the added time goes (within, us per step):")
 print(f"{'mode':7s} {'step':>8s} {'host':>8s} {'gpu wait':>9s} {'host cpu':>9s} {'proc cpu':>9s}  rounds")
+keys = ("step_ms", "host_ms", "host_cpu_ms", "proc_cpu_ms")
 for m in modes:
     rows = []
     for r in range(1, rounds + 1):
         x = t[(m, r)]
-        keys = ("step_ms", "host_ms", "host_cpu_ms", "proc_cpu_ms")
         if not x or any(not x.get(k) or len(x.get("pre_" + k, [])) < 3 for k in keys):
             continue
         dl = {k: mean_us(x[k]) - mean_us(x["pre_" + k]) for k in keys}
         rows.append((dl["step_ms"], dl["host_ms"], dl["step_ms"] - dl["host_ms"], dl["host_cpu_ms"], dl["proc_cpu_ms"]))
     if not rows:
-        ran = any(t[(m, r)] for r in range(1, rounds + 1))
-        print(f"{m:7s} {'n/a (no phases in its timing JSONs)' if ran else 'not run':>44s}")
+        not_run_or_na(m, "phases", 44)
         continue
     col = lambda i: st.median(r[i] for r in rows)
     print(f"{m:7s} {col(0):8.1f} {col(1):8.1f} {col(2):9.1f} {col(3):9.1f} {col(4):9.1f}  {len(rows)}")
@@ -146,27 +150,27 @@ print()
 # (preempted) switches, and the other threads' time on a CPU, the three busiest by name.
 print("the scheduler's view (within, per step; us, switches):")
 print(f"{'mode':7s} {'main run':>9s} {'main wait':>10s} {'main vol':>9s} {'main inv':>9s} {'others run':>11s}  busiest others (name: us)")
+def agg(th):
+    """One window's threads: the main thread's run and wait (us) and switches, the others' run by name."""
+    main = [e for e in th if e.get("main")]
+    mm = main[0] if main else {}
+    others = {}
+    for e in th:
+        if not e.get("main"):
+            others[e["name"]] = others.get(e["name"], 0.0) + e["run_ns"] / 1e3
+    return (mm.get("run_ns", 0) / 1e3, mm.get("wait_ns", 0) / 1e3, mm.get("vol", 0), mm.get("invol", 0), others)
 for m in modes:
     rows, names = [], {}
     for r in range(1, rounds + 1):
         x = t[(m, r)]
         if not x or not x.get("threads") or not x.get("pre_threads"):
             continue
-        def agg(th):
-            main = [e for e in th if e.get("main")]
-            mm = main[0] if main else {}
-            others = {}
-            for e in th:
-                if not e.get("main"):
-                    others[e["name"]] = others.get(e["name"], 0.0) + e["run_ns"] / 1e3
-            return (mm.get("run_ns", 0) / 1e3, mm.get("wait_ns", 0) / 1e3, mm.get("vol", 0), mm.get("invol", 0), others)
         a, b = agg(x["pre_threads"]), agg(x["threads"])
         rows.append([b[i] - a[i] for i in range(4)] + [sum(b[4].values()) - sum(a[4].values())])
         for n in set(a[4]) | set(b[4]):
             names.setdefault(n, []).append(b[4].get(n, 0.0) - a[4].get(n, 0.0))
     if not rows:
-        ran = any(t[(m, r)] for r in range(1, rounds + 1))
-        print(f"{m:7s} {'n/a (no thread figures in its timing JSONs)' if ran else 'not run':>50s}")
+        not_run_or_na(m, "thread figures", 50)
         continue
     col = lambda i: st.median(r[i] for r in rows)
     top = sorted(((st.median(v), n) for n, v in names.items()), reverse=True)[:3]
@@ -181,7 +185,7 @@ print(f"{'mode':7s} {'hot off':>8s} {'hot on':>8s} {'cold off':>9s} {'cold on':>
 for m in modes:
     v = {k: [] for k in ("ho", "hn", "co", "cn", "acts")}
     for r in range(1, rounds + 1):
-        c = ((load(f"{d}/pd_{m}_{r}.json") or {}).get("profiler_cost") or {})
+        c = ((pdj[(m, r)] or {}).get("profiler_cost") or {})
         cal = c.get("calibration") or {}
         for k, key in (("ho", "ns_per_launch_untraced"), ("hn", "ns_per_launch_traced"),
                        ("co", "ns_per_launch_cold_untraced"), ("cn", "ns_per_launch_cold_traced")):
