@@ -143,9 +143,10 @@ Test(inject, example_with_step_range) {
 }
 
 /* --copy_stream: the input copy on a second stream, each stream waiting for the other
- * through an event. Every Stream Wait Event of the trace names the stream the event was
- * recorded on and the cudaEventRecord call (Kineto's wait_on_stream and
- * wait_on_cuda_event_record_corr_id), and that call is in the trace, on the other stream. */
+ * through an event. Every Stream Wait Event of the trace (but possibly the window's first)
+ * names a stream other than its own and the correlation id of the cudaEventRecord call
+ * (Kineto's wait_on_stream and wait_on_cuda_event_record_corr_id), and that call is in
+ * the trace. */
 Test(inject, example_with_a_copy_stream_names_what_each_wait_waits_for) {
   char *out, *err;
   int rc = pd_run("--step_kernel ex_optimizer_step --wait 1 --warmup 1 --active 3",
