@@ -7,7 +7,8 @@
 # gate_docs (metrics/baseline loading, comparison, promote, A/B, report writers),
 # demo_options, analyze_options, compare_options (the option parsers of profiler_demo,
 # profile_analyze and profile_compare), pd_run_options (pd_run's parser, and the injection's
-# config through the PD_INJECT_* environment and back). New inputs the fuzzer finds go to
+# config through the PD_INJECT_* environment and back), nvtx_op_name (the injection's reader
+# of PyTorch's emit_nvtx op ranges, on any text a program hands its NVTX tool). New inputs the fuzzer finds go to
 # $PD_FUZZ_BUILD_DIR/work/<target>/corpus (the committed corpus is only read); a crash,
 # leak, sanitizer report or timeout stops the target, is saved there as crash-*/leak-*/
 # timeout-*, and fails the script. Each target's executions are printed (libFuzzer's
@@ -35,7 +36,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$secs" in '' | *[!0-9]* | 0) echo "fuzz.sh: --time must be a positive integer of seconds, got '$secs'" >&2; exit 2 ;; esac
-all=(trace_analyze gate_docs demo_options analyze_options compare_options pd_run_options)
+all=(trace_analyze gate_docs demo_options analyze_options compare_options pd_run_options nvtx_op_name)
 [ "${#targets[@]}" -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
   [ -d "tests/fuzz/$t" ] || { echo "fuzz.sh: no target '$t' (allowed: ${all[*]})" >&2; exit 2; }
@@ -60,7 +61,7 @@ cflags=(-std=gnu11 -g -O1 -fsanitize=fuzzer-no-link "${san[@]}" -Iinclude -Isrc/
 objs=()
 for src in src/model/*.c src/analyze/*.c src/gate/*.c src/scen/scenarios.c src/cli/common/*.c src/cli/profiler_demo/demo_options.c \
   src/cli/profile_analyze/analyze_options.c src/cli/profile_compare/compare_options.c src/cli/pd_run/run_options.c \
-  src/inject/inject_config.c; do
+  src/inject/inject_config.c src/inject/inject_nvtx_name.c; do
   o=$out/obj/$(echo "$src" | tr / _).o
   if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ -n "$(find include src -name '*.h' -newer "$o" -print -quit)" ]; then
     "$cc" "${cflags[@]}" -c "$src" -o "$o"
