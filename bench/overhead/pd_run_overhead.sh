@@ -53,6 +53,8 @@ fi
 pdb_ready pd_run_overhead
 mkdir -p "$out/json" "$out/logs" "$out/traces" || exit 2
 sched=(--skip_first "$W" --wait 0 --warmup 1 --active "$N")
+# the calibration's cold launches (off by default) for the hot/cold table below
+export PD_PROF_CALIBRATE_COLD=1
 for r in $(seq 1 "$rounds"); do
   order=()
   for i in "${!modes[@]}"; do order+=("${modes[$(((i + r - 1) % ${#modes[@]}))]}"); done

@@ -144,9 +144,10 @@ static bool calibrate(pd_record_source_t *src, bool kinds, calib_figures_t *f) {
     return false;
   }
   const cu_ctx_get_current_fn drv = kinds ? driver_call() : NULL;
-  /* the cold launches with the per-kind calls only (the start calibration); calloc'd
-   * pages are touched by the first walk, before any timed launch */
-  unsigned char *cold = kinds ? calloc(1, CAL_COLD_BYTES) : NULL;
+  /* the cold launches with the per-kind calls only (the start calibration), and only when
+   * asked (PD_PROF_CALIBRATE_COLD=1); calloc'd pages are touched by the first walk, before
+   * any timed launch */
+  unsigned char *cold = kinds && pd_knob_calibrate_cold() ? calloc(1, CAL_COLD_BYTES) : NULL;
   cal_times_t off = {0}, on = {0}, off2 = {0};
   char err[256];
   /* The first launch loads the module: untimed. */

@@ -73,6 +73,8 @@ void pd_calibrate_end(pd_record_source_t *src, pd_prof_cost_t *cost);
 bool pd_knob_cupti_detach(void);
 /* PD_PROF_CALIBRATE: the CUPTI source is calibrated unless it is "0". */
 bool pd_knob_calibrate(void);
+/* PD_PROF_CALIBRATE_COLD=1: the start calibration also times the cold launches (off by default). */
+bool pd_knob_calibrate_cold(void);
 /* PD_CUPTI_OPTIONS parsed into PD_CUPTI_CAPTURE_* bits. Returns 0, or PD_EINVAL naming the
  * unknown word in err. */
 int pd_knob_cupti_capture(unsigned *bits, char *err, size_t errlen);

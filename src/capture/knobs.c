@@ -1,7 +1,7 @@
 /* knobs.c: the profiler's environment knobs, read and checked in one place.
  *
- * PD_CUPTI_OPTIONS (capture variants, cupti_source.h), PD_PROF_CALIBRATE and
- * PD_PROF_CUPTI_DETACH (unset, "0" or "1"). pd_prof_env_check() refuses a bad value
+ * PD_CUPTI_OPTIONS (capture variants, cupti_source.h), PD_PROF_CALIBRATE,
+ * PD_PROF_CALIBRATE_COLD and PD_PROF_CUPTI_DETACH (unset, "0" or "1"). pd_prof_env_check() refuses a bad value
  * before any work; the readers below then trust what they read.
  */
 #include <stdio.h>
@@ -25,7 +25,8 @@ static bool env_switch_ok(const char *name, char *err, size_t errlen) {
 }
 
 int pd_prof_env_check(char *err, size_t errlen) {
-  if (!env_switch_ok("PD_PROF_CALIBRATE", err, errlen) || !env_switch_ok("PD_PROF_CUPTI_DETACH", err, errlen))
+  if (!env_switch_ok("PD_PROF_CALIBRATE", err, errlen) || !env_switch_ok("PD_PROF_CALIBRATE_COLD", err, errlen) ||
+      !env_switch_ok("PD_PROF_CUPTI_DETACH", err, errlen))
     return PD_EINVAL;
   unsigned bits = 0;
   char why[256];
@@ -45,6 +46,13 @@ static bool env_on_unless_zero(const char *name) {
 bool pd_knob_cupti_detach(void) { return env_on_unless_zero("PD_PROF_CUPTI_DETACH"); }
 
 bool pd_knob_calibrate(void) { return env_on_unless_zero("PD_PROF_CALIBRATE"); }
+
+/* Off unless "1": the cold launches are a measurement for the overhead bench, recorded
+ * and not used by the estimate, and they add 30-40 ms to every start calibration. */
+bool pd_knob_calibrate_cold(void) {
+  const char *v = getenv("PD_PROF_CALIBRATE_COLD");
+  return v != NULL && strcmp(v, "1") == 0;
+}
 
 int pd_knob_cupti_capture(unsigned *bits, char *err, size_t errlen) {
   return pd_cupti_capture_parse(getenv("PD_CUPTI_OPTIONS"), bits, err, errlen);

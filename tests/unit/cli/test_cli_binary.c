@@ -219,6 +219,7 @@ Test(cli_binary, environment_knobs_are_checked_before_the_device) {
       {"PD_PROF_CALIBRATE", "yes", "environment PD_PROF_CALIBRATE='yes' is not allowed (0 or 1, or unset)"},
       {"PD_PROF_CUPTI_DETACH", "", "environment PD_PROF_CUPTI_DETACH='' is not allowed"},
       {"PD_PROF_CALIBRATE", "1\n2", "environment PD_PROF_CALIBRATE='1\\x0a2'"},
+      {"PD_PROF_CALIBRATE_COLD", "on", "environment PD_PROF_CALIBRATE_COLD='on' is not allowed (0 or 1, or unset)"},
       {"PD_CUPTI_OPTIONS", "kernels_only,turbo",
        "environment PD_CUPTI_OPTIONS: unknown CUPTI capture option 'turbo' (known: default,"},
   };
