@@ -58,16 +58,26 @@ static const char *config_text(const cJSON *j, const char *key) {
   return v->valuestring;
 }
 
-/* The last trace of the run: it parses, and holds the named events. */
-static void trace_check(const cJSON *j, const char *const *names, size_t n) {
+/* The last trace of the run, parsed (a trace object with traceEvents and
+ * deviceProperties); its text in *text (the caller frees it) and its path in *path (a
+ * string inside j). */
+static cJSON *trace_load(const cJSON *j, char **text, const char **path) {
   const cJSON *files = cJSON_GetObjectItem(j, "trace_files");
   cr_assert_geq(cJSON_GetArraySize(files), 1, "no trace listed");
-  const char *path = cJSON_GetArrayItem(files, cJSON_GetArraySize(files) - 1)->valuestring;
-  char *text = pd_test_slurp(path);
-  cJSON *t = cJSON_Parse(text);
-  cr_assert_not_null(t, "%s does not parse", path);
+  *path = cJSON_GetArrayItem(files, cJSON_GetArraySize(files) - 1)->valuestring;
+  *text = pd_test_slurp(*path);
+  cJSON *t = cJSON_Parse(*text);
+  cr_assert_not_null(t, "%s does not parse", *path);
   cr_assert(cJSON_IsArray(cJSON_GetObjectItem(t, "traceEvents")));
   cr_assert(cJSON_IsArray(cJSON_GetObjectItem(t, "deviceProperties")));
+  return t;
+}
+
+/* The last trace of the run: it parses, and holds the named events. */
+static void trace_check(const cJSON *j, const char *const *names, size_t n) {
+  char *text;
+  const char *path;
+  cJSON *t = trace_load(j, &text, &path);
   for (size_t i = 0; i < n; i++) cr_assert_not_null(strstr(text, names[i]), "%s not in %s", names[i], path);
   cJSON_Delete(t);
   free(text);
@@ -154,11 +164,9 @@ Test(inject, example_with_a_copy_stream_names_what_each_wait_waits_for) {
   cr_assert_eq(rc, 0, "%s", err);
   cJSON *j = metrics_read();
   example_checks(j, 3, "step_kernel");
-  const cJSON *files = cJSON_GetObjectItem(j, "trace_files");
-  const char *path = cJSON_GetArrayItem(files, cJSON_GetArraySize(files) - 1)->valuestring;
-  char *text = pd_test_slurp(path);
-  cJSON *t = cJSON_Parse(text);
-  cr_assert_not_null(t, "%s does not parse", path);
+  char *text;
+  const char *path;
+  cJSON *t = trace_load(j, &text, &path);
   const cJSON *e = NULL;
   int waits = 0, named = 0;
   cJSON_ArrayForEach(e, cJSON_GetObjectItem(t, "traceEvents")) {
