@@ -133,7 +133,10 @@ typedef struct {
   bool host_code_known;         /* some CUDA call runs inside an op or a range below the
                                    step: without that layer (pd_run on a program without
                                    NVTX ranges) all host work is "outside every op", and
-                                   HOST_CODE is no fix: its saving is left out (NaN) */
+                                   HOST_CODE is no fix: its saving is left out (NaN); and
+                                   reads are found from the CUDA calls alone (a small
+                                   device-to-host copy that blocks), without the ops that
+                                   feed them */
   size_t anchored_waits;        /* data waits that waited for the loader: they end at the
                                    batch's ready time, not after a fixed duration */
 } pd_replay_info_t;

@@ -458,10 +458,16 @@ static void fix_evidence(char *buf, size_t len, const pd_metrics_t *m, pd_fix_t 
            100.0 * m->replay_data_wait_share, sv);
       break;
     case PD_FIX_READS:
-      addf(buf, len,
-           "%.1f blocking reads per step; each drains the GPU queue and waits; removed with the host work that "
-           "only feeds them, the step is %s shorter",
-           m->replay_reads_per_step, sv);
+      if (isnan(m->saving_host_code_us_per_step)) /* no op layer (pd_replay_info_t.host_code_known) */
+        addf(buf, len,
+             "%.1f blocking reads per step, small device-to-host copies that block (no ops: what computes each "
+             "value is not seen and stays, so this is a lower bound); removed, the step is %s shorter",
+             m->replay_reads_per_step, sv);
+      else
+        addf(buf, len,
+             "%.1f blocking reads per step; each drains the GPU queue and waits; removed with the host work that "
+             "only feeds them, the step is %s shorter",
+             m->replay_reads_per_step, sv);
       break;
     case PD_FIX_READS_ASYNC:
       addf(buf, len, "the same %.1f reads per step made asynchronous (the wait dropped, the work kept): %s",

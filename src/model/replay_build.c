@@ -198,13 +198,108 @@ static void mark_reads(bctx_t *c, const int32_t *prev_sib) {
     if (p >= 0 && is_read_op(ev[p].name)) continue; /* the outer read op holds the group */
     if (!c->devread[e]) continue; /* a read of a host tensor: nothing waits for the GPU */
     c->own[e] |= RP_B_READ;
-    int32_t next = e;
-    for (int32_t s = prev_sib[e]; s >= 0 && is_feed_op(ev[s].name); s = prev_sib[s]) {
+    int32_t next = e, s = prev_sib[e];
+    for (; s >= 0 && is_feed_op(ev[s].name); s = prev_sib[s]) {
       c->own[s] |= RP_B_READ;
       c->gapbits[next] |= RP_B_READ; /* the host time between two ops of the group */
       next = s;
     }
+    /* after the previous read of the same parent, the host time up to this read's group
+     * is the Python that issues it (a loop of x.norm().item()) */
+    if (s >= 0 && is_read_op(ev[s].name)) c->gapbits[next] |= RP_B_READ;
   }
+}
+
+static bool is_step_range(const pd_event_t *e) { return e->kind == PD_EVENT_RANGE && e->u.range.step >= 0; }
+
+/* Whether the trace has an op layer: some CUDA call sits inside a range or op other than
+ * the step range (torch's aten ops, emit_nvtx's op ranges, profiler_demo's phases). A
+ * trace without one (pd_run on a program that opens no ranges but its step) shows its
+ * host time only as CUDA calls and the gaps between them. */
+static bool has_op_layer(const pd_event_t *ev, size_t n, const pd_trace_index_t *ix) {
+  for (size_t i = 0; i < n; i++) {
+    if (ev[i].kind != PD_EVENT_RUNTIME && ev[i].kind != PD_EVENT_DRIVER) continue;
+    for (int32_t p = ix->parent[i]; p >= 0; p = ix->parent[p])
+      if (!is_step_range(&ev[p]) && ev[p].kind != PD_EVENT_RUNTIME && ev[p].kind != PD_EVENT_DRIVER) return true;
+  }
+  return false;
+}
+
+/* The device-to-host copy call of a read as the CUDA calls alone show it: a copy of at
+ * most RP_CALL_READ_MAX_BYTES from the device. */
+static bool is_read_copy_call(const bctx_t *c, int32_t e) {
+  const pd_event_t *ev = c->ev;
+  if (ev[e].kind != PD_EVENT_RUNTIME && ev[e].kind != PD_EVENT_DRIVER) return false;
+  int32_t g = c->firstgpu[e];
+  return g >= 0 && ev[g].kind == PD_EVENT_MEMCPY && ev[g].u.memcpy.copy_kind == PD_MEMCPY_DTOH &&
+         ev[g].u.memcpy.bytes <= RP_CALL_READ_MAX_BYTES;
+}
+
+/* Whether the call blocks the host on the GPU (a sync record, or a synchronizing name). */
+static bool call_blocks(const bctx_t *c, int32_t e) {
+  return c->syncrec[e] >= 0 || pd_api_sync_scope(c->ev[e].name) != PD_SYNC_SCOPE_NONE;
+}
+
+/* A kernel launch call whose kernel is a reduction (torch's reduce_kernel, cub's
+ * DeviceReduceKernel): what computes a value a read then reads, where no op says so. */
+static bool is_reduce_launch(const bctx_t *c, int32_t e) {
+  int32_t g = c->firstgpu[e];
+  if (g < 0 || c->ev[g].kind != PD_EVENT_KERNEL || c->ev[g].name == NULL) return false;
+  return strstr(c->ev[g].name, "reduce") != NULL || strstr(c->ev[g].name, "Reduce") != NULL;
+}
+
+/* The read that starts at call `read` (its copy) takes with it what the calls show
+ * feeding it: the reduction launched right before it (`feed`, with the host time between
+ * the two), and, where the call before that (`before`) ended the step's previous read, the
+ * host time between the two reads too (a loop of reads: x.norm().item() per parameter). */
+static void mark_call_read_feed(bctx_t *c, int32_t read, int32_t feed, int32_t before) {
+  const pd_trace_index_t *ix = c->ix;
+  if (feed < 0 || ix->step[feed] != ix->step[read] || !is_reduce_launch(c, feed)) return;
+  c->own[feed] |= RP_B_READ;
+  c->gapbits[read] |= RP_B_READ;
+  if (before >= 0 && ix->step[before] == ix->step[read] && (c->own[before] & RP_B_READ)) c->gapbits[feed] |= RP_B_READ;
+}
+
+/* Reads where the trace has no op layer (has_op_layer): a small device-to-host copy whose
+ * call blocks (cudaMemcpy), or whose thread's next CUDA call does (cudaMemcpyAsync, then
+ * cudaStreamSynchronize: torch's .item()). The copy's call, the blocking call and the host
+ * time between them are the read, with what mark_call_read_feed finds feeding it. Other
+ * work that computed the value is not told apart from the rest of the step there, so it
+ * stays (blocking_reads removes less than with ops). Returns the reads marked inside a
+ * step. */
+static size_t mark_call_reads(bctx_t *c) {
+  const pd_event_t *ev = c->ev;
+  const pd_trace_index_t *ix = c->ix;
+  size_t reads = 0;
+  int32_t prev = -1, prev2 = -1;  /* the thread's two CUDA calls before this one */
+  int32_t copy = -1, cprev = -1, cprev2 = -1; /* a read's copy call waiting for the next call, and its two */
+  for (size_t k = 0; k < ix->nhost; k++) {
+    int32_t e = ix->host_order[k];
+    if (ev[e].kind != PD_EVENT_RUNTIME && ev[e].kind != PD_EVENT_DRIVER) continue;
+    if (prev >= 0 && (ev[prev].pid != ev[e].pid || ev[prev].tid != ev[e].tid)) prev = prev2 = copy = -1;
+    if (copy >= 0 && call_blocks(c, e)) {
+      c->own[copy] |= RP_B_READ;
+      c->own[e] |= RP_B_READ;
+      c->gapbits[e] |= RP_B_READ; /* the host time between the copy's call and the wait */
+      mark_call_read_feed(c, copy, cprev, cprev2);
+      reads += ix->step[copy] >= 0;
+      copy = -1;
+    } else {
+      copy = -1;
+      if (is_read_copy_call(c, e) && call_blocks(c, e)) {
+        c->own[e] |= RP_B_READ;
+        mark_call_read_feed(c, e, prev, prev2);
+        reads += ix->step[e] >= 0;
+      } else if (is_read_copy_call(c, e)) {
+        copy = e;
+        cprev = prev;
+        cprev2 = prev2;
+      }
+    }
+    prev2 = prev;
+    prev = e;
+  }
+  return reads;
 }
 
 /* Chains of tiny ops: consecutive kernel launches of one thread, each of a kernel shorter
@@ -294,7 +389,6 @@ static int32_t emit(bctx_t *c, uint8_t type, int32_t e, int64_t t0, int32_t *pre
   return id;
 }
 
-static bool is_step_range(const pd_event_t *e) { return e->kind == PD_EVENT_RANGE && e->u.range.step >= 0; }
 
 /* Another thread's op that starts outside every op of its thread began when the step
  * thread let it (torch's autograd thread runs a backward pass when the main thread calls
@@ -890,7 +984,10 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
                c.syncrec[i] >= 0 || pd_api_sync_scope(ev[i].name) != PD_SYNC_SCOPE_NONE;
     for (int32_t a = (int32_t)i; dev && a >= 0 && !c.devread[a]; a = ix->parent[a]) c.devread[a] = 1;
   }
-  mark_reads(&c, prev_sib);
+  const bool ops = has_op_layer(ev, n, ix);
+  size_t call_reads = 0;
+  if (ops) mark_reads(&c, prev_sib);
+  else call_reads = mark_call_reads(&c);
   if (mark_tiny(&c) != 0) goto out;
 
   r->nnodes = 0;
@@ -930,7 +1027,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
   }
   /* Per-step counts of what the fixes touch. */
   double steps = (double)ix->nsteps;
-  size_t reads = 0, allocs = 0;
+  size_t reads = call_reads, allocs = 0;
   for (size_t i = 0; i < n; i++) {
     if (ix->step[i] < 0) continue;
     if ((c.own[i] & RP_B_READ) && is_read_op(ev[i].name) && !(ix->parent[i] >= 0 && is_read_op(ev[ix->parent[i]].name)))
@@ -943,14 +1040,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
   r->info.launches_per_step /= steps;
   r->info.tiny_ops_per_step /= steps;
   if (anchor_waits(&c) != 0) goto out;
-  for (size_t i = 0; i < n && !r->info.host_code_known; i++) {
-    if (ev[i].kind != PD_EVENT_RUNTIME && ev[i].kind != PD_EVENT_DRIVER) continue;
-    for (int32_t p = ix->parent[i]; p >= 0; p = ix->parent[p])
-      if (!is_step_range(&ev[p]) && ev[p].kind != PD_EVENT_RUNTIME && ev[p].kind != PD_EVENT_DRIVER) {
-        r->info.host_code_known = true;
-        break;
-      }
-  }
+  r->info.host_code_known = ops;
   loader_share(r, ix, ev);
   for (size_t s = 0; s < ix->nsteps; s++) {
     r->step_node[2 * s] = c.hs[ix->steps[s].ev];

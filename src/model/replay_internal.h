@@ -26,6 +26,11 @@
 /* ... and each kernel a few microseconds at most (DESIGN.md: tiny_ops' kernels average
  * 1.5 us; torch's elementwise ops on small tensors 1-3 us). */
 #define RP_TINY_KERNEL_NS 5000
+/* A read as the CUDA calls alone show it (a trace without ops): a device-to-host copy of at
+ * most this many bytes that blocks. .item() copies 1-8 bytes, a small .tolist() or
+ * .cpu() of a metric a few KiB; a larger blocking copy is the step's output, not a value
+ * read for logging. */
+#define RP_CALL_READ_MAX_BYTES 65536u
 
 #define RP_NOT_DONE INT64_MIN
 /* A data wait waited for its batch when it took over twice the trace's median wait and

@@ -321,6 +321,120 @@ Test(replay, blocking_read_removed_with_its_feeding_ops) {
   unbuild(&b);
 }
 
+/* A loop of reads (x.mean().item() after another .item() in the same parent): the host
+ * time after the previous read, up to this read's feeding op, is the Python that issues it
+ * and goes with it; the time before the first read stays. */
+Test(replay, a_loop_of_reads_takes_the_host_time_between_them) {
+  step(1, 0, 100);
+  add(PD_EVENT_CPU_OP, "aten::item", 10, 20, 0);
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 12, 18, 1);
+  add(PD_EVENT_CPU_OP, "aten::mean", 30, 35, 0);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 31, 33, 2);
+  kernel(34, 35, 2, 7);
+  add(PD_EVENT_CPU_OP, "aten::item", 38, 50, 0);
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 40, 48, 3);
+  built_t b;
+  build(&b, NULL);
+  NEAR(pd_replay_info(b.r)->reads_per_step, 2.0);
+  NEAR(replay_us(&b, 0), 100.0);
+  /* the first item (10), the Python after it (10), mean (5), the gap (3), the second item
+   * (12) go: 100 - 40 */
+  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_READS)), 60.0);
+  unbuild(&b);
+}
+
+/* The read of blocking_read_removed_with_its_feeding_ops without its ops (pd_run on a
+ * program with no op ranges): a small device-to-host copy whose thread's next call blocks is
+ * a read, found from the calls; the copy's call, the gap and the sync go, the kernel that
+ * computed the value (no op says it feeds the read) stays with its launch. bytes: the
+ * copy's size; next: the call after the copy. */
+static void call_read_trace(uint64_t bytes, const char *next) {
+  pd_trace_destroy(T);
+  T = pd_trace_create();
+  step(1, 0, 100);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 12, 14, 1);
+  kernel(17, 30, 1, 7);
+  add(PD_EVENT_RUNTIME, "cudaMemcpyAsync", 26, 28, 2);
+  pd_event_t *cp = add(PD_EVENT_MEMCPY, NULL, 31, 32, 2);
+  cp->u.memcpy.copy_kind = PD_MEMCPY_DTOH;
+  cp->u.memcpy.src_kind = PD_MEM_DEVICE;
+  cp->u.memcpy.dst_kind = PD_MEM_PINNED;
+  cp->u.memcpy.bytes = bytes;
+  add(PD_EVENT_RUNTIME, next, 29, 36, 3);
+}
+
+Test(replay, blocking_read_found_from_the_calls_without_ops) {
+  call_read_trace(4, "cudaStreamSynchronize");
+  built_t b;
+  build(&b, NULL);
+  const pd_replay_info_t *in = pd_replay_info(b.r);
+  NEAR(in->reads_per_step, 1.0);
+  cr_assert_not(in->host_code_known);
+  NEAR(replay_us(&b, 0), 100.0);
+  /* the copy's call (2), the gap (1) and the sync (7) go: 100 - 10 */
+  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_READS)), 90.0);
+  unbuild(&b);
+  /* the evidence says what was not seen */
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  cr_assert_eq(pd_metrics_from_trace(T, &m), 0);
+  /* against the predicted unprofiled step (the default cost per call comes off first) */
+  cr_expect(m.saving_blocking_reads_us_per_step > 5.0 && m.saving_blocking_reads_us_per_step <= 10.0, "%f",
+            m.saving_blocking_reads_us_per_step);
+  NEAR(m.replay_reads_per_step, 1.0);
+  pd_verdict_t v;
+  pd_diagnose(&m, PD_ADVICE_TORCH, &v);
+  const pd_saving_t *rd = NULL;
+  for (int i = 0; i < v.nsavings; i++)
+    if (strcmp(v.savings[i].cause, pd_fix_name(PD_FIX_READS)) == 0) rd = &v.savings[i];
+  cr_assert_not_null(rd, "a blocking_reads saving");
+  cr_expect_not_null(strstr(rd->evidence, "small device-to-host copies that block"), "%s", rd->evidence);
+  cr_expect_not_null(strstr(rd->evidence, "shorter"), "not cut: %s", rd->evidence);
+}
+
+/* A loop of reads seen from the calls only: each read takes the reduction launched right
+ * before it (the kernel the read waits for), and the host time since the previous read. */
+static void call_read(double t, uint64_t corr) {
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", t, t + 2, corr);
+  kernel(t + 3, t + 4, corr, 7)->name = "void at::native::reduce_kernel<512, 1>";
+  add(PD_EVENT_RUNTIME, "cudaMemcpyAsync", t + 5, t + 7, corr + 1);
+  pd_event_t *cp = add(PD_EVENT_MEMCPY, NULL, t + 8, t + 9, corr + 1);
+  cp->u.memcpy.copy_kind = PD_MEMCPY_DTOH;
+  cp->u.memcpy.bytes = 4;
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", t + 10, t + 15, corr + 2);
+}
+
+Test(replay, a_loop_of_reads_found_from_the_calls_takes_what_feeds_them) {
+  step(1, 0, 100);
+  call_read(10, 1);
+  call_read(35, 4);
+  built_t b;
+  build(&b, NULL);
+  NEAR(pd_replay_info(b.r)->reads_per_step, 2.0);
+  NEAR(replay_us(&b, 0), 100.0);
+  /* 10..25 (the first read with its reduction) and 25..50 (the second, with the host time
+   * after the first) go; 0..10 stays */
+  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_READS)), 60.0);
+  unbuild(&b);
+}
+
+/* Not reads: a copy larger than a value (the step's output), and a small copy whose
+ * thread goes on without waiting. */
+Test(replay, call_reads_need_a_small_copy_that_blocks) {
+  static const struct {
+    uint64_t bytes;
+    const char *next;
+  } cases[] = {{1u << 20, "cudaStreamSynchronize"}, {4, "cudaLaunchKernel"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    call_read_trace(cases[i].bytes, cases[i].next);
+    built_t b;
+    build(&b, NULL);
+    cr_expect_eq(pd_replay_info(b.r)->reads_per_step, 0.0, "case %zu", i);
+    NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_READS)), replay_us(&b, 0));
+    unbuild(&b);
+  }
+}
+
 /* Data wait removed: the launches move up, the GPU work with them. */
 Test(replay, data_wait_removed) {
   step(1, 0, 100);
