@@ -237,6 +237,14 @@ void pd_trace_set_calibration(pd_trace_t *trace, double ns_per_call, double ns_p
 /* Returns true and the figures when the trace carries a calibration (either pointer may be
  * NULL). */
 bool pd_trace_calibration(const pd_trace_t *trace, double *ns_per_call, double *ns_per_range);
+/* Sets the name of the range the program opens once per step, whose starts cut the steps
+ * (pd_run --step_range; a trace's top-level "stepRange" read back). Below a step marker a
+ * range of that name is the step itself, not an op (the replay's op layer). NULL, "" or a
+ * name of PD_TRACE_STEP_RANGE_MAX bytes or more clears it. */
+#define PD_TRACE_STEP_RANGE_MAX 256
+void pd_trace_set_step_range(pd_trace_t *trace, const char *name);
+/* That name, or NULL when the trace has none. */
+const char *pd_trace_step_range(const pd_trace_t *trace);
 
 /* What the profiler itself cost: for one cycle (pd_prof_cycle_cost) or the whole run
  * (pd_prof_cost). The estimate of the time it added inside the recorded steps comes from

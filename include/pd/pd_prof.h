@@ -71,6 +71,10 @@ typedef struct {
    * profiler then makes no CUDA or CUPTI call at all (no calibration), so unit tests
    * drive the whole cycle with a scripted source and no GPU. */
   pd_record_source_t *source;
+  /* The range the program opens per step, whose starts cut the steps (pd_run
+   * --step_range), set on every cycle's trace (pd_trace_set_step_range); borrowed, it
+   * must outlive the profiler. NULL: none. */
+  const char *step_range;
 } pd_prof_config_t;
 
 /* Fills cfg with defaults: CPU|CUDA, schedule(wait=1, warmup=1, active=1, repeat=1). */

@@ -57,6 +57,10 @@ typedef struct {
   bool links;
   /* The cycle's profiler cost, written as top-level "profilerCost"; NULL: left out. */
   const pd_prof_cost_t *cost;
+  /* The range the program opens per step, whose starts cut the steps (pd_run
+   * --step_range), written as top-level "stepRange"; NULL: left out, except that
+   * pd_trace_write_file() then takes the trace's own (pd_trace_step_range). */
+  const char *step_range;
 } pd_trace_meta_t;
 
 typedef struct pd_trace_writer pd_trace_writer_t;

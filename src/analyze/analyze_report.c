@@ -83,6 +83,7 @@ static int whole_trace_verdict(const pd_trace_t *trace, pd_analysis_t *a) {
     rc = pd_trace_add_device(w, &pd_trace_devices(trace)[i]);
   double call, range;
   if (pd_trace_calibration(trace, &call, &range)) pd_trace_set_calibration(w, call, range);
+  pd_trace_set_step_range(w, pd_trace_step_range(trace));
   pd_trace_sort(w);
   pd_trace_index_t ix;
   if (rc == 0) rc = pd_trace_index_build(w, &ix);

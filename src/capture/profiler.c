@@ -424,6 +424,7 @@ static int trace_ready(pd_prof_t *p, bool calibrate_end) {
   p->cost_open.parse_ms += ms_since(t_sort);
   cost_close_cycle(p);
   pd_trace_set_calibration(p->cycle, p->cost_total.calib_ns_per_call, p->cost_total.calib_ns_per_range);
+  pd_trace_set_step_range(p->cycle, p->cfg.step_range);
   if (rc == 0 && p->cfg.on_trace_ready != NULL) {
     rc = p->cfg.on_trace_ready(p, p->cycle, p->cfg.user);
     if (rc != 0) {

@@ -328,6 +328,7 @@ static void profiler_start(pd_inject_session_t *s) {
   pc.on_trace_ready = cycle_ready_cb;
   pc.user = s;
   pc.trace_dir = s->cfg.trace_dir;
+  pc.step_range = s->steps == PD_INJECT_STEPS_RANGE ? s->cfg.step_range : NULL;
   pc.source = s->env.source;
   int rc = pd_prof_create(&pc, &s->prof);
   if (rc != 0) {

@@ -110,6 +110,7 @@ typedef struct {
   const pd_trace_index_t *ix;
   size_t n;
   pd_replay_t *r;
+  const char *step_body; /* the program's per-step range (pd_trace_step_range), or NULL */
   /* per event */
   uint16_t *own, *acc;
   uint8_t *devread; /* the op's subtree copies device to host or blocks on the GPU */
@@ -210,17 +211,29 @@ static void mark_reads(bctx_t *c, const int32_t *prev_sib) {
   }
 }
 
-static bool is_step_range(const pd_event_t *e) { return e->kind == PD_EVENT_RANGE && e->u.range.step >= 0; }
+/* Whether event e is part of the step layer, not an op: a step marker (ProfilerStep#N), or
+ * the range the program opens per step (pd_trace_step_range: pd_run --step_range) right
+ * under one. */
+static bool is_step_layer(const bctx_t *c, int32_t e) {
+  const pd_event_t *x = &c->ev[e];
+  if (x->kind == PD_EVENT_RANGE && x->u.range.step >= 0) return true;
+  if (c->step_body == NULL || (x->kind != PD_EVENT_RANGE && x->kind != PD_EVENT_CPU_OP) || x->name == NULL ||
+      strcmp(x->name, c->step_body) != 0)
+    return false;
+  int32_t p = c->ix->parent[e];
+  return p >= 0 && c->ev[p].kind == PD_EVENT_RANGE && c->ev[p].u.range.step >= 0;
+}
 
-/* Whether the trace has an op layer: some CUDA call sits inside a range or op other than
- * the step range (torch's aten ops, emit_nvtx's op ranges, profiler_demo's phases). A
- * trace without one (pd_run on a program that opens no ranges but its step) shows its
- * host time only as CUDA calls and the gaps between them. */
-static bool has_op_layer(const pd_event_t *ev, size_t n, const pd_trace_index_t *ix) {
-  for (size_t i = 0; i < n; i++) {
+/* Whether the trace has an op layer: some CUDA call sits inside a range or op below the
+ * step layer (torch's aten ops, emit_nvtx's op ranges, profiler_demo's phases). A trace
+ * without one (pd_run on a program that opens no ranges but its step) shows its host time
+ * only as CUDA calls and the gaps between them. */
+static bool has_op_layer(const bctx_t *c) {
+  const pd_event_t *ev = c->ev;
+  for (size_t i = 0; i < c->n; i++) {
     if (ev[i].kind != PD_EVENT_RUNTIME && ev[i].kind != PD_EVENT_DRIVER) continue;
-    for (int32_t p = ix->parent[i]; p >= 0; p = ix->parent[p])
-      if (!is_step_range(&ev[p]) && ev[p].kind != PD_EVENT_RUNTIME && ev[p].kind != PD_EVENT_DRIVER) return true;
+    for (int32_t p = c->ix->parent[i]; p >= 0; p = c->ix->parent[p])
+      if (!is_step_layer(c, p) && ev[p].kind != PD_EVENT_RUNTIME && ev[p].kind != PD_EVENT_DRIVER) return true;
   }
   return false;
 }
@@ -451,7 +464,7 @@ static void sweep_host(bctx_t *c, const pd_replay_cost_t *cost, int32_t *stack) 
         int32_t top = stack[--depth];
         bool call = ev[top].kind == PD_EVENT_RUNTIME || ev[top].kind == PD_EVENT_DRIVER;
         uint16_t b = c->acc[top];
-        if (is_step_range(&ev[top])) b |= RP_B_HOSTCODE; /* the step range's self time */
+        if (is_step_layer(c, top)) b |= RP_B_HOSTCODE; /* the step range's self time */
         int64_t end = ev[top].end_ns > ev[top].start_ns ? ev[top].end_ns : ev[top].start_ns;
         c->he[top] = emit(c, RP_HEND, top, end, &prev, &tlast, b, call ? per_call : per_range / 2);
       }
@@ -460,7 +473,7 @@ static void sweep_host(bctx_t *c, const pd_replay_cost_t *cost, int32_t *stack) 
       int32_t p = depth > 0 ? stack[depth - 1] : -1;
       uint16_t outer = p >= 0 ? c->acc[p] : 0;
       uint16_t b = p >= 0 ? outer : RP_B_HOSTCODE; /* the task before this start: outside every op */
-      if (p >= 0 && is_step_range(&ev[p])) b |= RP_B_HOSTCODE;
+      if (p >= 0 && is_step_layer(c, p)) b |= RP_B_HOSTCODE;
       b |= c->gapbits[e];
       bool call = ev[e].kind == PD_EVENT_RUNTIME || ev[e].kind == PD_EVENT_DRIVER;
       c->acc[e] = (uint16_t)((outer & (uint16_t)~(RP_B_LAUNCH | RP_B_PAGEABLE)) | c->own[e]);
@@ -900,7 +913,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
     *out = r;
     return 0;
   }
-  bctx_t c = {.ev = ev, .ix = ix, .n = n, .r = r};
+  bctx_t c = {.ev = ev, .ix = ix, .n = n, .r = r, .step_body = pd_trace_step_range(trace)};
   const size_t n1 = n ? n : 1, nodes = 2 * ix->nhost + ng;
   c.own = calloc(n1, sizeof(*c.own));
   c.acc = calloc(n1, sizeof(*c.acc));
@@ -984,7 +997,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
                c.syncrec[i] >= 0 || pd_api_sync_scope(ev[i].name) != PD_SYNC_SCOPE_NONE;
     for (int32_t a = (int32_t)i; dev && a >= 0 && !c.devread[a]; a = ix->parent[a]) c.devread[a] = 1;
   }
-  const bool ops = has_op_layer(ev, n, ix);
+  const bool ops = has_op_layer(&c);
   size_t call_reads = 0;
   if (ops) mark_reads(&c, prev_sib);
   else call_reads = mark_call_reads(&c);

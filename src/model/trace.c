@@ -75,6 +75,7 @@ struct pd_trace {
 
   uint64_t dropped;
   double calib_ns_per_call, calib_ns_per_range; /* < 0: not calibrated */
+  char step_range[PD_TRACE_STEP_RANGE_MAX];     /* "": none (pd_trace_set_step_range) */
 };
 
 pd_trace_t *pd_trace_create(void) {
@@ -106,6 +107,7 @@ void pd_trace_reset(pd_trace_t *trace) {
   trace->ndevices = 0;
   trace->dropped = 0;
   trace->calib_ns_per_call = trace->calib_ns_per_range = -1.0;
+  trace->step_range[0] = '\0';
   if (trace->slots != NULL) memset(trace->slots, 0, trace->nslots * sizeof(*trace->slots));
   trace->nstrings = 0;
   /* Keep the newest chunk (the usual case: one cycle's strings fit in a few chunks);
@@ -342,6 +344,18 @@ bool pd_trace_calibration(const pd_trace_t *trace, double *ns_per_call, double *
   if (ns_per_call != NULL) *ns_per_call = trace->calib_ns_per_call;
   if (ns_per_range != NULL) *ns_per_range = trace->calib_ns_per_range;
   return true;
+}
+
+void pd_trace_set_step_range(pd_trace_t *trace, const char *name) {
+  if (trace == NULL) return;
+  size_t n = name != NULL ? strlen(name) : 0;
+  if (n >= sizeof trace->step_range) n = 0;
+  memcpy(trace->step_range, name != NULL ? name : "", n);
+  trace->step_range[n] = '\0';
+}
+
+const char *pd_trace_step_range(const pd_trace_t *trace) {
+  return trace != NULL && trace->step_range[0] != '\0' ? trace->step_range : NULL;
 }
 
 /* ---- display names (Kineto's, so our traces and torch's group the same way) ---------- */

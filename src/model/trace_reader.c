@@ -1036,6 +1036,11 @@ static int read_document(conv_t *cv, an_json_t *p, bool *have_events) {
       else info->schema_version = (int)v;
     } else if (KEY_IS(p, "profilerCost")) {
       rc = read_profiler_cost(cv, p);
+    } else if (KEY_IS(p, "stepRange")) {
+      /* a name too long to keep, holding a NUL, or not a string, is none
+       * (pd_trace_set_step_range) */
+      bool named = scalar(p) == AN_JSON_STRING && memchr(p->str, 0, p->len) == NULL;
+      pd_trace_set_step_range(cv->out, named ? p->str : NULL);
     } else if (KEY_IS(p, "traceName")) {
       if (scalar(p) == AN_JSON_STRING) snprintf(info->trace_name, sizeof info->trace_name, "%s", p->str);
     } else {

@@ -544,6 +544,13 @@ static void write_top_level(pd_trace_writer_t *w, const pd_trace_meta_t *meta) {
   p = put_u64(p, PD_TRACE_FORMAT_VERSION);
   p = PUT_LIT(p, ",");
   put_raw(w, buf, (size_t)(p - buf));
+  /* The program's own per-step range (pd_run --step_range): a reader keeps it apart from
+   * the ops (pd_trace_set_step_range). */
+  if (meta != NULL && meta->step_range != NULL && meta->step_range[0] != '\0') {
+    PUT_RAW_LIT(w, "\n  \"stepRange\": ");
+    put_name(w, meta->step_range);
+    PUT_RAW_LIT(w, ",");
+  }
   /* What recording this cycle cost (pd_prof_cost_t), so the trace says how much of its
    * steps is the profiler. */
   if (meta != NULL && meta->cost != NULL) {
@@ -1266,6 +1273,12 @@ int pd_trace_write_file(const char *path, const pd_trace_t *trace, const pd_trac
   int64_t first = INT64_MAX;
   for (size_t i = 0; i < n; i++)
     if (ev[i].start_ns < first) first = ev[i].start_ns;
+  pd_trace_meta_t with_range;
+  if (meta != NULL && meta->step_range == NULL && pd_trace_step_range(trace) != NULL) {
+    with_range = *meta;
+    with_range.step_range = pd_trace_step_range(trace);
+    meta = &with_range;
+  }
   rc = writer_open(path, meta, pd_trace_devices(trace), pd_trace_device_count(trace), n > 0 ? &first : NULL, &w);
   if (rc != 0) {
     free(next);

@@ -870,6 +870,37 @@ Test(reader, sync_records_keep_their_wait_stream_and_record) {
 
 /* profiler_demo's profilerCost.calibration comes back with the trace (the replay takes it
  * out to predict the unprofiled step); a figure that is no number or out of range does not. */
+/* Top-level "stepRange" (pd_run --step_range): a string is kept; anything else (a number,
+ * null, a name of PD_TRACE_STEP_RANGE_MAX bytes or more, one holding a NUL) is none; reset
+ * clears it. */
+Test(reader, step_range) {
+  char err[256];
+  pd_trace_t *t = pd_trace_create();
+  cr_expect_null(pd_trace_step_range(t), "a new trace has none");
+  const char *ok = "{\"stepRange\":\"train_step\",\"traceEvents\":[]}";
+  cr_assert_eq(pd_trace_read_buffer(ok, strlen(ok), t, NULL, err, sizeof err), 0, "%s", err);
+  cr_expect_str_eq(pd_trace_step_range(t), "train_step");
+  pd_trace_reset(t);
+  cr_expect_null(pd_trace_step_range(t), "reset clears it");
+  char long_name[PD_TRACE_STEP_RANGE_MAX + 64];
+  int len = snprintf(long_name, sizeof long_name, "{\"stepRange\":\"%0*d\",\"traceEvents\":[]}",
+                     PD_TRACE_STEP_RANGE_MAX, 7);
+  const char *bad[] = {"{\"stepRange\":7,\"traceEvents\":[]}", "{\"stepRange\":null,\"traceEvents\":[]}",
+                       "{\"stepRange\":\"a\\u0000b\",\"traceEvents\":[]}", "{\"stepRange\":\"\",\"traceEvents\":[]}",
+                       long_name};
+  cr_assert_lt(len, (int)sizeof long_name);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    pd_trace_t *u = pd_trace_create();
+    cr_assert_eq(pd_trace_read_buffer(bad[i], strlen(bad[i]), u, NULL, err, sizeof err), 0, "%s", err);
+    cr_expect_null(pd_trace_step_range(u), "%.60s", bad[i]);
+    pd_trace_destroy(u);
+  }
+  pd_trace_set_step_range(t, "x");
+  pd_trace_set_step_range(t, NULL);
+  cr_expect_null(pd_trace_step_range(t), "NULL clears it");
+  pd_trace_destroy(t);
+}
+
 Test(reader, profiler_cost_calibration) {
   const char *ok = "{\"profilerCost\":{\"est_added_us_per_step\":12.5,\"calibration\":{\"ns_per_cuda_call\":2500.5,"
                    "\"ns_per_host_range\":400,\"other\":[1]}},\"traceEvents\":[]}";

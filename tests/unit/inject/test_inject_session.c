@@ -622,6 +622,7 @@ Test(inject_session, nvtx_ranges_make_steps_and_host_ranges) {
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     cr_assert_not_null(strstr(trace, names[i]), "%s not in the trace", names[i]);
   cr_assert_null(strstr(trace, "seq = 3"), "emit_nvtx's details are not part of the op's name");
+  cr_assert_not_null(strstr(trace, "\"stepRange\": \"train_step\""), "the trace names the program's step range");
   free(trace);
   cJSON_Delete(j);
   pd_inject_session_destroy(s);

@@ -418,6 +418,35 @@ Test(replay, a_loop_of_reads_found_from_the_calls_takes_what_feeds_them) {
   unbuild(&b);
 }
 
+/* pd_run --step_range: the program's own step range sits under each step marker. Named as
+ * the trace's step range it is the step, not an op: the trace has no op layer (no
+ * host_code fix) and its reads are found from the calls. Unnamed, it reads as one op
+ * around everything (an op layer, no read op in it: no read). */
+static void step_body_trace(const char *step_range) {
+  call_read_trace(4, "cudaStreamSynchronize");
+  add(PD_EVENT_CPU_OP, "train_step", 1, 99, 0);
+  pd_trace_set_step_range(T, step_range);
+}
+
+Test(replay, the_programs_step_range_is_the_step_not_an_op) {
+  step_body_trace("train_step");
+  built_t b;
+  build(&b, NULL);
+  cr_expect_not(pd_replay_info(b.r)->host_code_known);
+  NEAR(pd_replay_info(b.r)->reads_per_step, 1.0);
+  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_READS)), 90.0);
+  unbuild(&b);
+  step_body_trace(NULL);
+  build(&b, NULL);
+  cr_expect(pd_replay_info(b.r)->host_code_known);
+  NEAR(pd_replay_info(b.r)->reads_per_step, 0.0);
+  unbuild(&b);
+  step_body_trace("other_range"); /* another name: still an op */
+  build(&b, NULL);
+  cr_expect(pd_replay_info(b.r)->host_code_known);
+  unbuild(&b);
+}
+
 /* Not reads: a copy larger than a value (the step's output), and a small copy whose
  * thread goes on without waiting. */
 Test(replay, call_reads_need_a_small_copy_that_blocks) {

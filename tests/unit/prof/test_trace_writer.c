@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pd/pd_reader.h"
 #include "pd/pd_writers.h"
 #include "pd/pd_prof.h"
 #include "pd_test_util.h"
@@ -185,6 +186,34 @@ Test(trace_writer, top_level_keys) {
   cr_expect_null(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "deviceProperties"), 0),
                                      "sharedMemPerBlockOptin"));
   cJSON_Delete(root);
+  pd_trace_destroy(t);
+}
+
+/* The program's per-step range: written as top-level "stepRange" when the meta names it,
+ * or, through pd_trace_write_file(), when the trace carries one; read back the same; left
+ * out otherwise. The name is escaped as any other. */
+Test(trace_writer, step_range_written_and_read_back) {
+  pd_trace_t *t = synthetic_trace();
+  cJSON *root = write_and_parse(t, &meta, NULL);
+  cr_expect_null(cJSON_GetObjectItem(root, "stepRange"), "none named: left out");
+  cJSON_Delete(root);
+  pd_trace_set_step_range(t, "train \"step\"");
+  root = write_and_parse(t, &meta, NULL);
+  cJSON *sr = cJSON_GetObjectItem(root, "stepRange");
+  cr_assert(cJSON_IsString(sr), "the trace's own step range is written");
+  cr_expect_str_eq(sr->valuestring, "train \"step\"");
+  cJSON_Delete(root);
+  pd_trace_meta_t named = meta;
+  named.step_range = "fwd_bwd";
+  root = write_and_parse(t, &named, NULL);
+  cr_expect_str_eq(cJSON_GetObjectItem(root, "stepRange")->valuestring, "fwd_bwd", "the meta's wins");
+  cJSON_Delete(root);
+  char path[512], err[256];
+  snprintf(path, sizeof path, "%s/host_1.123.pt.trace.json", tmpdir);
+  pd_trace_t *back = pd_trace_create();
+  cr_assert_eq(pd_trace_read_file_info(path, back, NULL, err, sizeof err), 0, "%s", err);
+  cr_expect_str_eq(pd_trace_step_range(back), "fwd_bwd");
+  pd_trace_destroy(back);
   pd_trace_destroy(t);
 }
 

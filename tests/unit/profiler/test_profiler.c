@@ -33,6 +33,7 @@ typedef struct {
   ev_copy_t *ev;
   size_t n;
   int64_t at_step; /* pd_prof_current_step() during the callback */
+  char step_range[64]; /* pd_trace_step_range() of the cycle, "" none */
 } cycle_copy_t;
 
 typedef struct {
@@ -48,6 +49,7 @@ static int log_cb(pd_prof_t *prof, const pd_trace_t *cycle, void *user) {
     c->n = pd_trace_count(cycle);
     c->ev = calloc(c->n ? c->n : 1, sizeof(*c->ev));
     c->at_step = pd_prof_current_step(prof);
+    snprintf(c->step_range, sizeof c->step_range, "%s", pd_trace_step_range(cycle) ? pd_trace_step_range(cycle) : "");
     const pd_event_t *ev = pd_trace_events(cycle);
     for (size_t i = 0; i < c->n; i++) {
       c->ev[i].kind = ev[i].kind;
@@ -144,6 +146,29 @@ Test(profiler, schedule_cycles_and_step_ranges) {
   }
   pd_prof_destroy(p);
   log_free(&log);
+}
+
+/* The config's step range (pd_run --step_range) is set on every cycle's trace; none
+ * without it. */
+Test(profiler, cycles_carry_the_programs_step_range) {
+  for (int named = 0; named < 2; named++) {
+    log_t log = {0};
+    pd_prof_config_t cfg = cpu_config(&log, (pd_schedule_t){.wait = 0, .warmup = 0, .active = 1, .repeat = 2});
+    if (named) cfg.step_range = "train_step";
+    pd_prof_t *p = NULL;
+    cr_assert_eq(pd_prof_create(&cfg, &p), 0, "create: %s", pd_prof_last_error(NULL));
+    cr_assert_eq(pd_prof_start(p), 0);
+    for (int i = 0; i < 3; i++) {
+      do_step_work(p);
+      cr_assert_eq(pd_prof_step(p), 0);
+    }
+    cr_assert_eq(pd_prof_stop(p), 0);
+    cr_assert_eq(log.ncycles, 2);
+    for (int c = 0; c < log.ncycles; c++)
+      cr_expect_str_eq(log.cycles[c].step_range, named ? "train_step" : "", "cycle %d", c);
+    pd_prof_destroy(p);
+    log_free(&log);
+  }
 }
 
 Test(profiler, warmup_steps_are_discarded) {
