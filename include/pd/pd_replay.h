@@ -130,13 +130,18 @@ typedef struct {
   double launches_per_step;
   double data_wait_share;       /* the steps' data wait over their time (W / S of LOADER_2X) */
   double loader_2x_keep;        /* the share of each data wait LOADER_2X keeps, in [0, 1] */
-  bool host_code_known;         /* some CUDA call runs inside an op or a range below the
-                                   step: without that layer (pd_run on a program without
-                                   NVTX ranges) all host work is "outside every op", and
-                                   HOST_CODE is no fix: its saving is left out (NaN); and
-                                   reads are found from the CUDA calls alone (a small
-                                   device-to-host copy that blocks), without the ops that
-                                   feed them */
+  bool ops_known;               /* some CUDA call runs inside an op or a range below the
+                                   step layer (step markers and the program's step range,
+                                   pd_trace_step_range): without that layer (pd_run on a
+                                   program that opens no op ranges) reads are found from the
+                                   CUDA calls alone (a small device-to-host copy that
+                                   blocks), without the ops that feed them */
+  bool host_code_known;         /* HOST_CODE has host time to remove: with ops, the time
+                                   outside them; without ops, only the time between the
+                                   program's step ranges (inside a step marker, outside the
+                                   step range), where the trace has such ranges. Else all
+                                   host work is "outside every op", and HOST_CODE is no
+                                   fix: its saving is left out (NaN) */
   size_t anchored_waits;        /* data waits that waited for the loader: they end at the
                                    batch's ready time, not after a fixed duration */
 } pd_replay_info_t;

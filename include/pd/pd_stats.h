@@ -269,6 +269,8 @@ typedef struct {
   char replay_why[256];
   char replay_cost_model[96];
   unsigned replay_combined_mask;
+  bool replay_ops_known; /* pd_replay_info_t.ops_known: false, the reads and host code were
+                            found without ops (the evidence says so) */
 } pd_metrics_t;
 
 typedef struct {

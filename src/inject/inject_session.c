@@ -680,11 +680,13 @@ static int finish_locked(pd_inject_session_t *s) {
       say(s, "%zu profiled steps, %zu trace%s (%s%s), metrics %s; verdict: %s", s->nsamples, s->ntraces,
           s->ntraces == 1 ? "" : "s", s->traces[s->ntraces - 1], s->ntraces > 1 ? " and earlier" : "", path,
           pd_bottleneck_name(v.bottleneck));
-    /* CUPTI sees CUDA calls, not PyTorch's ops: without them .item() reads and DataLoader
-     * waits look like copies and host time (docs/inject.md, "Planted causes under pd_run") */
+    /* CUPTI sees CUDA calls, not PyTorch's ops: without them .item() reads are found from
+     * their copies alone and DataLoader waits look like host time (docs/inject.md,
+     * "Planted causes under pd_run") */
     if (rc == 0 && atomic_load(&s->op_ranges) == 0 && s->env.is_pytorch != NULL && s->env.is_pytorch())
-      say(s, "a PyTorch program without op ranges: the verdict cannot see .item() reads or DataLoader waits; "
-             "run its steps under torch.autograd.profiler.emit_nvtx() to give it the ops (docs/inject.md)");
+      say(s, "a PyTorch program without op ranges: the verdict sees .item() reads only as their copies (not "
+             "the ops that compute them) and cannot see DataLoader waits; run its steps under "
+             "torch.autograd.profiler.emit_nvtx() to give it the ops (docs/inject.md)");
   }
   pd_prof_destroy(s->prof);
   s->prof = NULL;

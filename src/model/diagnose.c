@@ -458,7 +458,7 @@ static void fix_evidence(char *buf, size_t len, const pd_metrics_t *m, pd_fix_t 
            100.0 * m->replay_data_wait_share, sv);
       break;
     case PD_FIX_READS:
-      if (isnan(m->saving_host_code_us_per_step)) /* no op layer (pd_replay_info_t.host_code_known) */
+      if (!m->replay_ops_known) /* pd_replay_info_t.ops_known */
         addf(buf, len,
              "%.1f blocking reads per step, small device-to-host copies that block (no ops: what computes each "
              "value is not seen and stays, so this is a lower bound); removed, the step is %s shorter",
@@ -491,7 +491,13 @@ static void fix_evidence(char *buf, size_t len, const pd_metrics_t *m, pd_fix_t 
            m->replay_tiny_ops_per_step, sv);
       break;
     case PD_FIX_HOST_CODE:
-      addf(buf, len, "host time outside any op (Python between ops) removed: %s", sv);
+      if (!m->replay_ops_known)
+        addf(buf, len,
+             "host time between the program's step ranges (inside each step, outside its range: the loop, the "
+             "data loader's next(), logging) removed: %s",
+             sv);
+      else
+        addf(buf, len, "host time outside any op (Python between ops) removed: %s", sv);
       break;
     case PD_FIX_PROFILER:
     case PD_FIX_COUNT:

@@ -59,6 +59,7 @@ void pd_metrics_init(pd_metrics_t *m) {
   m->replay_why[0] = '\0';
   m->replay_cost_model[0] = '\0';
   m->replay_combined_mask = 0;
+  m->replay_ops_known = false;
 }
 
 /* ---- quantiles -------------------------------------------------------------------------------- */

@@ -82,6 +82,7 @@ int pd_replay_fill_metrics(const pd_trace_t *trace, const pd_trace_index_t *ix, 
   m->replay_wake_latency_us = (double)in->wake_latency_ns / 1e3;
   m->replay_queue_gap_us = (double)in->queue_gap_ns / 1e3;
   m->replay_reads_per_step = in->reads_per_step;
+  m->replay_ops_known = in->ops_known;
   m->replay_tiny_ops_per_step = in->tiny_ops_per_step;
   m->replay_data_wait_share = in->data_wait_share;
   unsigned combined = PD_FIX_BIT(PD_FIX_PROFILER);

@@ -341,6 +341,35 @@ Test(inject, torch_step_with_emit_nvtx_has_ops_and_reads) {
   free(err);
 }
 
+/* Without emit_nvtx the trace has no ops, only the program's step range, which the trace
+ * names (stepRange) and the analysis counts as the step: the planted .item() reads
+ * (sync_b64: 5 a step) are found from their calls (a small device-to-host copy, then a
+ * stream sync), and the blocking_reads saving says it was found without ops. */
+Test(inject, torch_step_without_ops_finds_reads_from_the_calls) {
+  need_torch();
+  char *out, *err;
+  int rc = pd_run("--step_range train_step --skip_first 3 --wait 0 --warmup 1 --active 5",
+                  torch_cmd("--nvtx --variant sync_b64"), &out, &err);
+  cr_assert_eq(rc, 0, "%s", err);
+  cJSON *j = metrics_read();
+  cr_assert_geq(metric(j, "replay_reads_per_step"), 4.0, "the .item() reads are found from the calls");
+  const cJSON *sv = NULL, *reads = NULL;
+  cJSON_ArrayForEach(sv, cJSON_GetObjectItem(cJSON_GetObjectItem(j, "verdict"), "savings")) {
+    const cJSON *c = cJSON_GetObjectItem(sv, "cause");
+    if (cJSON_IsString(c) && strcmp(c->valuestring, "blocking_reads") == 0) reads = sv;
+  }
+  cr_assert_not_null(reads, "a blocking_reads saving");
+  cr_expect_gt(cJSON_GetObjectItem(reads, "est_saving_us_per_step")->valuedouble, 0.0);
+  const cJSON *ev = cJSON_GetObjectItem(reads, "evidence");
+  cr_expect(cJSON_IsString(ev) && strstr(ev->valuestring, "small device-to-host copies") != NULL, "%s",
+            cJSON_IsString(ev) ? ev->valuestring : "(none)");
+  const char *names[] = {"\"stepRange\": \"train_step\"", "\"ProfilerStep#5\""};
+  trace_check(j, names, sizeof(names) / sizeof(names[0]));
+  cJSON_Delete(j);
+  free(out);
+  free(err);
+}
+
 Test(inject, torch_keyboard_interrupt_still_writes) {
   need_torch();
   char *out, *err;

@@ -369,7 +369,8 @@ Test(replay, blocking_read_found_from_the_calls_without_ops) {
   build(&b, NULL);
   const pd_replay_info_t *in = pd_replay_info(b.r);
   NEAR(in->reads_per_step, 1.0);
-  cr_assert_not(in->host_code_known);
+  cr_assert_not(in->ops_known);
+  cr_assert_not(in->host_code_known, "no ops and no step range: no host code to remove");
   NEAR(replay_us(&b, 0), 100.0);
   /* the copy's call (2), the gap (1) and the sync (7) go: 100 - 10 */
   NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_READS)), 90.0);
@@ -419,9 +420,10 @@ Test(replay, a_loop_of_reads_found_from_the_calls_takes_what_feeds_them) {
 }
 
 /* pd_run --step_range: the program's own step range sits under each step marker. Named as
- * the trace's step range it is the step, not an op: the trace has no op layer (no
- * host_code fix) and its reads are found from the calls. Unnamed, it reads as one op
- * around everything (an op layer, no read op in it: no read). */
+ * the trace's step range it is the step, not an op: the trace has no op layer, its reads
+ * are found from the calls, and host code is only the time between the program's step
+ * ranges (here 0..1 and 99..100). Unnamed, it reads as one op around everything (an op
+ * layer, no read op in it: no read). */
 static void step_body_trace(const char *step_range) {
   call_read_trace(4, "cudaStreamSynchronize");
   add(PD_EVENT_CPU_OP, "train_step", 1, 99, 0);
@@ -432,18 +434,30 @@ Test(replay, the_programs_step_range_is_the_step_not_an_op) {
   step_body_trace("train_step");
   built_t b;
   build(&b, NULL);
-  cr_expect_not(pd_replay_info(b.r)->host_code_known);
+  cr_expect_not(pd_replay_info(b.r)->ops_known);
+  cr_expect(pd_replay_info(b.r)->host_code_known, "the time between the step ranges");
   NEAR(pd_replay_info(b.r)->reads_per_step, 1.0);
   NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_READS)), 90.0);
+  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_HOST_CODE)), 98.0);
   unbuild(&b);
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  cr_assert_eq(pd_metrics_from_trace(T, &m), 0);
+  pd_verdict_t v;
+  pd_diagnose(&m, PD_ADVICE_TORCH, &v);
+  bool said = false;
+  for (int i = 0; i < v.nsavings; i++)
+    if (strcmp(v.savings[i].cause, pd_fix_name(PD_FIX_HOST_CODE)) == 0)
+      said = strstr(v.savings[i].evidence, "between the program's step ranges") != NULL;
+  cr_expect(said, "the host_code evidence says which host time it is");
   step_body_trace(NULL);
   build(&b, NULL);
-  cr_expect(pd_replay_info(b.r)->host_code_known);
+  cr_expect(pd_replay_info(b.r)->ops_known);
   NEAR(pd_replay_info(b.r)->reads_per_step, 0.0);
   unbuild(&b);
   step_body_trace("other_range"); /* another name: still an op */
   build(&b, NULL);
-  cr_expect(pd_replay_info(b.r)->host_code_known);
+  cr_expect(pd_replay_info(b.r)->ops_known);
   unbuild(&b);
 }
 
