@@ -111,7 +111,6 @@ typedef struct {
   size_t n;
   pd_replay_t *r;
   const char *step_body; /* the program's per-step range (pd_trace_step_range), or NULL */
-  bool ops;              /* has_op_layer(): the step layer's own time is host code */
   /* per event */
   uint16_t *own, *acc;
   uint8_t *devread; /* the op's subtree copies device to host or blocks on the GPU */
@@ -212,26 +211,23 @@ static void mark_reads(bctx_t *c, const int32_t *prev_sib) {
   }
 }
 
-/* Whether event e is part of the step layer, not an op: a step marker (ProfilerStep#N), or
- * the range the program opens per step (pd_trace_step_range: pd_run --step_range) right
- * under one. */
+/* A step marker (ProfilerStep#N). The host time right inside one, outside every op, is
+ * host code (as torch's ProfilerStep self time). */
+static bool is_step_marker(const pd_event_t *e) { return e->kind == PD_EVENT_RANGE && e->u.range.step >= 0; }
+
+/* Whether event e is part of the step layer, not an op: a step marker, or the range the
+ * program opens per step (pd_trace_step_range: pd_run --step_range) right under one. That
+ * range's own time is not host code: without ops it holds all the framework's work, which
+ * is no fix, and with emit_nvtx's ops the time between them also holds what emit_nvtx
+ * itself adds per op. */
 static bool is_step_layer(const bctx_t *c, int32_t e) {
   const pd_event_t *x = &c->ev[e];
-  if (x->kind == PD_EVENT_RANGE && x->u.range.step >= 0) return true;
+  if (is_step_marker(x)) return true;
   if (c->step_body == NULL || (x->kind != PD_EVENT_RANGE && x->kind != PD_EVENT_CPU_OP) || x->name == NULL ||
       strcmp(x->name, c->step_body) != 0)
     return false;
   int32_t p = c->ix->parent[e];
-  return p >= 0 && c->ev[p].kind == PD_EVENT_RANGE && c->ev[p].u.range.step >= 0;
-}
-
-/* Whether the host time right inside e is host code (RP_B_HOSTCODE): a step marker's; and,
- * where the trace has ops, the program's step range's too (outside every op, as torch's
- * ProfilerStep self time). Without ops that range holds all the framework's work, which is
- * no fix. */
-static bool hostcode_layer(const bctx_t *c, int32_t e) {
-  const pd_event_t *x = &c->ev[e];
-  return (x->kind == PD_EVENT_RANGE && x->u.range.step >= 0) || (c->ops && is_step_layer(c, e));
+  return p >= 0 && is_step_marker(&c->ev[p]);
 }
 
 /* Whether the trace has an op layer: some CUDA call sits inside a range or op below the
@@ -474,7 +470,7 @@ static void sweep_host(bctx_t *c, const pd_replay_cost_t *cost, int32_t *stack) 
         int32_t top = stack[--depth];
         bool call = ev[top].kind == PD_EVENT_RUNTIME || ev[top].kind == PD_EVENT_DRIVER;
         uint16_t b = c->acc[top];
-        if (hostcode_layer(c, top)) b |= RP_B_HOSTCODE; /* the step range's self time */
+        if (is_step_marker(&ev[top])) b |= RP_B_HOSTCODE; /* the step marker's self time */
         int64_t end = ev[top].end_ns > ev[top].start_ns ? ev[top].end_ns : ev[top].start_ns;
         c->he[top] = emit(c, RP_HEND, top, end, &prev, &tlast, b, call ? per_call : per_range / 2);
       }
@@ -483,7 +479,7 @@ static void sweep_host(bctx_t *c, const pd_replay_cost_t *cost, int32_t *stack) 
       int32_t p = depth > 0 ? stack[depth - 1] : -1;
       uint16_t outer = p >= 0 ? c->acc[p] : 0;
       uint16_t b = p >= 0 ? outer : RP_B_HOSTCODE; /* the task before this start: outside every op */
-      if (p >= 0 && hostcode_layer(c, p)) b |= RP_B_HOSTCODE;
+      if (p >= 0 && is_step_marker(&ev[p])) b |= RP_B_HOSTCODE;
       b |= c->gapbits[e];
       bool call = ev[e].kind == PD_EVENT_RUNTIME || ev[e].kind == PD_EVENT_DRIVER;
       c->acc[e] = (uint16_t)((outer & (uint16_t)~(RP_B_LAUNCH | RP_B_PAGEABLE)) | c->own[e]);
@@ -1007,7 +1003,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
                c.syncrec[i] >= 0 || pd_api_sync_scope(ev[i].name) != PD_SYNC_SCOPE_NONE;
     for (int32_t a = (int32_t)i; dev && a >= 0 && !c.devread[a]; a = ix->parent[a]) c.devread[a] = 1;
   }
-  const bool ops = c.ops = has_op_layer(&c);
+  const bool ops = has_op_layer(&c);
   size_t call_reads = 0;
   if (ops) mark_reads(&c, prev_sib);
   else call_reads = mark_call_reads(&c);
