@@ -61,6 +61,15 @@ static inline int64_t pd_sub_sat_i64(int64_t a, int64_t b) {
   return b < 0 ? INT64_MAX : INT64_MIN;
 }
 
+/* v as int64, clamped to INT64_MIN..INT64_MAX (a cast out of range is undefined
+ * behaviour), NaN as 0: for times derived from sizes and rates read from files. */
+static inline int64_t pd_sat_i64_from_f64(double v) {
+  if (v != v) return 0;
+  if (v >= 9223372036854775808.0) return INT64_MAX; /* 2^63 */
+  if (v < -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)v;
+}
+
 /* One table for error codes: X(name, value, message). */
 #define PD_ERRNO_MAP(X)                                                              \
   X(OK, 0, "success")                                                                \

@@ -565,7 +565,7 @@ static int build_gpu(bctx_t *c, double pinned_gbps) {
       r->info.pageable_copies_per_step += c->ix->step[i] >= 0 ? 1.0 : 0.0;
     }
     if (e->kind == PD_EVENT_KERNEL && c->ix->step[i] >= 0) r->info.launches_per_step += 1.0;
-    g->pinned_dur = (int64_t)((double)(e->kind == PD_EVENT_MEMCPY ? e->u.memcpy.bytes : 0) / pinned_gbps);
+    g->pinned_dur = pd_sat_i64_from_f64((double)(e->kind == PD_EVENT_MEMCPY ? e->u.memcpy.bytes : 0) / pinned_gbps);
     prev = id;
     tlast = x->t;
     prev_end = e->end_ns > e->start_ns ? e->end_ns : e->start_ns;
@@ -605,8 +605,11 @@ static double measure_pinned_gbps(const pd_event_t *ev, size_t n, const char **s
   for (size_t i = 0; i < n; i++) {
     if (!is_pinned_transfer(&ev[i]) || ev[i].u.memcpy.bytes < RP_BW_MIN_BYTES || pd_event_dur_ns(&ev[i]) <= 0)
       continue;
-    /* bytes per ns = GB/s; kept in MB/s for the integer median */
-    if (i64_push(&bw, (int64_t)((double)ev[i].u.memcpy.bytes / (double)pd_event_dur_ns(&ev[i]) * 1e3)) != 0) break;
+    /* bytes per ns = GB/s; kept in MB/s for the integer median. A rate no host link
+     * reaches (a size or duration read from a file that cannot be) measures nothing. */
+    const double mbps = (double)ev[i].u.memcpy.bytes / (double)pd_event_dur_ns(&ev[i]) * 1e3;
+    if (!(mbps <= RP_BW_MAX_MBPS)) continue;
+    if (i64_push(&bw, (int64_t)mbps) != 0) break;
   }
   double g = bw.n > 0 ? (double)median_or(&bw, 0) / 1e3 : 0;
   free(bw.v);

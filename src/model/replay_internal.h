@@ -20,6 +20,9 @@
 /* A pinned copy of at least this size measures the bandwidth (smaller ones are
  * dominated by their fixed cost). */
 #define RP_BW_MIN_BYTES (1u << 20)
+/* ... and one faster than this (10 TB/s in MB/s, above any host link and HBM) is no
+ * measurement: a size or duration read from a file that cannot be. */
+#define RP_BW_MAX_MBPS 1e7
 /* Tiny-op chains: at least this many consecutive launches of one thread, each of a kernel
  * that runs shorter than the host takes to issue the next (the GPU starves). */
 #define RP_TINY_CHAIN_MIN 32

@@ -353,6 +353,30 @@ static size_t read_finding(const char *name, char *text, size_t cap) {
   return n;
 }
 
+/* A fuzz finding (trace_analyze, UBSan, 2026-11-29): a pinned copy of 1.7e19 bytes that
+ * took a nanosecond, in a trace the analysis replays as one step: its rate overflowed the
+ * replay's integer bandwidth (undefined behaviour, which the sanitizer stage stops at).
+ * Such a rate now measures nothing, and a copy's time at the pinned bandwidth saturates:
+ * the analysis runs to the end (replay::an_impossible_pinned_copy_measures_no_bandwidth
+ * checks the rule itself). */
+Test(breakdown, fuzz_a_pinned_copy_faster_than_any_link) {
+  static char text[1 << 16];
+  const size_t n = read_finding("pinned_bw_overflow.json", text, sizeof text);
+  pd_trace_t *t = pd_trace_create();
+  pd_trace_info_t info;
+  char err[512] = "";
+  cr_assert_eq(pd_trace_read_buffer(text, n, t, &info, err, sizeof err), 0, "%s", err);
+  pd_top_opts_t opts = {0};
+  pd_analysis_t *a = NULL;
+  cr_assert_eq(pd_analysis_run(t, &info, &opts, &a), 0);
+  cr_assert(a->have_verdict, "the whole trace is replayed as one step");
+  for (int i = 0; i < a->verdict.nsavings; i++)
+    cr_expect(!isinf(a->verdict.savings[i].est_saving_us_per_step), "%s: %g", a->verdict.savings[i].cause,
+              a->verdict.savings[i].est_saving_us_per_step);
+  pd_analysis_destroy(a);
+  pd_trace_destroy(t);
+}
+
 /* A fuzz finding (trace_analyze, 2026-11-29): a window from -4.5e18 to 8.5e18 ns, each end
  * inside the reader's range, whose length passes int64. Every span the reports print is
  * taken saturated (an_span_ns): the table shows the longest length int64 holds, where the

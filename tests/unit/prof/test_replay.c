@@ -759,6 +759,32 @@ Test(replay, fuzz_times_near_the_int64_limit_saturate) {
   file_unbuild(&fb);
 }
 
+/* Fuzz finding (trace_analyze, UBSan; the input is breakdown::fuzz_a_pinned_copy_faster_than_any_link):
+ * a pinned copy of 1.7e19 bytes in a nanosecond made the pinned bandwidth's conversion to an
+ * integer overflow (measure_pinned_gbps). A rate no host link reaches now measures nothing;
+ * the real copy beside it still does. */
+Test(replay, an_impossible_pinned_copy_measures_no_bandwidth) {
+  step(1, 0, 3000);
+  pd_event_t *huge = add(PD_EVENT_MEMCPY, NULL, 10, 10.001, 0);
+  huge->u.memcpy.copy_kind = PD_MEMCPY_HTOD;
+  huge->u.memcpy.src_kind = PD_MEM_PINNED;
+  huge->u.memcpy.bytes = 17000000000000000000ull;
+  /* 50 MB in 1.25 ms (40 GB/s) and 60 MB in 1 ms (60 GB/s): the median of the two is the
+   * upper one; with the impossible copy counted (its rate cast to an integer overflows,
+   * INT64_MIN on x86) it would be the lower */
+  for (int k = 0; k < 2; k++) {
+    pd_event_t *real = add(PD_EVENT_MEMCPY, NULL, 100 + 1500 * k, k ? 1600 + 1000 : 1350, 0);
+    real->u.memcpy.copy_kind = PD_MEMCPY_HTOD;
+    real->u.memcpy.src_kind = PD_MEM_PINNED;
+    real->u.memcpy.bytes = k ? 60000000 : 50000000;
+  }
+  built_t b;
+  build(&b, NULL);
+  cr_expect_float_eq(pd_replay_info(b.r)->pinned_gbps, 60.0, 1e-9);
+  cr_expect_str_eq(pd_replay_info(b.r)->pinned_source, "measured");
+  unbuild(&b);
+}
+
 /* ---- every committed trace --------------------------------------------------------------------- */
 
 static void check_dir(const char *sub, size_t *checked) {
