@@ -353,6 +353,16 @@ static size_t read_finding(const char *name, char *text, size_t cap) {
   return n;
 }
 
+/* A finding that the reader takes, read into a new trace (the caller destroys it). */
+static pd_trace_t *finding_trace(const char *name, pd_trace_info_t *info) {
+  static char text[1 << 16];
+  const size_t n = read_finding(name, text, sizeof text);
+  pd_trace_t *t = pd_trace_create();
+  char err[512] = "";
+  cr_assert_eq(pd_trace_read_buffer(text, n, t, info, err, sizeof err), 0, "%s: %s", name, err);
+  return t;
+}
+
 /* A fuzz finding (trace_analyze, UBSan, 2026-11-29): a pinned copy of 1.7e19 bytes that
  * took a nanosecond, in a trace the analysis replays as one step: its rate overflowed the
  * replay's integer bandwidth (undefined behaviour, which the sanitizer stage stops at).
@@ -360,12 +370,8 @@ static size_t read_finding(const char *name, char *text, size_t cap) {
  * the analysis runs to the end (replay::an_impossible_pinned_copy_measures_no_bandwidth
  * checks the rule itself). */
 Test(breakdown, fuzz_a_pinned_copy_faster_than_any_link) {
-  static char text[1 << 16];
-  const size_t n = read_finding("pinned_bw_overflow.json", text, sizeof text);
-  pd_trace_t *t = pd_trace_create();
   pd_trace_info_t info;
-  char err[512] = "";
-  cr_assert_eq(pd_trace_read_buffer(text, n, t, &info, err, sizeof err), 0, "%s", err);
+  pd_trace_t *t = finding_trace("pinned_bw_overflow.json", &info);
   pd_top_opts_t opts = {0};
   pd_analysis_t *a = NULL;
   cr_assert_eq(pd_analysis_run(t, &info, &opts, &a), 0);
@@ -382,12 +388,8 @@ Test(breakdown, fuzz_a_pinned_copy_faster_than_any_link) {
  * taken saturated (an_span_ns): the table shows the longest length int64 holds, where the
  * plain difference wrapped to about -5.4e18 (and is undefined behaviour in C). */
 Test(breakdown, fuzz_a_window_longer_than_int64_prints_saturated) {
-  static char text[1 << 16];
-  const size_t n = read_finding("span_overflow.json", text, sizeof text);
-  pd_trace_t *t = pd_trace_create();
   pd_trace_info_t info;
-  char err[512] = "";
-  cr_assert_eq(pd_trace_read_buffer(text, n, t, &info, err, sizeof err), 0, "%s", err);
+  pd_trace_t *t = finding_trace("span_overflow.json", &info);
   pd_breakdown_t b;
   cr_assert_eq(pd_breakdown_compute(t, -1, &b), 0);
   cr_assert_eq(b.nsteps, 1u);

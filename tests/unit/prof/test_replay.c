@@ -321,6 +321,17 @@ Test(replay, blocking_read_removed_with_its_feeding_ops) {
   unbuild(&b);
 }
 
+/* Builds the graph of T (one step of 100 us, unchanged), checks its reads per step and the
+ * step with PD_FIX_READS (us), and frees the graph. */
+static void expect_reads(double reads, double fixed) {
+  built_t b;
+  build(&b, NULL);
+  NEAR(pd_replay_info(b.r)->reads_per_step, reads);
+  NEAR(replay_us(&b, 0), 100.0);
+  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_READS)), fixed);
+  unbuild(&b);
+}
+
 /* A loop of reads (x.mean().item() after another .item() in the same parent): the host
  * time after the previous read, up to this read's feeding op, is the Python that issues it
  * and goes with it; the time before the first read stays. */
@@ -333,14 +344,9 @@ Test(replay, a_loop_of_reads_takes_the_host_time_between_them) {
   kernel(34, 35, 2, 7);
   add(PD_EVENT_CPU_OP, "aten::item", 38, 50, 0);
   add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 40, 48, 3);
-  built_t b;
-  build(&b, NULL);
-  NEAR(pd_replay_info(b.r)->reads_per_step, 2.0);
-  NEAR(replay_us(&b, 0), 100.0);
   /* the first item (10), the Python after it (10), mean (5), the gap (3), the second item
    * (12) go: 100 - 40 */
-  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_READS)), 60.0);
-  unbuild(&b);
+  expect_reads(2.0, 60.0);
 }
 
 /* The read of blocking_read_removed_with_its_feeding_ops without its ops (pd_run on a
@@ -409,14 +415,9 @@ Test(replay, a_loop_of_reads_found_from_the_calls_takes_what_feeds_them) {
   step(1, 0, 100);
   call_read(10, 1);
   call_read(35, 4);
-  built_t b;
-  build(&b, NULL);
-  NEAR(pd_replay_info(b.r)->reads_per_step, 2.0);
-  NEAR(replay_us(&b, 0), 100.0);
   /* 10..25 (the first read with its reduction) and 25..50 (the second, with the host time
    * after the first) go; 0..10 stays */
-  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_READS)), 60.0);
-  unbuild(&b);
+  expect_reads(2.0, 60.0);
 }
 
 /* pd_run --step_range: the program's own step range sits under each step marker. Named as
