@@ -81,7 +81,8 @@ typedef struct {
 void pd_prof_config_init(pd_prof_config_t *cfg);
 
 /* Checks the profiler's environment knobs without a GPU: PD_CUPTI_OPTIONS (a comma list
- * of capture options), PD_PROF_CALIBRATE and PD_PROF_CUPTI_DETACH (unset, "0" or "1").
+ * of capture options), PD_PROF_CALIBRATE, PD_PROF_CALIBRATE_COLD and PD_PROF_CUPTI_DETACH
+ * (unset, "0" or "1").
  * Returns 0, or PD_EINVAL with one line in err naming the variable, its value and what is
  * allowed. pd_prof_create() makes the same check; a program calls it first to refuse a
  * bad value before any work. */

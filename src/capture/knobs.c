@@ -1,8 +1,9 @@
 /* knobs.c: the profiler's environment knobs, read and checked in one place.
  *
  * PD_CUPTI_OPTIONS (capture variants, cupti_source.h), PD_PROF_CALIBRATE,
- * PD_PROF_CALIBRATE_COLD and PD_PROF_CUPTI_DETACH (unset, "0" or "1"). pd_prof_env_check() refuses a bad value
- * before any work; the readers below then trust what they read.
+ * PD_PROF_CALIBRATE_COLD and PD_PROF_CUPTI_DETACH (unset, "0" or "1").
+ * pd_prof_env_check() refuses a bad value before any work; the readers below then trust
+ * what they read.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -408,7 +408,6 @@ static int32_t emit(bctx_t *c, uint8_t type, int32_t e, int64_t t0, int32_t *pre
   return id;
 }
 
-
 /* Another thread's op that starts outside every op of its thread began when the step
  * thread let it (torch's autograd thread runs a backward pass when the main thread calls
  * it): it follows the step thread's last node at or before it, at the measured distance,
@@ -1064,9 +1063,9 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
   if (anchor_waits(&c) != 0) goto out;
   r->info.ops_known = ops;
   r->info.host_code_known = ops;
+  /* without ops, the program's step ranges leave the time between them */
   for (size_t i = 0; i < n && !r->info.host_code_known; i++)
-    r->info.host_code_known = (ev[i].kind == PD_EVENT_RANGE || ev[i].kind == PD_EVENT_CPU_OP) && is_step_layer(&c, (int32_t)i) &&
-                              ev[i].u.range.step < 0; /* the program's step range: time between them */
+    r->info.host_code_known = !is_step_marker(&ev[i]) && is_step_layer(&c, (int32_t)i);
   loader_share(r, ix, ev);
   for (size_t s = 0; s < ix->nsteps; s++) {
     r->step_node[2 * s] = c.hs[ix->steps[s].ev];
