@@ -420,6 +420,22 @@ Test(replay, a_loop_of_reads_found_from_the_calls_takes_what_feeds_them) {
   expect_reads(2.0, 60.0);
 }
 
+/* A synchronous copy is a read by itself (cudaMemcpy of a loss to the host): with the
+ * reduction launched right before it, it goes; the call after it (a launch) stays. */
+Test(replay, a_blocking_copy_call_is_a_read_without_ops) {
+  step(1, 0, 100);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 10, 12, 1);
+  kernel(13, 14, 1, 7)->name = "void at::native::reduce_kernel<512, 1>";
+  add(PD_EVENT_RUNTIME, "cudaMemcpy", 15, 25, 2);
+  pd_event_t *cp = add(PD_EVENT_MEMCPY, NULL, 18, 19, 2); /* the launches' latency, 3 */
+  cp->u.memcpy.copy_kind = PD_MEMCPY_DTOH;
+  cp->u.memcpy.bytes = 4;
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 30, 32, 3);
+  kernel(33, 40, 3, 7);
+  /* the launch (2), the gap (3) and the copy's call (10) go: 100 - 15 */
+  expect_reads(1.0, 85.0);
+}
+
 /* pd_run --step_range: the program's own step range sits under each step marker. Named as
  * the trace's step range it is the step, not an op: the trace has no op layer, its reads
  * are found from the calls, and host code is only the time between the program's step
