@@ -78,8 +78,10 @@ static void step_label(char *buf, size_t len, const pd_step_breakdown_t *s) {
 /* Stacked bars, one per step: the parts (idle = false) or busy + idle kinds (true). */
 static void chart_steps(FILE *f, const pd_breakdown_t *b, bool idle) {
   int64_t longest = 1;
-  for (size_t s = 0; s < b->nsteps; s++)
-    if (an_span_ns(b->steps[s].start_ns, b->steps[s].end_ns) > longest) longest = an_span_ns(b->steps[s].start_ns, b->steps[s].end_ns);
+  for (size_t s = 0; s < b->nsteps; s++) {
+    int64_t len = an_span_ns(b->steps[s].start_ns, b->steps[s].end_ns);
+    if (len > longest) longest = len;
+  }
   int h = (int)b->nsteps * (BAR_H + BAR_GAP) + 24;
   fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" role=\"img\">\n", CHART_W, h);
   double scale = (double)(CHART_W - LABEL_W - 110) / (double)longest;

@@ -305,14 +305,16 @@ static size_t mark_call_reads(bctx_t *c) {
       copy = -1;
     } else {
       copy = -1;
-      if (is_read_copy_call(c, e) && call_blocks(c, e)) {
-        c->own[e] |= RP_B_READ;
-        mark_call_read_feed(c, e, prev, prev2);
-        reads += ix->step[e] >= 0;
-      } else if (is_read_copy_call(c, e)) {
-        copy = e;
-        cprev = prev;
-        cprev2 = prev2;
+      if (is_read_copy_call(c, e)) {
+        if (call_blocks(c, e)) { /* a synchronous copy: a read by itself */
+          c->own[e] |= RP_B_READ;
+          mark_call_read_feed(c, e, prev, prev2);
+          reads += ix->step[e] >= 0;
+        } else { /* an asynchronous one: a read if the thread's next call blocks */
+          copy = e;
+          cprev = prev;
+          cprev2 = prev2;
+        }
       }
     }
     prev2 = prev;

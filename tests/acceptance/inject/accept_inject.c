@@ -270,13 +270,24 @@ static void need_torch(void) {
     cr_skip_test("python3 cannot import torch with CUDA here: the PyTorch runs are skipped");
 }
 
-
 static char g_torch[1024];
 static const char *torch_cmd(const char *extra) {
   const char *src = getenv("PD_SOURCE_DIR");
   cr_assert_not_null(src, "PD_SOURCE_DIR is set by CTest");
   snprintf(g_torch, sizeof g_torch, "python3 %s/tests/torch/train_step.py --warmup 3 --active 5 %s", src, extra);
   return g_torch;
+}
+
+/* Runs the PyTorch step (its `args`) under pd_run, steps by `steps` (--step_kernel or
+ * --step_range) and the tests' schedule: 3 skipped, 1 warmup, 5 active. Asserts it exited
+ * 0; returns its metrics, its stdout and stderr in *out and *err (the caller frees all). */
+static cJSON *torch_run(const char *steps, const char *args, char **out, char **err) {
+  need_torch();
+  char options[300];
+  snprintf(options, sizeof options, "%s --skip_first 3 --wait 0 --warmup 1 --active 5", steps);
+  int rc = pd_run(options, torch_cmd(args), out, err);
+  cr_assert_eq(rc, 0, "%s", *err);
+  return metrics_read();
 }
 
 static void torch_checks(const cJSON *j, const char *steps_by) {
@@ -289,13 +300,9 @@ static void torch_checks(const cJSON *j, const char *steps_by) {
 }
 
 Test(inject, torch_step_with_step_kernel_and_workers) {
-  need_torch();
   char *out, *err;
-  int rc = pd_run("--step_kernel amp_update_scale --skip_first 3 --wait 0 --warmup 1 --active 5", torch_cmd("--workers 2"),
-                  &out, &err);
-  cr_assert_eq(rc, 0, "%s", err);
+  cJSON *j = torch_run("--step_kernel amp_update_scale", "--workers 2", &out, &err);
   cr_assert_not_null(strstr(out, "train_step: plain_b64"), "%s", out);
-  cJSON *j = metrics_read();
   torch_checks(j, "step_kernel");
   cJSON_Delete(j);
   /* the DataLoader's forked workers never used CUDA: no per-process file */
@@ -307,14 +314,10 @@ Test(inject, torch_step_with_step_kernel_and_workers) {
 }
 
 Test(inject, torch_step_with_step_range) {
-  need_torch();
   char *out, *err;
-  int rc = pd_run("--step_range train_step --skip_first 3 --wait 0 --warmup 1 --active 5", torch_cmd("--nvtx"), &out,
-                  &err);
-  cr_assert_eq(rc, 0, "%s", err);
+  cJSON *j = torch_run("--step_range train_step", "--nvtx", &out, &err);
   cr_assert_not_null(strstr(err, "torch.autograd.profiler.emit_nvtx()"),
                      "a PyTorch program without op ranges is told how to give the verdict its ops: %s", err);
-  cJSON *j = metrics_read();
   torch_checks(j, "step_range");
   cJSON_Delete(j);
   free(out);
@@ -325,13 +328,9 @@ Test(inject, torch_step_with_step_range) {
  * under their own names, the planted .item() reads (sync_b64: 5 a step) are found through
  * them, and the line about op ranges is not printed. */
 Test(inject, torch_step_with_emit_nvtx_has_ops_and_reads) {
-  need_torch();
   char *out, *err;
-  int rc = pd_run("--step_range train_step --skip_first 3 --wait 0 --warmup 1 --active 5",
-                  torch_cmd("--nvtx --emit_nvtx --variant sync_b64"), &out, &err);
-  cr_assert_eq(rc, 0, "%s", err);
+  cJSON *j = torch_run("--step_range train_step", "--nvtx --emit_nvtx --variant sync_b64", &out, &err);
   cr_assert_null(strstr(err, "torch.autograd.profiler.emit_nvtx()"), "%s", err);
-  cJSON *j = metrics_read();
   cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "step_times_s")), 5);
   cr_assert_geq(metric(j, "replay_reads_per_step"), 1.0, "the .item() reads are found through the ops");
   const char *names[] = {"\"aten::_local_scalar_dense\"", "\"aten::conv2d\"", "\"ProfilerStep#5\""};
@@ -346,12 +345,8 @@ Test(inject, torch_step_with_emit_nvtx_has_ops_and_reads) {
  * (sync_b64: 5 a step) are found from their calls (a small device-to-host copy, then a
  * stream sync), and the blocking_reads saving says it was found without ops. */
 Test(inject, torch_step_without_ops_finds_reads_from_the_calls) {
-  need_torch();
   char *out, *err;
-  int rc = pd_run("--step_range train_step --skip_first 3 --wait 0 --warmup 1 --active 5",
-                  torch_cmd("--nvtx --variant sync_b64"), &out, &err);
-  cr_assert_eq(rc, 0, "%s", err);
-  cJSON *j = metrics_read();
+  cJSON *j = torch_run("--step_range train_step", "--nvtx --variant sync_b64", &out, &err);
   cr_assert_geq(metric(j, "replay_reads_per_step"), 4.0, "the .item() reads are found from the calls");
   const cJSON *sv = NULL, *reads = NULL;
   cJSON_ArrayForEach(sv, cJSON_GetObjectItem(cJSON_GetObjectItem(j, "verdict"), "savings")) {
