@@ -17,7 +17,9 @@ process from another on these hosts) and predicted (the replay without the profi
 
 With --torch ANALYZER, each variant of tests/fixtures/torch/truth.json with a planted
 problem is analyzed by ANALYZER (profile_analyze --json) and compared with its measured
-unprofiled saving (no interval: one measurement of 40 steps each way).
+unprofiled saving, with the 95% interval over its interleaved rounds where truth.json has
+one (record_torch_traces.py; recordings made before every planted variant was measured in
+rounds have one measurement of 40 steps each way for the classic variants: no interval).
 
 usage: python3 bench/diagnosis/truth_table.py OUT_DIR [--analyzer ANALYZER] [--torch ANALYZER] [--json PATH]
 """

@@ -36,15 +36,16 @@ For these the truth is measured in ROUNDS interleaved rounds (ABBA: planted, fix
 planted, ...), each a fresh step (model, loader) with its warmup, timed as the mean wall time
 per step (a bursty loader's cost is in its few long steps, which a median leaves out); the
 saving is 1 - mean(fixed) / mean(planted) over the rounds, with a 95% bootstrap interval over
-rounds (saved_lo, saved_hi). Their traces record 8 active steps (bursty_loader_b64: 48,
+rounds (saved_lo, saved_hi). The other planted variants are measured in the same rounds,
+each round timed as its median step (TIMED steps, each synchronized). Their traces record 8 active steps (bursty_loader_b64: 48,
 longer than its workers' queue of 16 batches, after 24 profiler warmup steps: starting the
 profiler pauses the step while the workers refill that queue, which the warmup drains).
 
 Each variant is profiled (schedule wait=1 warmup=1 active=4, CPU+CUDA activities,
 profile_memory, record_shapes) into OUT/torch_<variant>.pt.trace.json.gz. The truth is
-measured without the profiler: the median wall time per step over TIMED steps of the
-variant, and of the same step with the planted problem removed ("fixed"); the difference
-is what removing the problem saves. The same is measured under the profiler (the median
+measured without the profiler, in the rounds above: the variant's step, and the same step
+with the planted problem removed ("fixed"); the difference is what removing the problem
+saves (a variant with nothing planted: its median step over TIMED steps). The same is measured under the profiler (the median
 ProfilerStep of the variant's trace and of a trace of the fixed step, written to --scratch
 and removed), since a trace can only show the run it recorded. OUT/truth.json (also
 printed) holds all of it with the device, torch version and host. Needs a CUDA build of PyTorch; not part of the build or the tests.
@@ -299,15 +300,16 @@ def wall_ms(variant, steps, warmup):
     return (time.perf_counter() - t0) * 1e3 / steps
 
 
-def interleaved(variant, rounds, steps, warmup, seed=1):
-    """ABBA rounds of the planted and the fixed step; returns (planted ms list, fixed ms list,
-    saving, lo, hi), the interval a 95% bootstrap over rounds."""
+def interleaved(variant, rounds, steps, warmup, per_round, seed=1):
+    """ABBA rounds of the planted and the fixed step, each round a fresh step timed by
+    per_round(variant, steps, warmup); returns (planted ms list, fixed ms list, saving, lo,
+    hi), the interval a 95% bootstrap over rounds."""
     import random
     off, on = [], []
     for r in range(rounds):
         order = [variant, variant + ":fixed"] if r % 2 == 0 else [variant + ":fixed", variant]
         for v in order:
-            (on if v.endswith(":fixed") else off).append(wall_ms(v, steps, warmup))
+            (on if v.endswith(":fixed") else off).append(per_round(v, steps, warmup))
     mean = statistics.mean
     sv = 1.0 - mean(on) / mean(off)
     rng = random.Random(seed)
@@ -379,40 +381,34 @@ def main():
     }
     for v in variants:
         path, c = record(v, a.out)
-        ms = timed_ms(v, a.timed) if v not in INTERLEAVED else float("nan")
-        entry = {"trace": os.path.basename(path), "config": c, "step_ms": round(ms, 3),
-                 "planted": PLANTED.get(v, "none")}
-        entry["profiled_step_ms"] = round(profiled_step_ms(path, mean=v in INTERLEAVED), 3)
-        if v in INTERLEAVED:
-            off, on, sv, lo, hi = interleaved(v, a.rounds, a.timed, WARMUP.get(v, 10))
-            entry["step_ms"] = round(statistics.mean(off), 3)
+        knock_on = v in INTERLEAVED
+        entry = {"trace": os.path.basename(path), "config": c, "planted": PLANTED.get(v, "none")}
+        entry["profiled_step_ms"] = round(profiled_step_ms(path, mean=knock_on), 3)
+        if v in PLANTED:
+            # The knock-on classes by their mean wall time per step (a bursty loader's cost
+            # is in a few long steps), the others by their median step, as the trace's steps.
+            per_round = wall_ms if knock_on else timed_ms
+            off, on, sv, lo, hi = interleaved(v, a.rounds, a.timed, WARMUP.get(v, 10), per_round)
+            ms = statistics.mean(off)
+            entry["step_ms"] = round(ms, 3)
             entry["fixed_step_ms"] = round(statistics.mean(on), 3)
             entry["rounds_ms"] = {"planted": [round(x, 3) for x in off], "fixed": [round(x, 3) for x in on]}
             entry["saved_ms"] = round(entry["step_ms"] - entry["fixed_step_ms"], 3)
             entry["saved_share"] = round(sv, 4)
             entry["saved_lo"] = round(lo, 4)
             entry["saved_hi"] = round(hi, 4)
-            entry["measure"] = "interleaved rounds, mean wall per step"
-            fpath, _ = record(v + ":fixed", a.scratch or a.out)
-            pf = profiled_step_ms(fpath, mean=True)
-            if a.scratch:
-                os.remove(fpath)
-            p = entry["profiled_step_ms"]
-            entry["profiled_fixed_step_ms"] = round(pf, 3)
-            entry["profiled_saved_share"] = round((p - pf) / p, 4)
-        elif v in PLANTED:
-            fixed = timed_ms(v + ":fixed", a.timed)
-            entry["fixed_step_ms"] = round(fixed, 3)
-            entry["saved_ms"] = round(ms - fixed, 3)
-            entry["saved_share"] = round((ms - fixed) / ms, 4)
+            entry["measure"] = "interleaved rounds, " + ("mean wall per step" if knock_on else "median step")
             # The same under the profiler: what a trace of this run can show.
             fpath, _ = record(v + ":fixed", a.scratch or a.out)
-            pf = profiled_step_ms(fpath)
+            pf = profiled_step_ms(fpath, mean=knock_on)
             if a.scratch:
                 os.remove(fpath)
             p = entry["profiled_step_ms"]
             entry["profiled_fixed_step_ms"] = round(pf, 3)
             entry["profiled_saved_share"] = round((p - pf) / p, 4)
+        else:
+            ms = timed_ms(v, a.timed)
+            entry["step_ms"] = round(ms, 3)
         truth["variants"][v] = entry
         print(f"{v:18s} step {ms:8.3f} ms  " +
               (f"fixed {entry['fixed_step_ms']:8.3f} ms  saved {entry['saved_share']*100:5.1f}%  "
