@@ -36,10 +36,11 @@ For these the truth is measured in ROUNDS interleaved rounds (ABBA: planted, fix
 planted, ...), each a fresh step (model, loader) with its warmup, timed as the mean wall time
 per step (a bursty loader's cost is in its few long steps, which a median leaves out); the
 saving is 1 - mean(fixed) / mean(planted) over the rounds, with a 95% bootstrap interval over
-rounds (saved_lo, saved_hi). The other planted variants are measured in the same rounds,
-each round timed as its median step (TIMED steps, each synchronized). Their traces record 8 active steps (bursty_loader_b64: 48,
+rounds (saved_lo, saved_hi). Their traces record 8 active steps (bursty_loader_b64: 48,
 longer than its workers' queue of 16 batches, after 24 profiler warmup steps: starting the
 profiler pauses the step while the workers refill that queue, which the warmup drains).
+The other planted variants are measured in the same rounds, each round timed as its median
+step (TIMED steps, each synchronized), with the same interval.
 
 Each variant is profiled (schedule wait=1 warmup=1 active=4, CPU+CUDA activities,
 profile_memory, record_shapes) into OUT/torch_<variant>.pt.trace.json.gz. The truth is
