@@ -206,6 +206,11 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
        * loader, started with the first step, makes each batch in half the time) */
       const int64_t own = x->seg < r->wait_d0_ns ? x->seg : r->wait_d0_ns;
       int64_t ready = x->anchor;
+      if (r->loader_sync >= 0 && rt[r->loader_sync] != RP_NOT_DONE) {
+        /* the loader's clock: the replay's lead at the last batch it had ready */
+        const int64_t lead = pd_sub_sat_i64(r->nodes[r->loader_sync].t, rt[r->loader_sync]);
+        if (lead > 0) ready = pd_sub_sat_i64(ready, lead);
+      }
       if (mask & PD_FIX_BIT(PD_FIX_LOADER_2X)) ready = rp_add(r->anchor0_ns, pd_sub_sat_i64(ready, r->anchor0_ns) / 2);
       t = rp_add(base, task_dur(r, x, own, mask & ~PD_FIX_BIT(PD_FIX_LOADER_2X), rm));
       rt[id] = t > ready ? t : ready;

@@ -737,12 +737,32 @@ static int anchor_waits(bctx_t *c) {
     }
   r->wait_d0_ns = median_or(&d, 0);
   free(d.v);
+  int32_t first = -1; /* the earliest anchored wait */
   for (size_t i = 0; i < c->n; i++) {
     if (!(c->own[i] & RP_B_DATA) || ix->step[i] < 0 || c->he[i] < 0) continue;
     int64_t dur = pd_event_dur_ns(&ev[i]);
     if (dur <= 2 * r->wait_d0_ns + RP_WAIT_BLOCKED_MIN_NS) continue;
     r->nodes[c->he[i]].anchor = ev[i].end_ns;
     r->info.anchored_waits++;
+    if (first < 0 || ev[i].start_ns < ev[first].start_ns) first = (int32_t)i;
+  }
+  /* Before its first blocked wait the loader kept ahead of the step, making each batch as
+   * the step freed a place in its queue: its ready times followed the step, and a replayed
+   * step that runs ahead of the measured one (the profiler's cost gone) would have had
+   * them as much earlier. So the anchors count from the last data wait before the first
+   * blocked one, on the same thread: pd_replay_run moves them all by the replay's lead
+   * there. (Anchored to the trace's clock, a single hiccup late in the window, such as a
+   * loader restarting its workers at an epoch's end, absorbed the profiler's cost of every
+   * step before it, and removing it read as saving that much each step.) */
+  r->loader_sync = -1;
+  int64_t best = INT64_MIN;
+  for (size_t i = 0; first >= 0 && i < c->n; i++) {
+    if (!(c->own[i] & RP_B_DATA) || ix->step[i] < 0 || c->he[i] < 0) continue;
+    if (ev[i].pid != ev[first].pid || ev[i].tid != ev[first].tid || ev[i].end_ns > ev[first].start_ns) continue;
+    if (ev[i].end_ns > best) {
+      best = ev[i].end_ns;
+      r->loader_sync = c->he[i];
+    }
   }
   return 0;
 }
@@ -904,6 +924,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
   r->info.quality = PD_REPLAY_EXACT;
   r->info.steps = ix->nsteps;
   r->graph_node_ns = RP_GRAPH_NODE_NS;
+  r->loader_sync = -1;
   size_t ng = 0, nsync = 0, ncalls = 0, nwaitcorr = 0;
   for (size_t i = 0; i < n; i++) {
     if (pd_event_is_gpu_activity(ev[i].kind)) ng++;

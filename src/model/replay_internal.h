@@ -116,6 +116,9 @@ struct pd_replay {
   int64_t qgap_ns[RP_Q_CLASSES * RP_Q_CLASSES]; /* median queue gap per class pair (0: none seen) */
   int64_t wait_d0_ns;  /* a data wait's own cost when its batch is ready (the median wait) */
   int64_t anchor0_ns;  /* the first step's start: LOADER_2X's loader starts there */
+  int32_t loader_sync; /* the data wait right before the first anchored one, the last batch
+                          the loader had ready when asked: its ready times are known
+                          relative to the step from there on (-1: none before it) */
   int64_t *rt, *rend; /* replayed start (every node) and end (GPU nodes) */
 };
 

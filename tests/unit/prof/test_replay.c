@@ -534,13 +534,43 @@ Test(replay, loader_twice_as_fast_removes_a_short_wait) {
   expect_steps(NULL, 100.0, PD_FIX_BIT(PD_FIX_LOADER_2X), 70.0);
 }
 
-/* A wait for the loader ends when its batch is ready, whatever the host does before it:
- * the third step's 101 us wait (over twice the median wait of 1 us and 20 us more) is
- * anchored at 301. With the host code between ops gone, the first, second and fourth steps
- * shrink to 51 us, while the third waits until 301 (249 us), as a loader-bound program
- * does when the profiler's cost is gone: mean 100.5, not 76. A loader twice as fast makes
- * that batch ready at 150.5, before the host asks: every step 100 us. */
+/* A wait for the loader ends when its batch is ready, whatever the host does before it,
+ * once the loader has kept the step waiting: the first and fourth steps' 101 us waits
+ * (over twice the median wait of 1 us and 20 us more) are anchored at 101 and 501. With
+ * the host code between ops gone (49 us a step), the second, third and fifth steps shrink
+ * to 51 us, while the fourth waits until 501 (298 us), as a loader-bound program does when
+ * the profiler's cost is gone: mean 120.4, not 70.6. A loader twice as fast makes those
+ * batches ready at 50.5 and 250.5: the first step waits for its batch until 50.5 (149.5
+ * us), the fourth no longer waits, and the others are 100 us as measured: mean 109.9. */
 Test(replay, a_wait_for_the_loader_ends_when_the_batch_is_ready) {
+  const char *wait = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__";
+  const double len[5] = {101, 1, 1, 101, 1};
+  double s = 0;
+  for (int k = 0; k < 5; k++) {
+    double w = s + len[k];
+    step(k + 1, s, w + 99);
+    add(PD_EVENT_RANGE, wait, s, w, 0);
+    add(PD_EVENT_CPU_OP, "aten::add", w + 49, w + 99, 0);
+    s = w + 99;
+  }
+  built_t b;
+  build(&b, NULL);
+  cr_assert_eq(pd_replay_info(b.r)->anchored_waits, 2);
+  NEAR(replay_mean_us(&b, 0, 5), 140.0);
+  NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_HOST_CODE), 5), 120.4);
+  NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_LOADER_2X), 5), 109.9);
+  NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_DATA_WAIT), 5), 99.0);
+  unbuild(&b);
+}
+
+/* Before its first blocked wait the loader kept ahead of the step, making each batch as the
+ * step took the last: its ready times follow the step. Four steps; the third's wait is a
+ * hiccup (101 us, anchored at 301). With the host code gone the first two steps shrink to
+ * 51 us, and the replay reaches the second step's wait, the last batch the loader had
+ * ready, 49 us early: the hiccup's batch is ready 49 us earlier too (252), its wait is 149
+ * us, and the steps are 51, 51, 200 and 51: mean 88.25. Anchored to the trace's clock
+ * (301) the hiccup would have absorbed all the time taken out before it (mean 100.5). */
+Test(replay, a_loader_that_kept_ahead_follows_the_step_until_it_blocks) {
   const char *wait = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__";
   const double start[4] = {0, 100, 200, 400}, len[4] = {1, 1, 101, 1};
   for (int k = 0; k < 4; k++) {
@@ -553,9 +583,39 @@ Test(replay, a_wait_for_the_loader_ends_when_the_batch_is_ready) {
   build(&b, NULL);
   cr_assert_eq(pd_replay_info(b.r)->anchored_waits, 1);
   NEAR(replay_mean_us(&b, 0, 4), 125.0);
-  NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_HOST_CODE), 4), 100.5);
+  NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_HOST_CODE), 4), 88.25);
   NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_LOADER_2X), 4), 100.0);
   NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_DATA_WAIT), 4), 99.0);
+  unbuild(&b);
+}
+
+/* profiler_demo's tiny_ops with 48 warmup steps: its loader restarts at the epoch's end, in
+ * the 15th of 16 profiled steps, and that one wait blocks for 200 us. The profiler's cost
+ * (10 us a traced call, one call a step) comes out of every step (91 us, the hiccup's step
+ * 301); removing the data wait then saves the hiccup's 200 us, the call the loader's clock
+ * lags by (10) and the sixteen waits' own 1 us: (211 + 15) / 16 = 14.125 us a step. With
+ * the anchor on the trace's clock it read 22.25: the hiccup also absorbed the profiler's
+ * cost of the fourteen steps before it (the verdict named the data loader for every
+ * tiny_ops run of the gate's A/B recordings, 312 of 312). */
+Test(replay, a_late_hiccup_saves_its_own_length) {
+  const char *wait = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__";
+  double s = 0;
+  for (int k = 0; k < 16; k++) {
+    double w = s + (k == 14 ? 201 : 1);
+    step(k + 1, s, w + 100);
+    add(PD_EVENT_RANGE, wait, s, w, 0);
+    add(PD_EVENT_RUNTIME, "cudaGetDevice", w, w + 10, 0);
+    add(PD_EVENT_CPU_OP, "aten::add", w + 10, w + 100, 0);
+    s = w + 100;
+  }
+  pd_replay_cost_t cost = {.ns_per_call = 10000, .ns_per_range = 0, .source = "test"};
+  built_t b;
+  build(&b, &cost);
+  cr_assert_eq(pd_replay_info(b.r)->anchored_waits, 1);
+  const double unprofiled = replay_mean_us(&b, PD_FIX_BIT(PD_FIX_PROFILER), 16);
+  const double no_wait = replay_mean_us(&b, PD_FIX_BIT(PD_FIX_PROFILER) | PD_FIX_BIT(PD_FIX_DATA_WAIT), 16);
+  NEAR(unprofiled, 104.125);
+  NEAR(unprofiled - no_wait, 14.125);
   unbuild(&b);
 }
 
