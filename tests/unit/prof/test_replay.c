@@ -534,6 +534,31 @@ Test(replay, loader_twice_as_fast_removes_a_short_wait) {
   expect_steps(NULL, 100.0, PD_FIX_BIT(PD_FIX_LOADER_2X), 70.0);
 }
 
+/* n steps back to back, each a data wait of len[k] us, 49 us of host code and a 50 us op. */
+static void loader_steps(const double *len, int n) {
+  double s = 0;
+  for (int k = 0; k < n; k++) {
+    const double w = s + len[k];
+    step(k + 1, s, w + 99);
+    add(PD_EVENT_RANGE, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", s, w, 0);
+    add(PD_EVENT_CPU_OP, "aten::add", w + 49, w + 99, 0);
+    s = w + 99;
+  }
+}
+
+/* loader_steps(len, n) replayed: the anchored waits, and the mean step unchanged, without
+ * the host code, with a loader twice as fast and without the data wait. */
+static void expect_loader(const double *len, int n, size_t anchored, const double mean[4]) {
+  loader_steps(len, n);
+  built_t b;
+  build(&b, NULL);
+  cr_assert_eq(pd_replay_info(b.r)->anchored_waits, anchored);
+  const unsigned masks[4] = {0, PD_FIX_BIT(PD_FIX_HOST_CODE), PD_FIX_BIT(PD_FIX_LOADER_2X),
+                             PD_FIX_BIT(PD_FIX_DATA_WAIT)};
+  for (int i = 0; i < 4; i++) NEAR(replay_mean_us(&b, masks[i], (size_t)n), mean[i]);
+  unbuild(&b);
+}
+
 /* A wait for the loader ends when its batch is ready, whatever the host does before it,
  * once the loader has kept the step waiting: the first and fourth steps' 101 us waits
  * (over twice the median wait of 1 us and 20 us more) are anchored at 101 and 501. With
@@ -543,24 +568,8 @@ Test(replay, loader_twice_as_fast_removes_a_short_wait) {
  * batches ready at 50.5 and 250.5: the first step waits for its batch until 50.5 (149.5
  * us), the fourth no longer waits, and the others are 100 us as measured: mean 109.9. */
 Test(replay, a_wait_for_the_loader_ends_when_the_batch_is_ready) {
-  const char *wait = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__";
-  const double len[5] = {101, 1, 1, 101, 1};
-  double s = 0;
-  for (int k = 0; k < 5; k++) {
-    double w = s + len[k];
-    step(k + 1, s, w + 99);
-    add(PD_EVENT_RANGE, wait, s, w, 0);
-    add(PD_EVENT_CPU_OP, "aten::add", w + 49, w + 99, 0);
-    s = w + 99;
-  }
-  built_t b;
-  build(&b, NULL);
-  cr_assert_eq(pd_replay_info(b.r)->anchored_waits, 2);
-  NEAR(replay_mean_us(&b, 0, 5), 140.0);
-  NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_HOST_CODE), 5), 120.4);
-  NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_LOADER_2X), 5), 109.9);
-  NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_DATA_WAIT), 5), 99.0);
-  unbuild(&b);
+  const double len[5] = {101, 1, 1, 101, 1}, mean[4] = {140.0, 120.4, 109.9, 99.0};
+  expect_loader(len, 5, 2, mean);
 }
 
 /* Before its first blocked wait the loader kept ahead of the step, making each batch as the
@@ -571,22 +580,8 @@ Test(replay, a_wait_for_the_loader_ends_when_the_batch_is_ready) {
  * us, and the steps are 51, 51, 200 and 51: mean 88.25. Anchored to the trace's clock
  * (301) the hiccup would have absorbed all the time taken out before it (mean 100.5). */
 Test(replay, a_loader_that_kept_ahead_follows_the_step_until_it_blocks) {
-  const char *wait = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__";
-  const double start[4] = {0, 100, 200, 400}, len[4] = {1, 1, 101, 1};
-  for (int k = 0; k < 4; k++) {
-    double s = start[k], w = s + len[k];
-    step(k + 1, s, k == 2 ? 400 : s + 100);
-    add(PD_EVENT_RANGE, wait, s, w, 0);
-    add(PD_EVENT_CPU_OP, "aten::add", w + 49, w + 99, 0);
-  }
-  built_t b;
-  build(&b, NULL);
-  cr_assert_eq(pd_replay_info(b.r)->anchored_waits, 1);
-  NEAR(replay_mean_us(&b, 0, 4), 125.0);
-  NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_HOST_CODE), 4), 88.25);
-  NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_LOADER_2X), 4), 100.0);
-  NEAR(replay_mean_us(&b, PD_FIX_BIT(PD_FIX_DATA_WAIT), 4), 99.0);
-  unbuild(&b);
+  const double len[4] = {1, 1, 101, 1}, mean[4] = {125.0, 88.25, 100.0, 99.0};
+  expect_loader(len, 4, 1, mean);
 }
 
 /* profiler_demo's tiny_ops with 48 warmup steps: its loader restarts at the epoch's end, in
