@@ -110,20 +110,27 @@ static void do_step_work(pd_prof_t *p) {
   cr_assert_eq(pd_range_pop(), 0);
 }
 
+/* Creates a profiler from cfg, starts it, runs n steps of do_step_work and stops it;
+ * returns it for the caller to destroy. */
+static pd_prof_t *run_steps(const pd_prof_config_t *cfg, int n) {
+  pd_prof_t *p = NULL;
+  cr_assert_eq(pd_prof_create(cfg, &p), 0, "create: %s", pd_prof_last_error(NULL));
+  cr_assert_eq(pd_prof_start(p), 0);
+  for (int i = 0; i < n; i++) {
+    do_step_work(p);
+    cr_assert_eq(pd_prof_step(p), 0, "step %d: %s", i, pd_prof_last_error(p));
+  }
+  cr_assert_eq(pd_prof_stop(p), 0);
+  return p;
+}
+
 /* ---- schedule ------------------------------------------------------------------------- */
 
 Test(profiler, schedule_cycles_and_step_ranges) {
   log_t log = {0};
   pd_prof_config_t cfg =
       cpu_config(&log, (pd_schedule_t){.skip_first = 1, .wait = 1, .warmup = 1, .active = 2, .repeat = 2});
-  pd_prof_t *p = NULL;
-  cr_assert_eq(pd_prof_create(&cfg, &p), 0, "create: %s", pd_prof_last_error(NULL));
-  cr_assert_eq(pd_prof_start(p), 0);
-  for (int i = 0; i < 20; i++) {
-    do_step_work(p);
-    cr_assert_eq(pd_prof_step(p), 0, "step %d: %s", i, pd_prof_last_error(p));
-  }
-  cr_assert_eq(pd_prof_stop(p), 0);
+  pd_prof_t *p = run_steps(&cfg, 20);
   /* steps: 0 skip | 1 wait, 2 warmup, 3 record, 4 save | 5 wait, 6 warmup, 7, 8 save | off */
   cr_assert_eq(log.ncycles, 2, "cycles: %d", log.ncycles);
   char steps[128];
@@ -155,14 +162,7 @@ Test(profiler, cycles_carry_the_programs_step_range) {
     log_t log = {0};
     pd_prof_config_t cfg = cpu_config(&log, (pd_schedule_t){.wait = 0, .warmup = 0, .active = 1, .repeat = 2});
     if (named) cfg.step_range = "train_step";
-    pd_prof_t *p = NULL;
-    cr_assert_eq(pd_prof_create(&cfg, &p), 0, "create: %s", pd_prof_last_error(NULL));
-    cr_assert_eq(pd_prof_start(p), 0);
-    for (int i = 0; i < 3; i++) {
-      do_step_work(p);
-      cr_assert_eq(pd_prof_step(p), 0);
-    }
-    cr_assert_eq(pd_prof_stop(p), 0);
+    pd_prof_t *p = run_steps(&cfg, 3);
     cr_assert_eq(log.ncycles, 2);
     for (int c = 0; c < log.ncycles; c++)
       cr_expect_str_eq(log.cycles[c].step_range, named ? "train_step" : "", "cycle %d", c);
@@ -235,14 +235,7 @@ Test(profiler, consecutive_save_steps_each_make_a_cycle) {
   log_t log = {0};
   pd_prof_config_t cfg =
       cpu_config(&log, (pd_schedule_t){.wait = 0, .warmup = 0, .active = 1, .repeat = 3});
-  pd_prof_t *p = NULL;
-  cr_assert_eq(pd_prof_create(&cfg, &p), 0);
-  cr_assert_eq(pd_prof_start(p), 0);
-  for (int i = 0; i < 5; i++) {
-    do_step_work(p);
-    cr_assert_eq(pd_prof_step(p), 0);
-  }
-  cr_assert_eq(pd_prof_stop(p), 0);
+  pd_prof_t *p = run_steps(&cfg, 5);
   cr_assert_eq(log.ncycles, 3);
   for (int c = 0; c < 3; c++) {
     char steps[16], expect[16], work[16];
