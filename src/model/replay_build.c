@@ -211,6 +211,9 @@ static void mark_reads(bctx_t *c, const int32_t *prev_sib) {
   }
 }
 
+/* A runtime or driver API call. */
+static bool is_call(const pd_event_t *e) { return e->kind == PD_EVENT_RUNTIME || e->kind == PD_EVENT_DRIVER; }
+
 /* A step marker (ProfilerStep#N). The host time right inside one, outside every op, is
  * host code (as torch's ProfilerStep self time). */
 static bool is_step_marker(const pd_event_t *e) { return e->kind == PD_EVENT_RANGE && e->u.range.step >= 0; }
@@ -237,9 +240,9 @@ static bool is_step_layer(const bctx_t *c, int32_t e) {
 static bool has_op_layer(const bctx_t *c) {
   const pd_event_t *ev = c->ev;
   for (size_t i = 0; i < c->n; i++) {
-    if (ev[i].kind != PD_EVENT_RUNTIME && ev[i].kind != PD_EVENT_DRIVER) continue;
+    if (!is_call(&ev[i])) continue;
     for (int32_t p = c->ix->parent[i]; p >= 0; p = c->ix->parent[p])
-      if (!is_step_layer(c, p) && ev[p].kind != PD_EVENT_RUNTIME && ev[p].kind != PD_EVENT_DRIVER) return true;
+      if (!is_step_layer(c, p) && !is_call(&ev[p])) return true;
   }
   return false;
 }
@@ -248,7 +251,7 @@ static bool has_op_layer(const bctx_t *c) {
  * most RP_CALL_READ_MAX_BYTES from the device. */
 static bool is_read_copy_call(const bctx_t *c, int32_t e) {
   const pd_event_t *ev = c->ev;
-  if (ev[e].kind != PD_EVENT_RUNTIME && ev[e].kind != PD_EVENT_DRIVER) return false;
+  if (!is_call(&ev[e])) return false;
   int32_t g = c->firstgpu[e];
   return g >= 0 && ev[g].kind == PD_EVENT_MEMCPY && ev[g].u.memcpy.copy_kind == PD_MEMCPY_DTOH &&
          ev[g].u.memcpy.bytes <= RP_CALL_READ_MAX_BYTES;
@@ -294,7 +297,7 @@ static size_t mark_call_reads(bctx_t *c) {
   int32_t copy = -1, cprev = -1, cprev2 = -1; /* a read's copy call waiting for the next call, and its two */
   for (size_t k = 0; k < ix->nhost; k++) {
     int32_t e = ix->host_order[k];
-    if (ev[e].kind != PD_EVENT_RUNTIME && ev[e].kind != PD_EVENT_DRIVER) continue;
+    if (!is_call(&ev[e])) continue;
     if (prev >= 0 && (ev[prev].pid != ev[e].pid || ev[prev].tid != ev[e].tid)) prev = prev2 = copy = -1;
     if (copy >= 0 && call_blocks(c, e)) {
       c->own[copy] |= RP_B_READ;
@@ -347,7 +350,7 @@ static int mark_tiny(bctx_t *c) {
   for (size_t k = 0; k <= ix->nhost; k++) {
     int32_t e = k < ix->nhost ? ix->host_order[k] : -1;
     bool is_launch = e >= 0 && c->firstgpu[e] >= 0 && ev[c->firstgpu[e]].kind == PD_EVENT_KERNEL &&
-                     (ev[e].kind == PD_EVENT_RUNTIME || ev[e].kind == PD_EVENT_DRIVER);
+                     is_call(&ev[e]);
     bool new_thread = e >= 0 && (ev[e].pid != pid || ev[e].tid != tid);
     if (e >= 0 && !is_launch && !new_thread) continue;
     /* close the chain when this launch does not continue it */
@@ -469,7 +472,7 @@ static void sweep_host(bctx_t *c, const pd_replay_cost_t *cost, int32_t *stack) 
                                          ? ev[stack[depth - 1]].end_ns
                                          : ev[stack[depth - 1]].start_ns) <= s)) {
         int32_t top = stack[--depth];
-        bool call = ev[top].kind == PD_EVENT_RUNTIME || ev[top].kind == PD_EVENT_DRIVER;
+        bool call = is_call(&ev[top]);
         uint16_t b = c->acc[top];
         if (is_step_marker(&ev[top])) b |= RP_B_HOSTCODE; /* the step marker's self time */
         int64_t end = ev[top].end_ns > ev[top].start_ns ? ev[top].end_ns : ev[top].start_ns;
@@ -482,7 +485,7 @@ static void sweep_host(bctx_t *c, const pd_replay_cost_t *cost, int32_t *stack) 
       uint16_t b = p >= 0 ? outer : RP_B_HOSTCODE; /* the task before this start: outside every op */
       if (p >= 0 && is_step_marker(&ev[p])) b |= RP_B_HOSTCODE;
       b |= c->gapbits[e];
-      bool call = ev[e].kind == PD_EVENT_RUNTIME || ev[e].kind == PD_EVENT_DRIVER;
+      bool call = is_call(&ev[e]);
       c->acc[e] = (uint16_t)((outer & (uint16_t)~(RP_B_LAUNCH | RP_B_PAGEABLE)) | c->own[e]);
       if (c->acc[e] & RP_B_READ) c->acc[e] &= (uint16_t)~RP_B_PAGEABLE; /* a read is not an input copy */
       c->hs[e] = emit(c, RP_HSTART, e, ev[e].start_ns, &prev, &tlast, b, call ? 0 : per_range / 2);
@@ -640,7 +643,7 @@ static int build_blocks(bctx_t *c) {
   const pd_trace_index_t *ix = c->ix;
   for (size_t k = 0; k < ix->nhost; k++) {
     const int32_t e = ix->host_order[k];
-    if (ev[e].kind != PD_EVENT_RUNTIME && ev[e].kind != PD_EVENT_DRIVER) continue;
+    if (!is_call(&ev[e])) continue;
     if (c->he[e] < 0 || c->hs[e] < 0) continue;
     pd_sync_scope_t scope = pd_api_sync_scope(ev[e].name);
     const int32_t own = c->firstgpu[e];
@@ -719,6 +722,11 @@ static int build_blocks(bctx_t *c) {
   return 0;
 }
 
+/* Whether event i is a data wait inside a step, with its own host node. */
+static bool is_step_wait(const bctx_t *c, size_t i) {
+  return (c->own[i] & RP_B_DATA) && c->ix->step[i] >= 0 && c->he[i] >= 0;
+}
+
 /* The data waits that waited for the loader (pd_replay.h): over twice the trace's median
  * data wait and RP_WAIT_BLOCKED_MIN_NS more. Each ends at its batch's ready time, which the
  * loader sets: a replay whose host reaches it sooner (the profiler's cost gone, a fix
@@ -728,10 +736,9 @@ static int build_blocks(bctx_t *c) {
 static int anchor_waits(bctx_t *c) {
   const pd_event_t *ev = c->ev;
   pd_replay_t *r = c->r;
-  const pd_trace_index_t *ix = c->ix;
   i64vec_t d = {0};
   for (size_t i = 0; i < c->n; i++)
-    if ((c->own[i] & RP_B_DATA) && ix->step[i] >= 0 && c->he[i] >= 0 && i64_push(&d, pd_event_dur_ns(&ev[i])) != 0) {
+    if (is_step_wait(c, i) && i64_push(&d, pd_event_dur_ns(&ev[i])) != 0) {
       free(d.v);
       return PD_ENOMEM;
     }
@@ -739,7 +746,7 @@ static int anchor_waits(bctx_t *c) {
   free(d.v);
   int32_t first = -1; /* the earliest anchored wait */
   for (size_t i = 0; i < c->n; i++) {
-    if (!(c->own[i] & RP_B_DATA) || ix->step[i] < 0 || c->he[i] < 0) continue;
+    if (!is_step_wait(c, i)) continue;
     int64_t dur = pd_event_dur_ns(&ev[i]);
     if (dur <= 2 * r->wait_d0_ns + RP_WAIT_BLOCKED_MIN_NS) continue;
     r->nodes[c->he[i]].anchor = ev[i].end_ns;
@@ -757,7 +764,7 @@ static int anchor_waits(bctx_t *c) {
   r->loader_sync = -1;
   int64_t best = INT64_MIN;
   for (size_t i = 0; first >= 0 && i < c->n; i++) {
-    if (!(c->own[i] & RP_B_DATA) || ix->step[i] < 0 || c->he[i] < 0) continue;
+    if (!is_step_wait(c, i)) continue;
     if (ev[i].pid != ev[first].pid || ev[i].tid != ev[first].tid || ev[i].end_ns > ev[first].start_ns) continue;
     if (ev[i].end_ns > best) {
       best = ev[i].end_ns;
@@ -929,7 +936,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
   for (size_t i = 0; i < n; i++) {
     if (pd_event_is_gpu_activity(ev[i].kind)) ng++;
     if (ev[i].kind == PD_EVENT_SYNC) nsync++;
-    if (ev[i].kind == PD_EVENT_RUNTIME || ev[i].kind == PD_EVENT_DRIVER) ncalls++;
+    if (is_call(&ev[i])) ncalls++;
     if (ev[i].kind == PD_EVENT_SYNC && ev[i].u.sync.event_record_corr != 0) nwaitcorr++;
   }
   if (ix->nsteps == 0) {
@@ -985,7 +992,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
       if (e->kind == PD_EVENT_KERNEL) c.own[call] |= RP_B_LAUNCH;
     } else if (e->kind == PD_EVENT_SYNC && call >= 0 && c.syncrec[call] < 0) {
       c.syncrec[call] = (int32_t)i;
-    } else if (e->kind == PD_EVENT_RUNTIME || e->kind == PD_EVENT_DRIVER) {
+    } else if (is_call(e)) {
       if (pd_api_is_device_alloc(e->name)) c.own[i] |= RP_B_ALLOC;
       if (nwaitcorr && e->correlation_id != 0) pd_corr_map_put(&c.corr, e->correlation_id, (int32_t)i);
     } else if ((e->kind == PD_EVENT_RANGE || e->kind == PD_EVENT_CPU_OP) && pd_range_is_data_wait(e->name)) {
@@ -1022,10 +1029,10 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
     }
   }
   for (size_t i = 0; i < n; i++) {
-    if (ev[i].kind != PD_EVENT_RUNTIME && ev[i].kind != PD_EVENT_DRIVER) continue;
+    if (!is_call(&ev[i])) continue;
     int32_t g = c.firstgpu[i];
     bool dev = (g >= 0 && ev[g].kind == PD_EVENT_MEMCPY && ev[g].u.memcpy.copy_kind == PD_MEMCPY_DTOH) ||
-               c.syncrec[i] >= 0 || pd_api_sync_scope(ev[i].name) != PD_SYNC_SCOPE_NONE;
+               call_blocks(&c, (int32_t)i);
     for (int32_t a = (int32_t)i; dev && a >= 0 && !c.devread[a]; a = ix->parent[a]) c.devread[a] = 1;
   }
   const bool ops = has_op_layer(&c);
