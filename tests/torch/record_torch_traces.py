@@ -51,7 +51,15 @@ ProfilerStep of the variant's trace and of a trace of the fixed step, written to
 and removed), since a trace can only show the run it recorded. OUT/truth.json (also
 printed) holds all of it with the device, torch version and host. Needs a CUDA build of PyTorch; not part of the build or the tests.
 
-usage: python3 tests/torch/record_torch_traces.py OUT [--timed 40] [--only v1,v2]
+With --model lm every variant trains a small decoder-only transformer language model
+instead (TinyLM: 4 pre-norm blocks of width 256, 4 heads, causal scaled-dot-product
+attention, sequences of 128 tokens from a vocabulary of 4096, tied nothing, AMP): the same
+planted problems in a program of another shape, for checking the verdicts on what they
+were not built on. Its batches are token sequences (pre-made and pinned, or made per
+sample by the same CPU work as SlowSamples), its per-layer statistics are read after
+every block, and truth.json says "model": "lm".
+
+usage: python3 tests/torch/record_torch_traces.py OUT [--timed 40] [--only v1,v2] [--model cnn|lm]
 """
 import argparse
 import gzip
@@ -68,6 +76,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile, schedule
+
+MODEL = "cnn"  # --model: "cnn" (SimpleCNN) or "lm" (TinyLM)
+LM_VOCAB = 4096
+LM_SEQ = 128
 
 
 class SimpleCNN(nn.Module):
@@ -97,11 +109,60 @@ class SimpleCNN(nn.Module):
         return self.fc(x)
 
 
+class Block(nn.Module):
+    """A pre-norm transformer block: causal self-attention, then a GELU MLP."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class TinyLM(nn.Module):
+    """A small decoder-only language model; stats_sync reads a statistic after each block."""
+
+    def __init__(self, stats_sync=False, vocab=LM_VOCAB, d=256, heads=4, layers=4, seq=LM_SEQ):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(seq, d)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.stats_sync = stats_sync
+        self.stats = []
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        for blk in self.blocks:
+            x = blk(x)
+            if self.stats_sync:  # the planted sync, as SimpleCNN's
+                self.stats.append(x.detach().abs().mean().item())
+        return self.head(self.ln(x))
+
+
 class BatchSet(torch.utils.data.Dataset):
     """Pre-made pinned batches: loading costs next to nothing (the clean pipeline)."""
 
     def __init__(self, batch, n=8, seed=0):
         g = torch.Generator().manual_seed(seed)
+        if MODEL == "lm":  # token sequences and their next tokens
+            seqs = [torch.randint(0, LM_VOCAB, (batch, LM_SEQ + 1), generator=g) for _ in range(n)]
+            self.x = [z[:, :-1].contiguous().pin_memory() for z in seqs]
+            self.y = [z[:, 1:].contiguous().pin_memory() for z in seqs]
+            return
         self.x = [torch.randn(batch, 3, 32, 32, generator=g).pin_memory() for _ in range(n)]
         self.y = [torch.randint(0, 10, (batch,), generator=g).pin_memory() for _ in range(n)]
 
@@ -117,6 +178,7 @@ class SlowSamples(torch.utils.data.Dataset):
 
     def __init__(self, work=12, seed=0):
         self.work = work
+        self.lm = MODEL == "lm"  # kept in the dataset: a worker process may not inherit MODEL
         self.g = torch.Generator().manual_seed(seed)
 
     def __len__(self):
@@ -127,6 +189,9 @@ class SlowSamples(torch.utils.data.Dataset):
         for _ in range(self.work):  # small CPU ops on the sample
             img = (img * 1.01 + 0.01).clamp_(0, 1)
         img = torch.fft.ifft2(torch.fft.fft2(img)).real
+        if self.lm:  # the sample's tokens and their next tokens
+            toks = (img.flatten()[:LM_SEQ + 1].abs() * LM_VOCAB).long() % LM_VOCAB
+            return toks[:-1], toks[1:]
         return img, i % 10
 
 
@@ -203,7 +268,7 @@ def make_step(variant):
     c = config(variant)
     dev = torch.device("cuda")
     torch.manual_seed(0)
-    model = SimpleCNN(stats_sync=c["sync"]).to(dev)
+    model = (TinyLM if MODEL == "lm" else SimpleCNN)(stats_sync=c["sync"]).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2, foreach=c["foreach"])
     scaler = torch.amp.GradScaler("cuda", enabled=c["amp"])
     ema = torch.zeros(1024, device=dev)
@@ -235,7 +300,8 @@ def make_step(variant):
             side_dev = side.to(dev, non_blocking=c["pinned_side"])
             del side_dev
         with torch.autocast("cuda", dtype=torch.float16, enabled=c["amp"]):
-            loss = F.cross_entropy(model(x), y)
+            out = model(x)
+            loss = F.cross_entropy(out.flatten(0, -2), y.flatten())
         if c["python_ops"]:
             tokenize()
         scaler.scale(loss).backward()
@@ -366,7 +432,11 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--rounds", type=int, default=4, help="interleaved rounds per side (ABBA)")
     ap.add_argument("--scratch", default="", help="folder for the fixed variants' traces (removed)")
+    ap.add_argument("--model", choices=("cnn", "lm"), default="cnn",
+                    help="the program trained: SimpleCNN or the TinyLM transformer")
     a = ap.parse_args()
+    global MODEL
+    MODEL = a.model
     os.makedirs(a.out, exist_ok=True)
     if a.scratch:
         os.makedirs(a.scratch, exist_ok=True)
@@ -378,6 +448,7 @@ def main():
         "host": socket.gethostname(),
         "cpu": platform.processor() or platform.machine(),
         "timed_steps": a.timed,
+        "model": a.model,
         "variants": {},
     }
     for v in variants:
@@ -411,6 +482,8 @@ def main():
             ms = timed_ms(v, a.timed)
             entry["step_ms"] = round(ms, 3)
         truth["variants"][v] = entry
+        with open(os.path.join(a.out, "truth.json"), "w") as f:  # kept if a later variant fails
+            json.dump(truth, f, indent=1)
         print(f"{v:18s} step {ms:8.3f} ms  " +
               (f"fixed {entry['fixed_step_ms']:8.3f} ms  saved {entry['saved_share']*100:5.1f}%  "
                f"profiled: saved {entry['profiled_saved_share']*100:5.1f}%"
