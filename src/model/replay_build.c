@@ -450,7 +450,34 @@ static void link_forks(bctx_t *c, size_t m0, size_t m1) {
   }
 }
 
-static void sweep_host(bctx_t *c, const pd_replay_cost_t *cost, int32_t *stack) {
+/* Python work, not dispatch. Between two ops the interpreter runs the lines of the
+ * program that issue the next op: a few to tens of microseconds, the step thread's median
+ * stretch outside every op. No change to the program's Python takes those away (compiling
+ * the step does, which host_code does not model). A stretch in which the interpreter could
+ * have issued RP_HOST_WORK_GAPS ops and issued none is work the program does on the step's
+ * thread (a tokenizer, logging, the loop's bookkeeping): moving it out of the step saves
+ * it, and only those keep RP_B_HOSTCODE. Only where the trace has ops: without them (pd_run
+ * on a program with no op ranges) every stretch between the step ranges is the program's. */
+static int keep_host_work(bctx_t *c, size_t m0, size_t m1) {
+  pd_replay_t *r = c->r;
+  i64vec_t segs = {0};
+  for (size_t i = m0; i < m1; i++) {
+    const rp_node_t *x = &r->nodes[i];
+    if ((x->bits & RP_B_HOSTCODE) && !(x->bits & RP_B_DATA) && x->seg > 0 && i64_push(&segs, x->seg) != 0) {
+      free(segs.v);
+      return PD_ENOMEM;
+    }
+  }
+  const int64_t dispatch = median_or(&segs, 0);
+  free(segs.v);
+  for (size_t i = m0; i < m1; i++) {
+    rp_node_t *x = &r->nodes[i];
+    if ((x->bits & RP_B_HOSTCODE) && x->seg < RP_HOST_WORK_GAPS * dispatch) x->bits &= (uint16_t)~RP_B_HOSTCODE;
+  }
+  return 0;
+}
+
+static int sweep_host(bctx_t *c, const pd_replay_cost_t *cost, int32_t *stack, bool ops) {
   const pd_event_t *ev = c->ev;
   const pd_trace_index_t *ix = c->ix;
   const pd_event_t *step0 = &ev[ix->steps[0].ev];
@@ -495,6 +522,7 @@ static void sweep_host(bctx_t *c, const pd_replay_cost_t *cost, int32_t *stack) 
     if (main_thread) m1 = c->r->nnodes;
   }
   link_forks(c, m0, m1);
+  return ops ? keep_host_work(c, m0, m1) : 0;
 }
 
 /* ---- GPU nodes -------------------------------------------------------------------------------------- */
@@ -1043,7 +1071,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
 
   r->nnodes = 0;
   r->call_cost_ns = cost != NULL && cost->ns_per_call > 0 ? (int64_t)cost->ns_per_call : 0;
-  sweep_host(&c, cost, stack);
+  if (sweep_host(&c, cost, stack, ops) != 0) goto out;
   r->info.host_tasks = r->nnodes;
   r->info.pinned_gbps = measure_pinned_gbps(ev, n, &r->info.pinned_source);
   if (build_gpu(&c, r->info.pinned_gbps) != 0) goto out;

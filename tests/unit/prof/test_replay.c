@@ -746,7 +746,6 @@ Test(replay, verdict_without_correlation_or_sync_records) {
   free(text);
 }
 
-/* No step markers: the metrics have no step, and the replay says why. */
 /* Host code is time outside every op: a trace whose CUDA calls sit in no op or range below
  * the step (pd_run on a program without NVTX ranges) has no such layer, so removing "the
  * host time outside ops" would remove the whole framework: no saving is offered. With one
@@ -775,6 +774,24 @@ Test(replay, host_code_needs_an_op_layer) {
   cr_expect(isfinite(with) && with > 0, "with an op around the launch: %f", with);
 }
 
+/* Python work, not dispatch: twelve ops 5 us apart (the interpreter issuing the next op),
+ * and once 200 us with no op (a tokenizer on the step's thread). Removing host code takes
+ * the 200 us only: the 5 us stretches are the program's own dispatch, which moving Python
+ * work out of the step does not remove (before, all 260 us of them went: 380 -> 120). */
+Test(replay, host_code_is_the_work_between_ops_not_their_dispatch) {
+  step(1, 0, 380);
+  double t = 5;
+  for (uint64_t i = 0; i < 12; i++) {
+    add(PD_EVENT_CPU_OP, "aten::add", t, t + 10, 0);
+    add(PD_EVENT_RUNTIME, "cudaLaunchKernel", t + 2, t + 4, i + 1);
+    kernel(t + 5, t + 6, i + 1, 7);
+    t += 10 + (i == 5 ? 200 : 5);
+  }
+  cr_assert(fabs(t - 380) < 1e-9, "the last op ends 5 us before the step: %f", t);
+  expect_steps(NULL, 380.0, PD_FIX_BIT(PD_FIX_HOST_CODE), 180.0);
+}
+
+/* No step markers: the metrics have no step, and the replay says why. */
 Test(replay, metrics_without_steps_say_why) {
   add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 5, 7, 1);
   kernel(10, 30, 1, 7);
