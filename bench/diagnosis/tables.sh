@@ -26,8 +26,10 @@ for t in bench/diagnosis/data/torch/*.tar.gz; do
   name=$(basename "$t" .tar.gz)
   mkdir -p "$tmp/torch-$name"
   tar -xzf "$t" -C "$tmp/torch-$name"
-  # the recording's boot id is in its file name (the script's truth.json has none)
-  python3 - "$tmp/torch-$name/tt/truth.json" "${name#*-}" <<'PY'
+  # the recording's boot id is in its file name (the script's truth.json has none), before
+  # the model's suffix (-lm: record_torch_traces.py --model lm)
+  boot=${name#*-}
+  python3 - "$tmp/torch-$name/tt/truth.json" "${boot%-lm}" <<'PY'
 import json, sys
 p, boot = sys.argv[1:]
 t = json.load(open(p))

@@ -159,6 +159,8 @@ def torch_rows(analyzer, root, truth_path=None):
     truth = json.load(open(truth_path))
     tdir = os.path.dirname(os.path.abspath(truth_path))
     dev = "%s (boot %s)" % (truth.get("device", "?"), truth.get("boot_id", "?"))
+    # the program trained (record_torch_traces.py --model): SimpleCNN unless it says
+    prefix = "torch " if truth.get("model", "cnn") == "cnn" else "torch %s " % truth["model"]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, v in truth["variants"].items():
@@ -170,7 +172,7 @@ def torch_rows(analyzer, root, truth_path=None):
                            check=True, stdout=subprocess.DEVNULL)
             doc = json.load(open(out))
             vdev = "%s (boot %s)" % (v["device"], v.get("boot_id", "?")) if "device" in v else dev
-            r = row("torch " + name, fix, v["saved_share"], v.get("saved_lo"), v.get("saved_hi"),
+            r = row(prefix + name, fix, v["saved_share"], v.get("saved_lo"), v.get("saved_hi"),
                     predicted(doc, fix), vdev, doc["verdict"]["bottleneck"])
             r["predicted_unprofiled_ms"] = (doc["verdict"].get("replay", {}).get("predicted_unprofiled_step_us") or 0) / 1e3
             r["measured_unprofiled_ms"] = v["step_ms"]
