@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "pd/pd_event.h"
+#include "pd/pd_replay.h"
 #include "pd/pd_stats.h"
 #include "pd/pd_writers.h"
 
@@ -57,6 +58,8 @@ typedef struct {
                               measured); the step-time ones after pd_pipeline_verdict() */
   bool have_metrics;       /* a cycle with steps went through the metrics stage */
   int cycles;              /* cycles that went through every stage */
+  pd_cycle_log_t cycle_log; /* each cycle's replay (--repeat): the verdict reads the savings
+                               over all of them (pd_cycle_log_overall) */
   pd_pipe_stage_t failed;  /* the stage of the last failure, PD_PIPE_OK when none */
   bool steps_required;     /* from the options */
 } pd_pipeline_t;
@@ -87,7 +90,9 @@ int pd_pipeline_trace_samples(const pd_trace_t *trace, const pd_trace_index_t *i
                               double **wait_s);
 
 /* The verdict stage: the step-time metrics from n per-step samples (seconds; either
- * array may be NULL), then pd_diagnose() with the advice for the program that reads it. */
+ * array may be NULL), the savings over all cycles where there are several
+ * (pd_cycle_log_overall), then pd_diagnose() with the advice for the program that reads
+ * it. */
 void pd_pipeline_verdict(pd_pipeline_t *pl, const double *step_s, const double *wait_s, size_t n,
                          pd_advice_t advice, pd_verdict_t *verdict);
 /* Sorts the tables for the reports: ops, kernels and by_stack by key, stacks by

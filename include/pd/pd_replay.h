@@ -192,6 +192,42 @@ int pd_replay_fill_metrics(const pd_trace_t *trace, const pd_trace_index_t *ix, 
 /* The saving metric of fix f in m (NaN for PROFILER, an unknown fix or no replay). */
 double pd_replay_metric_saving(const pd_metrics_t *m, pd_fix_t f);
 
+/* ---- savings over cycles (--repeat) ------------------------------------------------------- */
+
+/* One cycle's replay, as its metrics carry it: its steps, its predicted unprofiled step and
+ * replayed step, every fix's saving per step (NaN for PROFILER and where the cycle has
+ * none), the combination's saving and mask, and its step errors. */
+typedef struct {
+  int64_t steps;
+  double predicted_unprofiled_step_us, replayed_step_us;
+  double saving_us[PD_FIX_COUNT];
+  double combined_us;
+  unsigned combined_mask;
+  double error_median, error_max;
+} pd_cycle_savings_t;
+
+/* Every cycle of a run, in order. Zero-initialise; free with pd_cycle_log_free(). */
+typedef struct pd_cycle_log_s {
+  pd_cycle_savings_t *v;
+  size_t n, cap;
+} pd_cycle_log_t;
+
+/* Appends the cycle whose replay m holds (pd_replay_fill_metrics) and its step count.
+ * A cycle without a replay (NaN predicted step) is kept and counts for nothing over all.
+ * Returns 0, PD_EINVAL (NULL, steps < 0) or PD_ENOMEM. */
+int pd_cycle_log_add(pd_cycle_log_t *log, const pd_metrics_t *m, int64_t steps);
+/* The savings over all cycles into m, for the verdict: each fix's saving per step, the
+ * predicted unprofiled step and the replayed step are the means over the cycles with a
+ * replay weighted by their steps (the time saved over every recorded step, per step); the
+ * combination is averaged only where every such cycle combined the same fixes (else NaN);
+ * the step errors are the worst cycle's. With fewer than two such cycles m is left as it
+ * is (its own cycle's replay). Returns the number of cycles averaged. */
+size_t pd_cycle_log_overall(const pd_cycle_log_t *log, pd_metrics_t *m);
+/* One line per cycle: its steps, predicted unprofiled step, and each fix saving at least
+ * PD_SAVING_FINDING_SHARE of it. Nothing for fewer than two cycles. */
+void pd_cycle_log_print(FILE *out, const pd_cycle_log_t *log);
+void pd_cycle_log_free(pd_cycle_log_t *log);
+
 #ifdef __cplusplus
 }
 #endif

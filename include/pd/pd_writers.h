@@ -216,6 +216,7 @@ typedef struct {
 } pd_loader_rate_t;
 
 struct pd_host_calib_s;
+struct pd_cycle_log_s; /* pd_cycle_log_t, pd_replay.h */
 
 typedef struct {
   const pd_cfg_entry_t *config;
@@ -242,6 +243,9 @@ typedef struct {
   const double *warmup_probe_compute_ns;
   size_t nwarmup;
   const pd_verdict_t *verdict;
+  /* Each cycle's replay (--repeat): written as "replay_cycles" where there are at least
+   * two (the verdict's savings are then over all of them); NULL: none. */
+  const struct pd_cycle_log_s *cycles;
   const pd_op_table_t *top_ops; /* sorted as it should appear; may be NULL */
   int top_ops_limit;            /* rows to write; <= 0: all */
   /* Kernel-level view (PD_GROUP_BY_KERNEL), every row: the gate explains a regression

@@ -34,6 +34,7 @@
 #include "pd/pd_analyze.h"
 #include "pd/pd_common.h"
 #include "pd/pd_prof.h"
+#include "pd/pd_replay.h"
 #include "pd/pd_stats.h"
 
 #define LOG_PREFIX "pd_inject"
@@ -90,6 +91,7 @@ struct pd_inject_session {
   double *step_s, *wait_s;
   size_t nsamples, cap_samples;
   pd_metrics_t metrics; /* the last cycle's */
+  pd_cycle_log_t cycle_log; /* each cycle's replay: the verdict's savings are over all */
   bool have_metrics;
   char **traces;
   size_t ntraces, cap_traces;
@@ -192,6 +194,7 @@ void pd_inject_session_destroy(pd_inject_session_t *s) {
   pd_op_table_destroy(s->ops);
   pd_op_table_destroy(s->kernels);
   free(s->step_s);
+  pd_cycle_log_free(&s->cycle_log);
   free(s->wait_s);
   for (size_t i = 0; i < s->ntraces; i++) free(s->traces[i]);
   free(s->traces);
@@ -228,6 +231,7 @@ static int cycle_absorb(pd_inject_session_t *s, const pd_trace_t *cycle) {
       s->nsamples += n;
       s->metrics = a->metrics;
       s->have_metrics = true;
+      rc = pd_cycle_log_add(&s->cycle_log, &a->metrics, (int64_t)n);
     }
   }
   pd_analysis_destroy(a);
@@ -604,6 +608,7 @@ static int metrics_write(pd_inject_session_t *s, const char *path, const pd_verd
       .warmup_probe_compute_ns = probe_ok ? s->probe_compute_ns : NULL,
       .nwarmup = s->nuntraced,
       .verdict = v,
+      .cycles = &s->cycle_log,
       .top_ops = s->ops,
       .top_ops_limit = c->top_n,
       .top_kernels = s->kernels,
@@ -667,6 +672,7 @@ static int finish_locked(pd_inject_session_t *s) {
   } else {
     if (dropped > s->metrics.dropped_records || isnan(s->metrics.dropped_records)) s->metrics.dropped_records = dropped;
     pd_metrics_from_samples(&s->metrics, s->step_s, s->wait_s, s->nsamples);
+    (void)pd_cycle_log_overall(&s->cycle_log, &s->metrics);
     s->metrics.steps = (int)s->nsamples;
     pd_verdict_t v;
     memset(&v, 0, sizeof v);

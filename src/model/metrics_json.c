@@ -7,10 +7,10 @@
  * printed by pd_json_format_double(), so each reads back as the same double. Every key of
  * PD_METRICS_MAP is written, in the table's order, so adding a metric is one line there.
  */
-#include "pd/pd_replay.h"
 #include "pd/pd_writers.h"
 #include "pd/pd_host_calib.h"
 #include "pd/pd_out.h"
+#include "pd/pd_replay.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -274,6 +274,33 @@ int pd_verdict_add_json(cJSON *parent, const char *key, const pd_verdict_t *v) {
   return b.failed ? PD_ENOMEM : 0;
 }
 
+/* "replay_cycles": each cycle's replay where a run recorded several (--repeat): its steps,
+ * predicted unprofiled and replayed step, step errors, and every fix's saving per step by
+ * name (null where the cycle has none), with the combination's. */
+static void add_cycles(build_t *b, cJSON *root, const pd_cycle_log_t *log) {
+  if (log == NULL || log->n < 2) return;
+  cJSON *arr = check(b, cJSON_AddArrayToObject(root, "replay_cycles"));
+  for (size_t i = 0; arr != NULL && i < log->n; i++) {
+    const pd_cycle_savings_t *c = &log->v[i];
+    cJSON *o = check(b, cJSON_CreateObject());
+    if (o == NULL) return;
+    if (!cJSON_AddItemToArray(arr, o)) {
+      cJSON_Delete(o);
+      b->failed = true;
+      return;
+    }
+    add_number(b, o, "steps", (double)c->steps);
+    add_number(b, o, "predicted_unprofiled_step_us", c->predicted_unprofiled_step_us);
+    add_number(b, o, "replayed_step_us", c->replayed_step_us);
+    add_number(b, o, "step_error_median_fraction", c->error_median);
+    add_number(b, o, "step_error_max_fraction", c->error_max);
+    cJSON *sv = check(b, cJSON_AddObjectToObject(o, "savings_us_per_step"));
+    for (int f = 0; sv != NULL && f < PD_FIX_COUNT; f++)
+      if (f != PD_FIX_PROFILER) add_number(b, sv, pd_fix_name((pd_fix_t)f), c->saving_us[f]);
+    if (sv != NULL) add_number(b, sv, "combined", c->combined_us);
+  }
+}
+
 /* Returns the document, or NULL when out of memory. The caller frees it with cJSON_Delete. */
 static cJSON *build_report(const pd_run_report_t *r) {
   build_t b = {false};
@@ -315,6 +342,7 @@ static cJSON *build_report(const pd_run_report_t *r) {
   } else {
     check(&b, cJSON_AddNullToObject(root, "verdict"));
   }
+  add_cycles(&b, root, r->cycles);
   if (r->cost != NULL) {
     cJSON *cost = check(&b, pd_prof_cost_to_json(r->cost, r->metrics->avg_step_time_s));
     if (cost != NULL && !cJSON_AddItemToObject(root, "profiler_cost", cost)) {

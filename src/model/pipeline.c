@@ -38,6 +38,7 @@ void pd_pipeline_free(pd_pipeline_t *pl) {
   pd_op_table_destroy(pl->by_stack);
   pd_op_table_destroy(pl->stacks);
   pl->ops = pl->kernels = pl->by_stack = pl->stacks = NULL;
+  pd_cycle_log_free(&pl->cycle_log);
 }
 
 /* Records the failing stage; returns rc. */
@@ -71,6 +72,7 @@ int pd_pipeline_add_cycle(pd_pipeline_t *pl, const pd_trace_t *cycle, const char
   /* metrics: a cycle without steps has none (a trace read back may hold no step) */
   if (ix.nsteps > 0 || pl->steps_required) {
     rc = pd_metrics_from_index(cycle, &ix, &pl->metrics);
+    if (rc == 0) rc = pd_cycle_log_add(&pl->cycle_log, &pl->metrics, (int64_t)ix.nsteps);
     if (rc != 0) {
       pd_trace_index_free(&ix);
       return fail(pl, PD_PIPE_METRICS, rc);
@@ -163,6 +165,7 @@ void pd_pipeline_verdict(pd_pipeline_t *pl, const double *step_s, const double *
                          pd_advice_t advice, pd_verdict_t *verdict) {
   if (pl == NULL) return;
   pd_metrics_from_samples(&pl->metrics, step_s, wait_s, n);
+  (void)pd_cycle_log_overall(&pl->cycle_log, &pl->metrics);
   if (verdict != NULL) pd_diagnose(&pl->metrics, advice, verdict);
 }
 

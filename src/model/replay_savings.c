@@ -10,6 +10,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pd/pd_replay.h"
@@ -112,4 +113,100 @@ int pd_replay_fill_metrics(const pd_trace_t *trace, const pd_trace_index_t *ix, 
   }
   pd_replay_destroy(r);
   return rc;
+}
+
+/* ---- savings over cycles ------------------------------------------------------------------ */
+
+int pd_cycle_log_add(pd_cycle_log_t *log, const pd_metrics_t *m, int64_t steps) {
+  if (log == NULL || m == NULL || steps < 0) return PD_EINVAL;
+  if (log->n == log->cap) {
+    size_t cap = log->cap ? log->cap * 2 : 8;
+    pd_cycle_savings_t *v = realloc(log->v, cap * sizeof(*v));
+    if (v == NULL) return PD_ENOMEM;
+    log->v = v;
+    log->cap = cap;
+  }
+  pd_cycle_savings_t *c = &log->v[log->n++];
+  c->steps = steps;
+  c->predicted_unprofiled_step_us = m->predicted_unprofiled_step_us;
+  c->replayed_step_us = m->replay_step_us;
+  for (int f = 0; f < PD_FIX_COUNT; f++) c->saving_us[f] = pd_replay_metric_saving(m, (pd_fix_t)f);
+  c->combined_us = m->saving_combined_us_per_step;
+  c->combined_mask = m->replay_combined_mask;
+  c->error_median = m->replay_step_error_median_fraction;
+  c->error_max = m->replay_step_error_max_fraction;
+  return 0;
+}
+
+static bool cycle_replayed(const pd_cycle_savings_t *c) { return c->steps > 0 && c->predicted_unprofiled_step_us > 0; }
+
+size_t pd_cycle_log_overall(const pd_cycle_log_t *log, pd_metrics_t *m) {
+  if (log == NULL || m == NULL) return 0;
+  size_t k = 0;
+  bool same_mask = true;
+  const pd_cycle_savings_t *first = NULL;
+  for (size_t i = 0; i < log->n; i++) {
+    if (!cycle_replayed(&log->v[i])) continue;
+    if (first == NULL) first = &log->v[i];
+    same_mask = same_mask && log->v[i].combined_mask == first->combined_mask;
+    k++;
+  }
+  if (k < 2) return k;
+  double w = 0, pred = 0, rep = 0, comb = 0, err_median = 0, err_max = 0;
+  double sav[PD_FIX_COUNT] = {0}, wsav[PD_FIX_COUNT] = {0};
+  for (size_t i = 0; i < log->n; i++) {
+    const pd_cycle_savings_t *c = &log->v[i];
+    if (!cycle_replayed(c)) continue;
+    const double s = (double)c->steps;
+    w += s;
+    pred += s * c->predicted_unprofiled_step_us;
+    rep += s * c->replayed_step_us;
+    comb += s * c->combined_us;
+    for (int f = 0; f < PD_FIX_COUNT; f++)
+      if (isfinite(c->saving_us[f])) {
+        sav[f] += s * c->saving_us[f];
+        wsav[f] += s;
+      }
+    err_median = fmax(err_median, c->error_median);
+    err_max = fmax(err_max, c->error_max);
+  }
+  m->predicted_unprofiled_step_us = pred / w;
+  m->replay_step_us = rep / w;
+  for (int f = 0; f < PD_FIX_COUNT; f++) {
+    double *field = saving_field(m, (pd_fix_t)f);
+    if (field != NULL) *field = wsav[f] > 0 ? sav[f] / wsav[f] : NAN;
+  }
+  m->saving_combined_us_per_step = same_mask && isfinite(comb) ? comb / w : NAN;
+  m->replay_combined_mask = same_mask ? first->combined_mask : 0;
+  m->replay_step_error_median_fraction = err_median;
+  m->replay_step_error_max_fraction = err_max;
+  return k;
+}
+
+void pd_cycle_log_print(FILE *out, const pd_cycle_log_t *log) {
+  if (out == NULL || log == NULL || log->n < 2) return;
+  fprintf(out, "  per cycle (the savings above are over all %zu, weighted by their steps):\n", log->n);
+  for (size_t i = 0; i < log->n; i++) {
+    const pd_cycle_savings_t *c = &log->v[i];
+    fprintf(out, "   cycle %zu: %lld step%s", i + 1, (long long)c->steps, c->steps == 1 ? "" : "s");
+    if (!cycle_replayed(c)) {
+      fprintf(out, ", no replay\n");
+      continue;
+    }
+    fprintf(out, ", predicted unprofiled step %.1f us;", c->predicted_unprofiled_step_us);
+    bool any = false;
+    for (int f = 0; f < PD_FIX_COUNT; f++) {
+      const double s = c->saving_us[f];
+      if (!(s >= PD_SAVING_FINDING_SHARE * c->predicted_unprofiled_step_us)) continue;
+      fprintf(out, " %s %.1f%%", pd_fix_name((pd_fix_t)f), 100.0 * s / c->predicted_unprofiled_step_us);
+      any = true;
+    }
+    fprintf(out, any ? "\n" : " no fix saves 5%%\n");
+  }
+}
+
+void pd_cycle_log_free(pd_cycle_log_t *log) {
+  if (log == NULL) return;
+  free(log->v);
+  memset(log, 0, sizeof(*log));
 }

@@ -471,6 +471,7 @@ static void demo_print_report(const demo_run_t *r, const pd_device_info_t *dev, 
   demo_print_cost(&r->cost, m->avg_step_time_s);
   demo_print_host_memory(&r->mem, r->pl.cycles);
   pd_verdict_print(stdout, v);
+  pd_cycle_log_print(stdout, &r->pl.cycle_log);
   /* a long run's many cycles: the first and the last traces */
   for (int i = 0; i < r->ntraces; i++) {
     if (r->ntraces > 8 && i == 3) {
@@ -541,6 +542,7 @@ int pd_demo_metrics_write(const pd_demo_config_t *cfg, const pd_demo_results_t *
       .nwarmup = res->nwarm,
       .nsteps = res->nsamples,
       .verdict = res->verdict,
+      .cycles = res->cycles,
       .top_ops = res->ops,
       .top_ops_limit = 0, /* whole (the console prints --top_n): the gate explains from it */
       .top_kernels = res->kernels,
@@ -1036,6 +1038,7 @@ static int demo_phase_json(demo_run_t *r) {
       .nwarm = (size_t)r->nwarm_period,
       .nsamples = (size_t)r->nsamples,
       .verdict = cfg->no_profile ? NULL : &r->verdict,
+      .cycles = cfg->no_profile ? NULL : &r->pl.cycle_log,
       .ops = cfg->no_profile ? NULL : r->pl.ops,
       .kernels = cfg->no_profile ? NULL : r->pl.kernels,
       .host = &host,

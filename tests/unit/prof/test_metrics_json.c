@@ -17,6 +17,7 @@
 #include "pd/pd_common.h"
 #include "pd/pd_host_calib.h"
 #include "pd/pd_writers.h"
+#include "pd/pd_replay.h"
 #include "pd_test_util.h"
 
 static char tmpdir[256];
@@ -316,6 +317,47 @@ Test(metrics_json, minimal_report_has_every_section) {
   cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top_kernels")), 0);
   cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metrics"), "gpu_busy_fraction")));
   cJSON_Delete(j);
+}
+
+/* --repeat: each cycle's replay as "replay_cycles", only where there are at least two. */
+Test(metrics_json, replay_cycles_only_with_several) {
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  pd_cycle_log_t log = {0};
+  m.predicted_unprofiled_step_us = 400;
+  m.replay_step_us = 500;
+  m.saving_data_wait_us_per_step = 100;
+  m.saving_combined_us_per_step = 120;
+  m.replay_step_error_median_fraction = 0.01;
+  m.replay_step_error_max_fraction = 0.02;
+  cr_assert_eq(pd_cycle_log_add(&log, &m, 4), 0);
+  pd_run_report_t r = {.metrics = &m, .cycles = &log};
+  char path[512];
+  snprintf(path, sizeof path, "%s/cycles.json", tmpdir);
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+  cJSON *j = pd_test_read_json(path);
+  cr_expect(!cJSON_HasObjectItem(j, "replay_cycles"), "one cycle: its replay is the verdict's");
+  cJSON_Delete(j);
+  m.saving_data_wait_us_per_step = NAN;
+  cr_assert_eq(pd_cycle_log_add(&log, &m, 6), 0);
+  cr_assert_eq(pd_metrics_json_write(path, &r), 0);
+  j = pd_test_read_json(path);
+  cJSON *cy = cJSON_GetObjectItem(j, "replay_cycles");
+  cr_assert_eq(cJSON_GetArraySize(cy), 2);
+  cJSON *c0 = cJSON_GetArrayItem(cy, 0), *c1 = cJSON_GetArrayItem(cy, 1);
+  cr_expect_eq(num(c0, "steps"), 4);
+  cr_expect_eq(num(c0, "predicted_unprofiled_step_us"), 400);
+  cr_expect_eq(num(c0, "replayed_step_us"), 500);
+  cr_expect_eq(num(c0, "step_error_max_fraction"), 0.02);
+  cJSON *s0 = cJSON_GetObjectItem(c0, "savings_us_per_step"), *s1 = cJSON_GetObjectItem(c1, "savings_us_per_step");
+  cr_expect_eq(num(s0, "data_wait"), 100);
+  cr_expect_eq(num(s0, "combined"), 120);
+  cr_expect(cJSON_IsNull(cJSON_GetObjectItem(s1, "data_wait")), "not measured in that cycle: null");
+  cr_expect(!cJSON_HasObjectItem(s0, "profiler"), "the profiler is the baseline, not a fix");
+  cr_expect(cJSON_HasObjectItem(s0, "host_code") && cJSON_HasObjectItem(s0, "loader_2x"), "every fix by name");
+  cJSON_Delete(j);
+  pd_cycle_log_free(&log);
+  cr_expect_eq(log.n, 0u);
 }
 
 Test(metrics_json, failures_leave_nothing) {

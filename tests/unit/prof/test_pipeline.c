@@ -92,6 +92,58 @@ Test(pipeline, a_cycle_goes_through_index_tables_and_metrics) {
   pd_trace_destroy(t);
 }
 
+/* n steps of 1 ms, each waiting wait_us for data, then an op of 200 us with a kernel of
+ * 100 us (long enough that the profiler's documented cost leaves the replay a step). */
+static pd_trace_t *steps_waiting(int n, int64_t wait_us) {
+  pd_trace_t *t = pd_trace_create();
+  cr_assert_not_null(t);
+  for (int i = 0; i < n; i++) {
+    const int64_t at = i * 1000000;
+    add_range(t, i == 0 ? "ProfilerStep#1" : "ProfilerStep#2", at, at + 1000000, i + 1);
+    add_range(t, PD_RANGE_DATA_WAIT, at + 10000, at + 10000 + wait_us * 1000, -1);
+    add_range(t, "train_step", at + 700000, at + 900000, -1);
+    add_launch(t, at + 750000, (uint64_t)i + 1, 100000);
+  }
+  pd_trace_sort(t);
+  return t;
+}
+
+/* --repeat: every cycle is replayed on its own, and the verdict reads the savings over all
+ * of them, each cycle weighted by its steps (two steps of the first, one of the second,
+ * which waits three times as long). */
+Test(pipeline, the_verdict_reads_the_savings_over_every_cycle) {
+  pd_trace_t *a = steps_waiting(2, 200), *b = steps_waiting(1, 600);
+  pd_pipeline_t pl;
+  cr_assert_eq(pd_pipeline_init(&pl, NULL), 0);
+  cr_assert_eq(pd_pipeline_add_cycle(&pl, a, NULL, NULL, NULL), 0);
+  const double wait_a = pl.metrics.saving_data_wait_us_per_step, pred_a = pl.metrics.predicted_unprofiled_step_us;
+  cr_assert_eq(pd_pipeline_add_cycle(&pl, b, NULL, NULL, NULL), 0);
+  const double wait_b = pl.metrics.saving_data_wait_us_per_step, pred_b = pl.metrics.predicted_unprofiled_step_us;
+  cr_assert_eq(pl.cycle_log.n, 2u);
+  cr_assert(wait_a > 0 && wait_b > wait_a, "the second cycle waits longer: %f %f (%s)", wait_a, wait_b, pl.metrics.replay_why);
+  const double st[] = {800e-6, 800e-6, 400e-6}, wt[] = {200e-6, 200e-6, 600e-6};
+  pd_verdict_t v;
+  memset(&v, 0, sizeof v);
+  pd_pipeline_verdict(&pl, st, wt, 3, PD_ADVICE_DEMO, &v);
+  const double want = (2 * wait_a + wait_b) / 3, want_pred = (2 * pred_a + pred_b) / 3;
+  cr_expect_float_eq(pl.metrics.saving_data_wait_us_per_step, want, 1e-9, "%f", pl.metrics.saving_data_wait_us_per_step);
+  cr_expect_float_eq(pl.metrics.predicted_unprofiled_step_us, want_pred, 1e-9);
+  cr_expect_float_eq(v.predicted_unprofiled_step_us, want_pred, 1e-9, "the verdict's step is over all cycles");
+  bool found = false;
+  for (int i = 0; i < v.nsavings; i++)
+    if (strcmp(v.savings[i].cause, "data_wait") == 0) {
+      found = true;
+      cr_expect_float_eq(v.savings[i].est_saving_us_per_step, want, 1e-9);
+    }
+  cr_expect(found, "the verdict lists the data wait's saving");
+  pd_pipeline_verdict(&pl, st, wt, 3, PD_ADVICE_DEMO, &v); /* twice: the same, from the log */
+  cr_expect_float_eq(pl.metrics.saving_data_wait_us_per_step, want, 1e-9);
+  pd_pipeline_free(&pl);
+  cr_expect_eq(pl.cycle_log.n, 0u, "freed with the pipeline");
+  pd_trace_destroy(a);
+  pd_trace_destroy(b);
+}
+
 Test(pipeline, the_verdict_stage_without_a_verdict_fills_the_samples_only) {
   pd_pipeline_t pl;
   cr_assert_eq(pd_pipeline_init(&pl, NULL), 0);

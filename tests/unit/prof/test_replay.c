@@ -923,3 +923,62 @@ Test(replay_fixtures, unchanged_replay_reproduces_every_step) {
   check_dir("torch", &checked);
   cr_assert_geq(checked, 15, "only %zu fixtures found", checked);
 }
+
+/* Savings over cycles (--repeat): weighted by steps; a fix a cycle has no saving for is
+ * averaged over the others; the combination only where every cycle combined the same
+ * fixes; the worst cycle's errors; a cycle without a replay counts for nothing. */
+static pd_metrics_t cycle_metrics(double pred, double data_wait, double host_code, unsigned mask, double err) {
+  pd_metrics_t m;
+  pd_metrics_init(&m);
+  m.predicted_unprofiled_step_us = pred;
+  m.replay_step_us = pred + 100;
+  m.saving_data_wait_us_per_step = data_wait;
+  m.saving_host_code_us_per_step = host_code;
+  m.saving_combined_us_per_step = data_wait + 1;
+  m.replay_combined_mask = mask;
+  m.replay_step_error_median_fraction = err / 2;
+  m.replay_step_error_max_fraction = err;
+  return m;
+}
+
+Test(replay, savings_over_cycles_are_weighted_by_their_steps) {
+  pd_cycle_log_t log = {0};
+  const unsigned dw = PD_FIX_BIT(PD_FIX_DATA_WAIT);
+  pd_metrics_t c1 = cycle_metrics(1000, 100, NAN, dw, 0.01), c2 = cycle_metrics(2000, 400, 50, dw, 0.03);
+  pd_metrics_t none = cycle_metrics(NAN, NAN, NAN, 0, NAN);
+  cr_assert_eq(pd_cycle_log_add(&log, &c1, 3), 0);
+  pd_metrics_t out = cycle_metrics(7, 7, 7, 7, 0.5);
+  cr_expect_eq(pd_cycle_log_overall(&log, &out), 1u);
+  NEAR(out.saving_data_wait_us_per_step, 7.0); /* one cycle: left as it is */
+  cr_assert_eq(pd_cycle_log_add(&log, &none, 5), 0);
+  cr_assert_eq(pd_cycle_log_add(&log, &c2, 1), 0);
+  cr_expect_eq(pd_cycle_log_add(&log, &c2, -1), PD_EINVAL);
+  cr_expect_eq(pd_cycle_log_add(NULL, &c2, 1), PD_EINVAL);
+  cr_expect_eq(pd_cycle_log_overall(&log, &out), 2u);
+  NEAR(out.predicted_unprofiled_step_us, (3 * 1000.0 + 2000.0) / 4);
+  NEAR(out.replay_step_us, (3 * 1100.0 + 2100.0) / 4);
+  NEAR(out.saving_data_wait_us_per_step, (3 * 100.0 + 400.0) / 4);
+  NEAR(out.saving_host_code_us_per_step, 50.0); /* the one cycle that has it */
+  NEAR(out.saving_combined_us_per_step, (3 * 101.0 + 401.0) / 4);
+  cr_expect_eq(out.replay_combined_mask, dw);
+  NEAR(out.replay_step_error_max_fraction, 0.03);
+  NEAR(out.replay_step_error_median_fraction, 0.015);
+  cr_expect(isnan(out.saving_allocation_us_per_step), "no cycle has it: NaN");
+  pd_metrics_t c3 = cycle_metrics(1000, 100, NAN, dw | PD_FIX_BIT(PD_FIX_HOST_CODE), 0.0);
+  cr_assert_eq(pd_cycle_log_add(&log, &c3, 1), 0);
+  cr_expect_eq(pd_cycle_log_overall(&log, &out), 3u);
+  cr_expect(isnan(out.saving_combined_us_per_step), "different combinations are not averaged");
+  cr_expect_eq(out.replay_combined_mask, 0u);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  cr_assert_not_null(f);
+  pd_cycle_log_print(f, &log);
+  fclose(f);
+  cr_expect(strstr(text, "over all 4") != NULL && strstr(text, "cycle 2: 5 steps, no replay") != NULL, "%s", text);
+  cr_expect(strstr(text, "cycle 3: 1 step, predicted unprofiled step 2000.0 us; data_wait 20.0%") != NULL, "%s", text);
+  free(text);
+  pd_cycle_log_free(&log);
+  pd_cycle_log_free(&log);
+  pd_cycle_log_free(NULL);
+}
