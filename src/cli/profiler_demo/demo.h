@@ -161,8 +161,8 @@ typedef struct {
   const double *warm_probe_compute_ns; /* NULL without it */
   size_t nwarm;
   size_t nsamples;
-  const pd_verdict_t *verdict;
-  const pd_cycle_log_t *cycles;   /* each cycle's replay (--repeat); may be NULL */      /* NULL: not available (--no_profile), written as null */
+  const pd_verdict_t *verdict;      /* NULL: not available (--no_profile), written as null */
+  const pd_cycle_log_t *cycles;     /* each cycle's replay (--repeat); NULL: none */
   const pd_op_table_t *ops;         /* sorted; NULL: no top ops (empty array) */
   const pd_op_table_t *kernels;     /* kernel-level view, every row; NULL: none */
   const pd_host_info_t *host;       /* the machine; NULL: written as null */
