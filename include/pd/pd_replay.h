@@ -181,6 +181,10 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
  * on (docs/diagnosis.md). */
 #define PD_SAVING_FINDING_SHARE 0.05
 #define PD_SAVING_NAME_SHARE 0.10
+/* Host code is work, not dispatch, where a stretch of the step thread's time outside every
+ * op is at least this many of its median such stretches: the interpreter could have
+ * issued this many ops in it and issued none (docs/diagnosis.md, the host_code fix). */
+#define PD_HOST_WORK_GAPS 10
 
 /* Replays the indexed trace unchanged, without the profiler's cost (cost; NULL or a
  * negative figure: pd_replay_cost_default() for the trace's writer, torch when it holds

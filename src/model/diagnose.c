@@ -497,7 +497,10 @@ static void fix_evidence(char *buf, size_t len, const pd_metrics_t *m, pd_fix_t 
              "data loader's next(), logging) removed: %s",
              sv);
       else
-        addf(buf, len, "host time outside any op (Python between ops) removed: %s", sv);
+        addf(buf, len,
+             "host work outside any op (stretches of %dx the median gap between ops or more: Python such as "
+             "tokenizing or logging, not the issuing of the next op) removed: %s",
+             PD_HOST_WORK_GAPS, sv);
       break;
     case PD_FIX_PROFILER:
     case PD_FIX_COUNT:

@@ -454,7 +454,7 @@ static void link_forks(bctx_t *c, size_t m0, size_t m1) {
  * program that issue the next op: a few to tens of microseconds, the step thread's median
  * stretch outside every op. No change to the program's Python takes those away (compiling
  * the step does, which host_code does not model). A stretch in which the interpreter could
- * have issued RP_HOST_WORK_GAPS ops and issued none is work the program does on the step's
+ * have issued PD_HOST_WORK_GAPS ops and issued none is work the program does on the step's
  * thread (a tokenizer, logging, the loop's bookkeeping): moving it out of the step saves
  * it, and only those keep RP_B_HOSTCODE. Only where the trace has ops: without them (pd_run
  * on a program with no op ranges) every stretch between the step ranges is the program's. */
@@ -472,7 +472,7 @@ static int keep_host_work(bctx_t *c, size_t m0, size_t m1) {
   free(segs.v);
   for (size_t i = m0; i < m1; i++) {
     rp_node_t *x = &r->nodes[i];
-    if ((x->bits & RP_B_HOSTCODE) && x->seg < RP_HOST_WORK_GAPS * dispatch) x->bits &= (uint16_t)~RP_B_HOSTCODE;
+    if ((x->bits & RP_B_HOSTCODE) && x->seg < PD_HOST_WORK_GAPS * dispatch) x->bits &= (uint16_t)~RP_B_HOSTCODE;
   }
   return 0;
 }

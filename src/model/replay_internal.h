@@ -29,10 +29,6 @@
 /* ... and each kernel a few microseconds at most (DESIGN.md: tiny_ops' kernels average
  * 1.5 us; torch's elementwise ops on small tensors 1-3 us). */
 #define RP_TINY_KERNEL_NS 5000
-/* Host code is work, not dispatch, where a stretch of the step thread's time outside every
- * op is at least this many of its median such stretches: the interpreter could have
- * issued this many ops in it and issued none. */
-#define RP_HOST_WORK_GAPS 10
 /* A read as the CUDA calls alone show it (a trace without ops): a device-to-host copy of at
  * most this many bytes that blocks. .item() copies 1-8 bytes, a small .tolist() or
  * .cpu() of a metric a few KiB; a larger blocking copy is the step's output, not a value
