@@ -503,6 +503,17 @@ static int gate_verdict(run_t *first, const char *key, const char *scenario,
             "test_scenarios: %s regressed against %s in its first run but not in a fresh "
             "rerun; taken as a slow state of the machine, not a regression. First run:\n%s\n",
             key, base, first_report);
+  if (rc == 1) {
+    /* Both regressed: the failure names the rows of each (the end of the table alone
+     * often holds only the rows reported, not compared). */
+    char second_log[700], rows_first[2048];
+    snprintf(second_log, sizeof(second_log), "%s/compare.log", second->dir);
+    snprintf(rows_first, sizeof(rows_first), "%s", regressed_rows(first_log));
+    char *tail = strdup(report);
+    snprintf(report, len, "regressed rows, first run:\n%sregressed rows, rerun:\n%send of the rerun's report:\n%s",
+             rows_first, regressed_rows(second_log), tail != NULL ? tail : "");
+    free(tail);
+  }
   return rc;
 }
 
@@ -529,7 +540,7 @@ static char *report_verdict(const run_t *r, const char *metric_name) {
 
 static void check_baseline(const char *scenario) {
   run_t *r = run_named(scenario), *last = NULL;
-  char base[1024], report[2048];
+  char base[1024], report[8192];
   baseline_or_skip(r, scenario, base, sizeof(base));
   int rc = gate_verdict(r, scenario, scenario, NULL, base, &last, report, sizeof(report));
   cr_assert_eq(rc, 0,
@@ -731,7 +742,7 @@ Test(fix_knobs, pooled_allocator_lowers_alloc_calls) {
  *    of the step's GPU time; 0.05 must fail gpu_kernel_time_per_step_us, whose band is
  *    1.5% (0.03 was caught 20 of 20 times, docs/gate.md). */
 static void check_injected(const char *key, const char *flag, const char *fraction, const char *metric) {
-  char base[1024], report[2048];
+  char base[1024], report[8192];
   baseline_or_skip(run_clean(), "clean", base, sizeof(base)); /* before spending a run */
   const char *extra[] = {flag, fraction, NULL};
   run_t *r = scen_run(key, "clean", extra), *last = NULL;
