@@ -48,6 +48,28 @@ own=$(awk -F'|' '/^\| sync/ {gsub(/ /, "", $5); print $5}' "$tmp/own.md")
 [ "$own" = "99.9%" ]
 check "without --analyzer the run's own JSON is read ($own)" $?
 
+# truth_table.py --torch: a recording of record_torch_traces.py names its rows by the model
+# it trained (truth.json "model"; SimpleCNN's rows are plain "torch").
+for model in cnn lm; do
+  mkdir -p "$tmp/tt_$model"
+  cp "$root/tests/fixtures/torch/torch_sync_b64.pt.trace.json.gz" "$tmp/tt_$model/"
+  python3 - "$tmp/tt_$model/truth.json" "$model" <<'PY'
+import json, sys
+path, model = sys.argv[1:]
+t = {"device": "test GPU", "boot_id": "00000000", "variants": {"sync_b64": {
+    "trace": "torch_sync_b64.pt.trace.json.gz", "planted": "sync", "saved_share": 0.05,
+    "saved_lo": 0.01, "saved_hi": 0.09, "step_ms": 2.7}}}
+if model != "cnn":
+    t["model"] = model
+json.dump(t, open(path, "w"))
+PY
+  python3 "$root/bench/diagnosis/truth_table.py" --torch "$analyzer" --torch-truth "$tmp/tt_$model/truth.json" >"$tmp/tt_$model.md" 2>/dev/null
+  want="| torch sync_b64 | blocking_reads |"
+  [ "$model" = cnn ] || want="| torch $model sync_b64 | blocking_reads |"
+  grep -qF "$want" "$tmp/tt_$model.md"
+  check "truth_table.py --torch names a $model recording's row '$want'" $?
+done
+
 # calib_drift.sh: bad usage.
 cd "$tmp" || exit 1
 for a in "" "build" "build $tmp/o1 x" "build $tmp/o2 0" "$tmp/nobuild $tmp/o3 2"; do
