@@ -55,6 +55,17 @@ static void add_string(build_t *b, cJSON *obj, const char *key, const char *s) {
   else check(b, cJSON_AddStringToObject(obj, key, s));
 }
 
+/* A new object at the end of arr; NULL (b->failed set) when it cannot be made or added. */
+static cJSON *append_object(build_t *b, cJSON *arr) {
+  cJSON *o = check(b, cJSON_CreateObject());
+  if (o != NULL && !cJSON_AddItemToArray(arr, o)) {
+    cJSON_Delete(o);
+    b->failed = true;
+    return NULL;
+  }
+  return o;
+}
+
 static void add_samples(build_t *b, cJSON *root, const char *key, const double *xs, size_t n) {
   cJSON *arr = check(b, cJSON_AddArrayToObject(root, key));
   if (arr == NULL || xs == NULL) return;
@@ -197,13 +208,8 @@ static void add_op_rows(build_t *b, cJSON *root, const char *key, const pd_op_ta
   if (limit > 0 && (size_t)limit < n) n = (size_t)limit;
   const pd_op_stat_t *rows = pd_op_table_rows(table);
   for (size_t i = 0; i < n; i++) {
-    cJSON *op = check(b, cJSON_CreateObject());
+    cJSON *op = append_object(b, arr);
     if (op == NULL) return;
-    if (!cJSON_AddItemToArray(arr, op)) {
-      cJSON_Delete(op);
-      b->failed = true;
-      return;
-    }
     add_string(b, op, "name", rows[i].name);
     if (rows[i].shape != NULL) add_string(b, op, "shape", rows[i].shape);
     add_number(b, op, "calls", (double)rows[i].calls);
@@ -233,13 +239,8 @@ int pd_verdict_add_json(cJSON *parent, const char *key, const pd_verdict_t *v) {
   add_cost_fields(&b, o, v->share_of_step, v->cost_us_per_step, v->evidence, v->advice);
   cJSON *arr = check(&b, cJSON_AddArrayToObject(o, "findings"));
   for (int i = 0; arr != NULL && i < v->nfindings && i < PD_MAX_FINDINGS; i++) {
-    cJSON *f = check(&b, cJSON_CreateObject());
+    cJSON *f = append_object(&b, arr);
     if (f == NULL) break;
-    if (!cJSON_AddItemToArray(arr, f)) {
-      cJSON_Delete(f);
-      b.failed = true;
-      break;
-    }
     add_string(&b, f, "cause", v->findings[i].cause);
     add_cost_fields(&b, f, v->findings[i].share_of_step, v->findings[i].cost_us_per_step,
                     v->findings[i].evidence, v->findings[i].advice);
@@ -247,13 +248,8 @@ int pd_verdict_add_json(cJSON *parent, const char *key, const pd_verdict_t *v) {
   /* What each fix would save (the replay), and how far the replay can be trusted. */
   cJSON *sv = check(&b, cJSON_AddArrayToObject(o, "savings"));
   for (int i = 0; sv != NULL && i < v->nsavings && i < PD_MAX_SAVINGS; i++) {
-    cJSON *f = check(&b, cJSON_CreateObject());
+    cJSON *f = append_object(&b, sv);
     if (f == NULL) break;
-    if (!cJSON_AddItemToArray(sv, f)) {
-      cJSON_Delete(f);
-      b.failed = true;
-      break;
-    }
     add_string(&b, f, "cause", v->savings[i].cause);
     add_number(&b, f, "est_saving_us_per_step", v->savings[i].est_saving_us_per_step);
     add_number(&b, f, "est_saving_fraction", v->savings[i].est_saving_fraction);
@@ -282,13 +278,8 @@ static void add_cycles(build_t *b, cJSON *root, const pd_cycle_log_t *log) {
   cJSON *arr = check(b, cJSON_AddArrayToObject(root, "replay_cycles"));
   for (size_t i = 0; arr != NULL && i < log->n; i++) {
     const pd_cycle_savings_t *c = &log->v[i];
-    cJSON *o = check(b, cJSON_CreateObject());
+    cJSON *o = append_object(b, arr);
     if (o == NULL) return;
-    if (!cJSON_AddItemToArray(arr, o)) {
-      cJSON_Delete(o);
-      b->failed = true;
-      return;
-    }
     add_number(b, o, "steps", (double)c->steps);
     add_number(b, o, "predicted_unprofiled_step_us", c->predicted_unprofiled_step_us);
     add_number(b, o, "replayed_step_us", c->replayed_step_us);

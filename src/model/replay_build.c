@@ -789,8 +789,7 @@ static int anchor_waits(bctx_t *c) {
    * there. (Anchored to the trace's clock, a single hiccup late in the window, such as a
    * loader restarting its workers at an epoch's end, absorbed the profiler's cost of every
    * step before it, and removing it read as saving that much each step.) */
-  r->loader_sync = -1;
-  int64_t best = INT64_MIN;
+  int64_t best = INT64_MIN; /* r->loader_sync is -1 from pd_replay_build */
   for (size_t i = 0; first >= 0 && i < c->n; i++) {
     if (!is_step_wait(c, i)) continue;
     if (ev[i].pid != ev[first].pid || ev[i].tid != ev[first].tid || ev[i].end_ns > ev[first].start_ns) continue;
