@@ -53,7 +53,7 @@ printed) holds all of it with the device, torch version and host. Needs a CUDA b
 
 With --model lm every variant trains a small decoder-only transformer language model
 instead (TinyLM: 4 pre-norm blocks of width 256, 4 heads, causal scaled-dot-product
-attention, sequences of 128 tokens from a vocabulary of 4096, tied nothing, AMP): the same
+attention, sequences of 128 tokens from a vocabulary of 4096, untied input and output embeddings, AMP): the same
 planted problems in a program of another shape, for checking the verdicts on what they
 were not built on. Its batches are token sequences (pre-made and pinned, or made per
 sample by the same CPU work as SlowSamples), its per-layer statistics are read after
