@@ -478,40 +478,96 @@ static int compare_with(const run_t *r, const char *base, char *report, size_t l
   return rc;
 }
 
+/* Whether run r's compare report (compare.json) regressed on host rows only: at least one
+ * row regressed and each regressed row's class is "host". */
+static bool regressed_on_host_rows_only(const run_t *r) {
+  char js[700];
+  snprintf(js, sizeof(js), "%s/compare.json", r->dir);
+  char *text = read_text(js, NULL);
+  if (text == NULL) return false;
+  cJSON *doc = cJSON_Parse(text);
+  free(text);
+  int host = 0, other = 0;
+  const cJSON *row = NULL;
+  cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(doc, "rows")) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(row, "verdict");
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(row, "class");
+    if (!cJSON_IsString(v) || strcmp(v->valuestring, "regressed") != 0) continue;
+    if (cJSON_IsString(c) && strcmp(c->valuestring, "host") == 0)
+      host++;
+    else
+      other++;
+  }
+  cJSON_Delete(doc);
+  return host > 0 && other == 0;
+}
+
+/* Fresh processes a stored host-row regression must repeat in, after the run and its
+ * rerun, and the pause before each: the slow state is a moment of the machine's CPUs that
+ * lasts 0.2 to 4 s (docs/gate.md), so two processes in a row can both land in one. */
+#define HOST_CONFIRM_MORE 2
+#define HOST_CONFIRM_PAUSE_S 5
+
 /* The gate's verdict on a run of key against base: profile_compare's exit status, where a
  * regression (1) counts only when a fresh rerun regresses too. A whole process sometimes
  * lands in a slow state of a shared machine: on an H200, 4 of 100 runs were 10-36%
- * slower in every step, each time alone between normal runs (docs/gate.md). *last is the
- * run whose report stands; report holds the end of its table. */
+ * slower in every step, each time alone between normal runs (docs/gate.md). Where the run
+ * and its rerun regressed on host rows only, up to HOST_CONFIRM_MORE more processes, each
+ * HOST_CONFIRM_PAUSE_S after the last, must regress as well: a host-row regression counts
+ * when every process shows it. Device rows are steady across processes and hosts, so a
+ * device-row regression in both counts at once. *last is the run whose report stands;
+ * report holds the end of its table. */
 static int gate_verdict(run_t *first, const char *key, const char *scenario,
                         const char *const *extra, const char *base, run_t **last, char *report,
                         size_t len) {
   *last = first;
   int rc = compare_with(first, base, report, len);
   if (rc != 1) return rc;
-  char again[96];
-  snprintf(again, sizeof(again), "%s_confirm", key);
   char first_log[700], first_report[4096];
   snprintf(first_log, sizeof(first_log), "%s/compare.log", first->dir);
   snprintf(first_report, sizeof(first_report), "regressed rows:\n%send of the report:\n%s", regressed_rows(first_log),
            report);
-  run_t *second = scen_run(again, scenario, extra);
-  *last = second;
-  rc = compare_with(second, base, report, len);
-  if (rc == 0)
-    fprintf(stderr,
-            "test_scenarios: %s regressed against %s in its first run but not in a fresh "
-            "rerun; taken as a slow state of the machine, not a regression. First run:\n%s\n",
-            key, base, first_report);
-  if (rc == 1) {
-    /* Both regressed: the failure names the rows of each (the end of the table alone
-     * often holds only the rows reported, not compared). */
-    char second_log[700], rows_first[2048];
-    snprintf(second_log, sizeof(second_log), "%s/compare.log", second->dir);
+  bool host_only = regressed_on_host_rows_only(first);
+  int reruns = 1 + HOST_CONFIRM_MORE;
+  run_t *rerun = NULL;
+  for (int k = 1; k <= reruns && rc == 1; k++) {
+    if (k > 1) {
+      if (!host_only) break;
+      sleep(HOST_CONFIRM_PAUSE_S);
+    }
+    char again[96];
+    if (k == 1)
+      snprintf(again, sizeof(again), "%s_confirm", key);
+    else
+      snprintf(again, sizeof(again), "%s_confirm%d", key, k);
+    rerun = scen_run(again, scenario, extra);
+    *last = rerun;
+    rc = compare_with(rerun, base, report, len);
+    if (rc == 0)
+      fprintf(stderr,
+              "test_scenarios: %s regressed against %s in its first run but not in a fresh "
+              "rerun (rerun %d; %d before it regressed, on host rows only where more than one); "
+              "taken as a slow state of the machine, not a regression. First run:\n%s\n",
+              key, base, k, k, first_report);
+    if (rc == 1 && !regressed_on_host_rows_only(rerun)) host_only = false;
+  }
+  if (rc == 1 && rerun != NULL) {
+    /* Every process regressed: the failure names the rows of the first and the last (the
+     * end of the table alone often holds only the rows reported, not compared). */
+    char last_log[700], rows_first[2048];
+    snprintf(last_log, sizeof(last_log), "%s/compare.log", rerun->dir);
     snprintf(rows_first, sizeof(rows_first), "%s", regressed_rows(first_log));
     char *tail = strdup(report);
-    snprintf(report, len, "regressed rows, first run:\n%sregressed rows, rerun:\n%send of the rerun's report:\n%s",
-             rows_first, regressed_rows(second_log), tail != NULL ? tail : "");
+    char how[160];
+    if (host_only)
+      snprintf(how, sizeof(how), "host rows only: the run, its rerun and %d more, %d s apart", HOST_CONFIRM_MORE,
+               HOST_CONFIRM_PAUSE_S);
+    else
+      snprintf(how, sizeof(how), "the run and its rerun; a row other than host time regressed");
+    snprintf(report, len,
+             "regressed in every process (%s)\nregressed rows, first run:\n%sregressed rows, last rerun:\n%s"
+             "end of the last rerun's report:\n%s",
+             how, rows_first, regressed_rows(last_log), tail != NULL ? tail : "");
     free(tail);
   }
   return rc;
