@@ -287,7 +287,7 @@ echo "(bench/overhead/torch_overhead.py: $runs pairs, ABBA, a fresh process per 
 echo
 echo "| scenario | torch p50 step profiled (ms) | unprofiled (ms) | torch.profiler overhead % (shapes+memory, as ours) | torch.profiler overhead % (its defaults) | ours % | ratio ours/torch (%) | torch added us/step | ours added us/step | ratio ours/torch (added time) | target ratio |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
-while IFS=$'\t' read -r scen truns t_on t_off t_pct _ _ t_def; do
+while IFS=$'\t' read -r scen _ t_on t_off t_pct _ _ t_def; do
   [ -n "$scen" ] || continue
   t_added=$(LC_ALL=C awk -v a="$t_on" -v b="$t_off" 'BEGIN { printf "%.17g", (a - b) * 1000 }')
   r_pct=$(LC_ALL=C awk -v o="${ours_pct[$scen]}" -v t="$t_pct" 'BEGIN { if (t > 0) printf "%.2f", o / t; else print "-" }')

@@ -28,6 +28,9 @@ context switches, from /proc: which thread runs while the main thread is off its
 range ("aten::mm, seq = 3, op_id = 7"), which pd_run records as an op named as torch.profiler
 names it ("aten::mm"), so its trace has ops for the model's op rules and HTA's aten-op analysis.
 
+--model lm trains record_torch_traces.py's TinyLM (a small decoder-only transformer, AMP)
+instead of SimpleCNN, with the same variants: a second program for pd_run's verdicts.
+
 --host_spin_us N plants a host-side slowdown (the main thread spins N us in each step, after
 the step's launches): the head of an A/B that should fail (scripts/pd_ab.sh).
 
@@ -102,6 +105,8 @@ def main():
     ap.add_argument("--torch_profiler", choices=["off", "default", "full", "cuda"], default="off")
     ap.add_argument("--trace_dir", default="", help="torch.profiler's traces (default: not exported)")
     ap.add_argument("--timing_json", default="")
+    ap.add_argument("--model", choices=("cnn", "lm"), default="cnn",
+                    help="SimpleCNN (cnn) or the TinyLM transformer (lm) of record_torch_traces.py")
     ap.add_argument("--host_spin_us", type=float, default=0.0,
                     help="a planted host-side slowdown: the main thread spins this long in each step, after its launches")
     a = ap.parse_args()
@@ -112,7 +117,9 @@ def main():
 
     import torch
     sys.path.insert(0, HERE)
+    import record_torch_traces
     from record_torch_traces import SlowSamples, make_step  # the one definition of the step
+    record_torch_traces.MODEL = a.model  # read by make_step and SlowSamples
 
     step, _ = make_step(a.variant)
     total = a.steps or a.warmup + 1 + a.active + 1
