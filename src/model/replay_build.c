@@ -233,18 +233,25 @@ static bool is_step_layer(const bctx_t *c, int32_t e) {
   return p >= 0 && is_step_marker(&c->ev[p]);
 }
 
-/* Whether the trace has an op layer: some CUDA call sits inside a range or op below the
- * step layer (torch's aten ops, emit_nvtx's op ranges, profiler_demo's phases). A trace
- * without one (pd_run on a program that opens no ranges but its step) shows its host time
- * only as CUDA calls and the gaps between them. */
+/* Whether the trace has an op layer: most of its CUDA calls sit inside a range or op below
+ * the step layer (torch's aten ops, emit_nvtx's op ranges, profiler_demo's phases). A
+ * library's own NVTX ranges around a few of its calls are not one (CUB's
+ * cub::DeviceRadixSort around the sort of an embedding's backward, in a program that opens
+ * no other range). A trace without one (pd_run on a program that opens no ranges but its
+ * step) shows its host time only as CUDA calls and the gaps between them. */
 static bool has_op_layer(const bctx_t *c) {
   const pd_event_t *ev = c->ev;
+  size_t calls = 0, inside = 0;
   for (size_t i = 0; i < c->n; i++) {
     if (!is_call(&ev[i])) continue;
+    calls++;
     for (int32_t p = c->ix->parent[i]; p >= 0; p = c->ix->parent[p])
-      if (!is_step_layer(c, p) && !is_call(&ev[p])) return true;
+      if (!is_step_layer(c, p) && !is_call(&ev[p])) {
+        inside++;
+        break;
+      }
   }
-  return false;
+  return inside > 0 && 2 * inside >= calls;
 }
 
 /* The device-to-host copy call of a read as the CUDA calls alone show it: a copy of at

@@ -420,6 +420,26 @@ Test(replay, a_loop_of_reads_found_from_the_calls_takes_what_feeds_them) {
   expect_reads(2.0, 60.0);
 }
 
+/* A library's own NVTX range around a few of its calls (CUB's sort in an embedding's
+ * backward) is not an op layer: the reads are still found from the calls. */
+Test(replay, a_library_range_around_a_few_calls_is_not_an_op_layer) {
+  step(1, 0, 100);
+  add(PD_EVENT_RANGE, "cub::DeviceRadixSort", 1, 4, 0);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 2, 3, 9);
+  kernel(4, 5, 9, 7);
+  call_read(10, 1);
+  call_read(35, 4);
+  expect_reads(2.0, 60.0);
+  /* with most calls inside ranges below the step, the trace has ops: no read op, no read */
+  add(PD_EVENT_RANGE, "aten::norm", 9, 16, 0);
+  add(PD_EVENT_RANGE, "aten::norm", 34, 41, 0);
+  built_t b;
+  build(&b, NULL);
+  cr_expect(pd_replay_info(b.r)->ops_known);
+  NEAR(pd_replay_info(b.r)->reads_per_step, 0.0);
+  unbuild(&b);
+}
+
 /* A synchronous copy is a read by itself (cudaMemcpy of a loss to the host): with the
  * reduction launched right before it, it goes; the call after it (a launch) stays. */
 Test(replay, a_blocking_copy_call_is_a_read_without_ops) {
