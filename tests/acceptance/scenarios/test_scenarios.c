@@ -546,9 +546,9 @@ static int gate_verdict(run_t *first, const char *key, const char *scenario,
     if (rc == 0)
       fprintf(stderr,
               "test_scenarios: %s regressed against %s in its first run but not in a fresh "
-              "rerun (rerun %d; %d before it regressed, on host rows only where more than one); "
+              "rerun (rerun %d of at most %d; the %d process%s before it regressed); "
               "taken as a slow state of the machine, not a regression. First run:\n%s\n",
-              key, base, k, k, first_report);
+              key, base, k, reruns, k, k > 1 ? "es" : "", first_report);
     if (rc == 1 && !regressed_on_host_rows_only(rerun)) host_only = false;
   }
   if (rc == 1 && rerun != NULL) {
