@@ -20,6 +20,9 @@ problem is analyzed by ANALYZER (profile_analyze --json) and compared with its m
 unprofiled saving, with the 95% interval over its interleaved rounds where truth.json has
 one (record_torch_traces.py; recordings made before every planted variant was measured in
 rounds have one measurement of 40 steps each way for the classic variants: no interval).
+A measured saving marked "[sync each step]" was timed with a sync after every step (the
+classic variants, before 2026-11-29 late evening), where the profiled program runs its
+steps back to back.
 
 usage: python3 bench/diagnosis/truth_table.py OUT_DIR [--analyzer ANALYZER] [--torch ANALYZER] [--json PATH]
 """
@@ -176,6 +179,10 @@ def torch_rows(analyzer, root, truth_path=None):
                     predicted(doc, fix), vdev, doc["verdict"]["bottleneck"])
             r["predicted_unprofiled_ms"] = (doc["verdict"].get("replay", {}).get("predicted_unprofiled_step_us") or 0) / 1e3
             r["measured_unprofiled_ms"] = v["step_ms"]
+            # timed with a sync after every step (the classic variants of recordings before
+            # 2026-11-29, late evening, "median step" or no "measure" at all): not the
+            # back-to-back steps the trace shows
+            r["synced_steps"] = not v.get("measure", "").endswith("mean wall per step")
             rows.append(r)
     return rows
 
@@ -205,6 +212,8 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         iv = "" if r["lo"] is None else " (%s .. %s)" % (pct(r["lo"]), pct(r["hi"]))
+        if r.get("synced_steps"):
+            iv += " [sync each step]"
         err = "-" if r["error"] is None else "%+.1f" % (100 * r["error"])
         st = "-"
         if r.get("measured_unprofiled_ms"):

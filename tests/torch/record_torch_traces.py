@@ -39,8 +39,12 @@ saving is 1 - mean(fixed) / mean(planted) over the rounds, with a 95% bootstrap 
 rounds (saved_lo, saved_hi). Their traces record 8 active steps (bursty_loader_b64: 48,
 longer than its workers' queue of 16 batches, after 24 profiler warmup steps: starting the
 profiler pauses the step while the workers refill that queue, which the warmup drains).
-The other planted variants are measured in the same rounds, each round timed as its median
-step (TIMED steps, each synchronized), with the same interval.
+The other planted variants are measured the same way since 2026-11-29 (late evening):
+recordings before it timed each of their rounds as its median step with a sync after every
+step (truth.json "measure": "interleaved rounds, median step"), a program other than the
+one profiled, whose steps run back to back: the sync made every step of the fixed program
+start with an empty GPU queue, which gave a fix that removes in-step syncs no credit for the
+host running ahead (sync_b512 on TinyLM, docs/diagnosis.md, "A third TinyLM host").
 
 Each variant is profiled (schedule wait=1 warmup=1 active=4, CPU+CUDA activities,
 profile_memory, record_shapes) into OUT/torch_<variant>.pt.trace.json.gz. The truth is
@@ -453,14 +457,14 @@ def main():
     }
     for v in variants:
         path, c = record(v, a.out)
-        knock_on = v in INTERLEAVED
+        planted = v in PLANTED
         entry = {"trace": os.path.basename(path), "config": c, "planted": PLANTED.get(v, "none")}
-        entry["profiled_step_ms"] = round(profiled_step_ms(path, mean=knock_on), 3)
-        if v in PLANTED:
-            # The knock-on classes by their mean wall time per step (a bursty loader's cost
-            # is in a few long steps), the others by their median step, as the trace's steps.
-            per_round = wall_ms if knock_on else timed_ms
-            off, on, sv, lo, hi = interleaved(v, a.rounds, a.timed, WARMUP.get(v, 10), per_round)
+        entry["profiled_step_ms"] = round(profiled_step_ms(path, mean=planted), 3)
+        if planted:
+            # Every planted variant by its mean wall time per step, steps back to back as
+            # in the profiled window the replay reads (a bursty loader's cost is in a few
+            # long steps, which a median leaves out).
+            off, on, sv, lo, hi = interleaved(v, a.rounds, a.timed, WARMUP.get(v, 10), wall_ms)
             ms = statistics.mean(off)
             entry["step_ms"] = round(ms, 3)
             entry["fixed_step_ms"] = round(statistics.mean(on), 3)
@@ -469,10 +473,10 @@ def main():
             entry["saved_share"] = round(sv, 4)
             entry["saved_lo"] = round(lo, 4)
             entry["saved_hi"] = round(hi, 4)
-            entry["measure"] = "interleaved rounds, " + ("mean wall per step" if knock_on else "median step")
+            entry["measure"] = "interleaved rounds, mean wall per step"
             # The same under the profiler: what a trace of this run can show.
             fpath, _ = record(v + ":fixed", a.scratch or a.out)
-            pf = profiled_step_ms(fpath, mean=knock_on)
+            pf = profiled_step_ms(fpath, mean=True)
             if a.scratch:
                 os.remove(fpath)
             p = entry["profiled_step_ms"]
