@@ -61,6 +61,7 @@ t = {"device": "test GPU", "boot_id": "00000000", "variants": {"sync_b64": {
     "saved_lo": 0.01, "saved_hi": 0.09, "step_ms": 2.7}}}
 if model != "cnn":
     t["model"] = model
+    t["variants"]["sync_b64"]["measure"] = "interleaved rounds, mean wall per step"
 json.dump(t, open(path, "w"))
 PY
   python3 "$root/bench/diagnosis/truth_table.py" --torch "$analyzer" --torch-truth "$tmp/tt_$model/truth.json" >"$tmp/tt_$model.md" 2>/dev/null
@@ -68,6 +69,10 @@ PY
   [ "$model" = cnn ] || want="| torch $model sync_b64 | blocking_reads |"
   grep -qF "$want" "$tmp/tt_$model.md"
   check "truth_table.py --torch names a $model recording's row '$want'" $?
+  # a saving timed with a sync after every step (no "measure", or "median step") is marked
+  n=$(grep -c '\[sync each step\]' "$tmp/tt_$model.md")
+  [ "$model" = cnn ] && [ "$n" -eq 1 ] || { [ "$model" = lm ] && [ "$n" -eq 0 ]; }
+  check "truth_table.py --torch marks a $model row timed with a sync per step only where it was ($n)" $?
 done
 
 # calib_drift.sh: bad usage.
