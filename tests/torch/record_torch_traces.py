@@ -44,7 +44,8 @@ recordings before it timed each of their rounds as its median step with a sync a
 step (truth.json "measure": "interleaved rounds, median step"), a program other than the
 one profiled, whose steps run back to back: the sync made every step of the fixed program
 start with an empty GPU queue, which gave a fix that removes in-step syncs no credit for the
-host running ahead (sync_b512 on TinyLM, docs/diagnosis.md, "A third TinyLM host").
+host running ahead (a quarter of sync_b512's miss on one TinyLM host, docs/diagnosis.md, "A
+third TinyLM host").
 
 Each variant is profiled (schedule wait=1 warmup=1 active=4, CPU+CUDA activities,
 profile_memory, record_shapes) into OUT/torch_<variant>.pt.trace.json.gz. The truth is
