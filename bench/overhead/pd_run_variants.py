@@ -9,7 +9,14 @@ verdict, or the fix that models it, bench/diagnosis/truth_table.py's TORCH, save
 metrics JSON (or one without a verdict) reads "no metrics". Markdown on stdout; exit 2
 with one line when OUT has no planted.json or no metrics.
 
-usage: python3 bench/overhead/pd_run_variants.py OUT [--model cnn|lm]
+With --truth TRUTH (a truth.json of tests/torch/record_torch_traces.py, best recorded on
+the same machine), a second table sets each variant's measured unprofiled saving of its fix
+(with its 95% interval) beside the saving pd_run's replay predicts for that fix, with and
+without emit_nvtx, and the error in points; "within" as in docs/diagnosis.md (5 points, or
+inside the interval). A truth.json that is not an object of variants, or whose saving is
+not a number between -1 and 1, is refused (exit 2, one line).
+
+usage: python3 bench/overhead/pd_run_variants.py OUT [--model cnn|lm] [--truth TRUTH]
 """
 import argparse
 import json
@@ -45,11 +52,81 @@ def cell(path, planted):
     return named, ("named: " if named else "**not named**: ") + text
 
 
+def predicted(path, fix):
+    """The replay's predicted saving of transformation fix in one run's metrics JSON, or None."""
+    try:
+        v = json.load(open(path))["verdict"]
+    except (OSError, ValueError, KeyError):
+        return None
+    for sv in v.get("savings", []):
+        f = sv.get("est_saving_fraction")
+        if sv.get("cause") == fix and isinstance(f, (int, float)) and -1.0 <= f <= 1.0:
+            return f
+    return None
+
+
+def share(entry, key):
+    """A saving share of a truth.json entry, range-checked; None where absent."""
+    x = entry.get(key)
+    if x is None:
+        return None
+    if not isinstance(x, (int, float)) or isinstance(x, bool) or not -1.0 <= x <= 1.0:
+        fail("truth: %s is %r, not a share between -1 and 1" % (key, x))
+    return float(x)
+
+
+def load_truth(path):
+    """A truth.json of record_torch_traces.py, every saving share range-checked before
+    anything is printed."""
+    try:
+        truth = json.load(open(path))
+    except (OSError, ValueError) as e:
+        fail("cannot read the truth %s: %s" % (path, e))
+    variants = truth.get("variants") if isinstance(truth, dict) else None
+    if not isinstance(variants, dict) or not all(isinstance(e, dict) for e in variants.values()):
+        fail("%s has no object of variants" % path)
+    for e in variants.values():
+        for key in ("saved_share", "saved_lo", "saved_hi"):
+            share(e, key)
+    return truth
+
+
+def truth_table(jdir, planted, truth, path):
+    variants = truth["variants"]
+    print("\nAgainst the measured unprofiled saving (%s, %s, boot %s):\n" % (
+        os.path.basename(path), truth.get("device", "?"), truth.get("boot_id", "?")))
+    print("| variant | transformation | measured saving (95% interval) | predicted with emit_nvtx (error, within) "
+          "| predicted without (error, within) |")
+    print("|---|---|---|---|---|")
+    for v in sorted(variants):
+        e = variants[v]
+        fix = TORCH.get(planted.get(v, e.get("planted")))
+        if fix is None or not (os.path.exists(os.path.join(jdir, v + "_emit.json")) or
+                               os.path.exists(os.path.join(jdir, v + "_plain.json"))):
+            continue
+        meas, lo, hi = share(e, "saved_share"), share(e, "saved_lo"), share(e, "saved_hi")
+        if meas is None:
+            continue
+        iv = "" if lo is None or hi is None else " (%.1f%% .. %.1f%%)" % (100 * lo, 100 * hi)
+        cells = []
+        for mode in ("emit", "plain"):
+            p = predicted(os.path.join(jdir, "%s_%s.json" % (v, mode)), fix)
+            if p is None:
+                cells.append("-")
+                continue
+            inside = lo is not None and hi is not None and lo <= p <= hi
+            ok = abs(p - meas) <= 0.05 or inside
+            cells.append("%.1f%% (%+.1f, %s)" % (100 * p, 100 * (p - meas), "yes" if ok else "no"))
+        print("| %s | %s | %.1f%%%s | %s | %s |" % (v, fix, 100 * meas, iv, cells[0], cells[1]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
     ap.add_argument("--model", default="cnn")
+    ap.add_argument("--truth", default="", help="a truth.json of record_torch_traces.py to set beside the predictions")
     a = ap.parse_args()
+    truth = load_truth(a.truth) if a.truth else None
     try:
         planted = json.load(open(os.path.join(a.out, "planted.json")))
     except (OSError, ValueError) as e:
@@ -76,6 +153,8 @@ def main():
         print("| %s (`%s`) | %s | %s |" % (v, p, cells[0], cells[1]))
     print("\nNamed: with emit_nvtx %d of %d, without %d of %d." % (count["emit"][0], count["emit"][1],
                                                                     count["plain"][0], count["plain"][1]))
+    if truth is not None:
+        truth_table(jdir, planted, truth, a.truth)
 
 
 if __name__ == "__main__":

@@ -43,5 +43,20 @@ grep -qF 'Named: with emit_nvtx 2 of 2, without 0 of 1.' "$tmp/out"
 check "the counts leave the run without metrics out" $?
 grep -qF 'model `lm`' "$tmp/out"
 check "the table says the model" $?
-[ $fail -eq 0 ] || cat "$tmp/out" "$tmp/err"
+# --truth: refused before anything is printed when unreadable or out of range; else the
+# predicted saving of the planted fix beside the measured one, with its error and "within"
+printf '{"variants": {"sync_b64": {"planted": "sync", "saved_share": 5.0}}}' >"$tmp/bad_truth.json"
+for t in "$tmp/missing.json" "$tmp/bad_truth.json"; do
+  "$py" "$here/pd_run_variants.py" "$tmp/s" --truth "$t" >"$tmp/out2" 2>"$tmp/err"
+  [ $? -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -s "$tmp/out2" ]
+  check "pd_run_variants.py --truth $(basename "$t"): exit 2, one line, nothing printed ($(head -c 100 "$tmp/err"))" $?
+done
+printf '{"device": "test GPU", "variants": {"sync_b64": {"planted": "sync", "saved_share": 0.05, "saved_lo": 0.01, "saved_hi": 0.09}, "plain_b64": {"planted": "none"}}}' >"$tmp/truth.json"
+"$py" "$here/pd_run_variants.py" "$tmp/s" --truth "$tmp/truth.json" >"$tmp/out2" 2>"$tmp/err"
+check "pd_run_variants.py --truth: exit 0" $?
+grep -qF '| sync_b64 | blocking_reads | 5.0% (1.0% .. 9.0%) | 6.1% (+1.1, yes) | 4.9% (-0.1, yes) |' "$tmp/out2"
+check "the truth row sets the predicted saving of each mode beside the measured one" $?
+[ "$(grep -c '^| plain_b64' "$tmp/out2")" -eq 0 ]
+check "a variant with nothing planted has no truth row" $?
+[ $fail -eq 0 ] || cat "$tmp/out" "$tmp/out2" "$tmp/err"
 exit $fail
