@@ -157,6 +157,16 @@ def ours_in(out, analyzer, tmp):
     return rows
 
 
+def synced_steps(entry):
+    """Whether a truth.json entry's saving was timed with a sync after every step (the
+    classic variants of recordings before 2026-11-29, late evening: "median step", or no
+    "measure" at all), not the back-to-back steps the trace shows."""
+    return not entry.get("measure", "").endswith("mean wall per step")
+
+
+SYNCED_MARK = " [sync each step]"
+
+
 def torch_rows(analyzer, root, truth_path=None):
     truth_path = truth_path or os.path.join(root, "tests/fixtures/torch/truth.json")
     truth = json.load(open(truth_path))
@@ -179,10 +189,7 @@ def torch_rows(analyzer, root, truth_path=None):
                     predicted(doc, fix), vdev, doc["verdict"]["bottleneck"])
             r["predicted_unprofiled_ms"] = (doc["verdict"].get("replay", {}).get("predicted_unprofiled_step_us") or 0) / 1e3
             r["measured_unprofiled_ms"] = v["step_ms"]
-            # timed with a sync after every step (the classic variants of recordings before
-            # 2026-11-29, late evening, "median step" or no "measure" at all): not the
-            # back-to-back steps the trace shows
-            r["synced_steps"] = not v.get("measure", "").endswith("mean wall per step")
+            r["synced_steps"] = synced_steps(v)
             rows.append(r)
     return rows
 
@@ -213,7 +220,7 @@ def main():
     for r in rows:
         iv = "" if r["lo"] is None else " (%s .. %s)" % (pct(r["lo"]), pct(r["hi"]))
         if r.get("synced_steps"):
-            iv += " [sync each step]"
+            iv += SYNCED_MARK
         err = "-" if r["error"] is None else "%+.1f" % (100 * r["error"])
         st = "-"
         if r.get("measured_unprofiled_ms"):

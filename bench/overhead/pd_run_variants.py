@@ -24,7 +24,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "diagnosis"))
-from truth_table import TORCH  # noqa: E402  the planted cause -> the fix's transformation
+from truth_table import SYNCED_MARK, TORCH, synced_steps  # noqa: E402  the planted cause -> the fix's transformation
 
 FINDING = 0.05  # a fix saving at least this share of the step is a finding
 
@@ -108,6 +108,8 @@ def truth_table(jdir, planted, truth, path):
         if meas is None:
             continue
         iv = "" if lo is None or hi is None else " (%.1f%% .. %.1f%%)" % (100 * lo, 100 * hi)
+        if synced_steps(e):
+            iv += SYNCED_MARK
         cells = []
         for mode in ("emit", "plain"):
             p = predicted(os.path.join(jdir, "%s_%s.json" % (v, mode)), fix)

@@ -51,7 +51,7 @@ for t in "$tmp/missing.json" "$tmp/bad_truth.json"; do
   [ $? -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -s "$tmp/out2" ]
   check "pd_run_variants.py --truth $(basename "$t"): exit 2, one line, nothing printed ($(head -c 100 "$tmp/err"))" $?
 done
-printf '{"device": "test GPU", "variants": {"sync_b64": {"planted": "sync", "saved_share": 0.05, "saved_lo": 0.01, "saved_hi": 0.09}, "plain_b64": {"planted": "none"}}}' >"$tmp/truth.json"
+printf '{"device": "test GPU", "variants": {"sync_b64": {"planted": "sync", "saved_share": 0.05, "saved_lo": 0.01, "saved_hi": 0.09, "measure": "interleaved rounds, mean wall per step"}, "plain_b64": {"planted": "none"}}}' >"$tmp/truth.json"
 "$py" "$here/pd_run_variants.py" "$tmp/s" --truth "$tmp/truth.json" >"$tmp/out2" 2>"$tmp/err"
 check "pd_run_variants.py --truth: exit 0" $?
 grep -qF '| sync_b64 | blocking_reads | 5.0% (1.0% .. 9.0%) | 6.1% (+1.1, yes) | 4.9% (-0.1, yes) |' "$tmp/out2"
