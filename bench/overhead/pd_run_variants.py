@@ -24,7 +24,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "diagnosis"))
-from truth_table import SYNCED_MARK, TORCH, synced_steps  # noqa: E402  the planted cause -> the fix's transformation
+from truth_table import SYNCED_MARK, TORCH, synced_steps  # noqa: E402 (TORCH: planted cause -> its fix)
 
 FINDING = 0.05  # a fix saving at least this share of the step is a finding
 
