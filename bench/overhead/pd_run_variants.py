@@ -25,6 +25,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "diagnosis"))
 from truth_table import SYNCED_MARK, TORCH, synced_steps  # noqa: E402 (TORCH: planted cause -> its fix)
+from truth_table import predicted as saving_of  # noqa: E402 (a metrics JSON's saving of one fix)
 
 FINDING = 0.05  # a fix saving at least this share of the step is a finding
 
@@ -34,12 +35,21 @@ def fail(why):
     sys.exit(2)
 
 
+def metrics_doc(path):
+    """One run's metrics JSON, or None where it is missing, cut or has no verdict."""
+    try:
+        doc = json.load(open(path))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("verdict"), dict) else None
+
+
 def cell(path, planted):
     """(named, text) of one run's metrics JSON."""
-    try:
-        v = json.load(open(path))["verdict"]
-    except (OSError, ValueError, KeyError):
+    doc = metrics_doc(path)
+    if doc is None:
         return None, "no metrics"
+    v = doc["verdict"]
     fixes = [(s["cause"], s["est_saving_fraction"]) for s in v.get("savings", [])
              if s.get("cause") != "combined" and isinstance(s.get("est_saving_fraction"), (int, float))
              and s["est_saving_fraction"] >= FINDING]
@@ -53,16 +63,11 @@ def cell(path, planted):
 
 
 def predicted(path, fix):
-    """The replay's predicted saving of transformation fix in one run's metrics JSON, or None."""
-    try:
-        v = json.load(open(path))["verdict"]
-    except (OSError, ValueError, KeyError):
-        return None
-    for sv in v.get("savings", []):
-        f = sv.get("est_saving_fraction")
-        if sv.get("cause") == fix and isinstance(f, (int, float)) and -1.0 <= f <= 1.0:
-            return f
-    return None
+    """The replay's predicted saving of transformation fix in one run's metrics JSON
+    (truth_table.py's reading), or None where absent or not a share between -1 and 1."""
+    doc = metrics_doc(path)
+    f = saving_of(doc, fix) if doc is not None else None
+    return f if isinstance(f, (int, float)) and not isinstance(f, bool) and -1.0 <= f <= 1.0 else None
 
 
 def share(entry, key):
