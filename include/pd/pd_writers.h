@@ -270,16 +270,16 @@ typedef struct {
   const struct pd_host_calib_s *host_calibration;
 } pd_run_report_t;
 
-/* Writes the metrics JSON (schema PD_METRICS_SCHEMA_VERSION, docs/formats.md) through the one output writer
- * (pd_out.h: temporary, fsync, rename). NaN/Inf metrics (not measured) are written as null. Returns
- * 0; PD_EINVAL (NULL path/report, or no metrics); PD_ENOMEM; or PD_EIO with nothing
- * left at path (an existing file at path is then untouched). */
 /* Adds the verdict as key of parent: {bottleneck, rule, share_of_step, cost_us_per_step,
  * evidence, advice, findings: [{cause, share_of_step, cost_us_per_step, evidence,
  * advice}]} (docs/formats.md). One writer for the metrics JSON and profile_analyze --json.
  * Returns 0, PD_EINVAL or PD_ENOMEM. */
 struct cJSON;
 int pd_verdict_add_json(struct cJSON *parent, const char *key, const pd_verdict_t *v);
+/* Writes the metrics JSON (schema PD_METRICS_SCHEMA_VERSION, docs/formats.md) through the one output writer
+ * (pd_out.h: temporary, fsync, rename). NaN/Inf metrics (not measured) are written as null. Returns
+ * 0; PD_EINVAL (NULL path/report, or no metrics); PD_ENOMEM; or PD_EIO with nothing
+ * left at path (an existing file at path is then untouched). */
 int pd_metrics_json_write(const char *path, const pd_run_report_t *report);
 
 /* ---- JSON text helpers ------------------------------------------------------------------ */
@@ -293,6 +293,20 @@ void pd_json_write_double(FILE *out, double v);
 /* Formats v as pd_json_write_double() writes it into buf (always terminated, cut to
  * buflen-1). Returns the length of the full text (snprintf-style); 32 bytes suffice. */
 size_t pd_json_format_double(char *buf, size_t buflen, double v);
+
+/* Building a cJSON document (the metrics JSON, profile_analyze --json): cJSON's Create and
+ * Add calls return NULL when out of memory; a builder gathers those failures in one flag,
+ * which the writer checks once at the end. */
+typedef struct {
+  bool failed;
+} pd_json_build_t;
+/* Returns item; sets b->failed when item is NULL. */
+struct cJSON *pd_json_check(pd_json_build_t *b, struct cJSON *item);
+/* A new object at the end of arr. NULL when arr is NULL (its own failure was counted where
+ * it was made) or when the object cannot be made or added (b->failed set). */
+struct cJSON *pd_json_append_object(pd_json_build_t *b, struct cJSON *arr);
+/* Adds key to obj: s as a string, null when s is NULL; nothing when obj is NULL. */
+void pd_json_add_string(pd_json_build_t *b, struct cJSON *obj, const char *key, const char *s);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
-/* json_text.c: JSON text helpers shared by the trace writer and the metrics JSON.
+/* json_text.c: JSON text helpers shared by the trace writer and the metrics JSON, and the
+ * cJSON builder of the metrics JSON and profile_analyze --json.
  *
  *  - strings: quotes, backslashes and control characters escaped (\n, \t, ... or
  *    \u00XX), valid multi-byte UTF-8 passed through untouched, each maximal invalid
@@ -12,6 +13,7 @@
 #include "pd/pd_writers.h"
 #include "model_internal.h"
 
+#include <cJSON.h>
 #include <locale.h>
 #include <math.h>
 #include <stdio.h>
@@ -153,4 +155,30 @@ void pd_json_write_double(FILE *out, double v) {
   char buf[64];
   size_t n = pd_json_format_double(buf, sizeof buf, v);
   fwrite(buf, 1, n, out);
+}
+
+/* ---- building a cJSON document ------------------------------------------------------ */
+
+cJSON *pd_json_check(pd_json_build_t *b, cJSON *item) {
+  if (item == NULL) b->failed = true;
+  return item;
+}
+
+cJSON *pd_json_append_object(pd_json_build_t *b, cJSON *arr) {
+  if (arr == NULL) return NULL;
+  cJSON *o = pd_json_check(b, cJSON_CreateObject());
+  if (o != NULL && !cJSON_AddItemToArray(arr, o)) {
+    cJSON_Delete(o);
+    b->failed = true;
+    return NULL;
+  }
+  return o;
+}
+
+void pd_json_add_string(pd_json_build_t *b, cJSON *obj, const char *key, const char *s) {
+  if (obj == NULL) return;
+  if (s == NULL)
+    pd_json_check(b, cJSON_AddNullToObject(obj, key));
+  else
+    pd_json_check(b, cJSON_AddStringToObject(obj, key, s));
 }

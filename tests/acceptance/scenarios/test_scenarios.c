@@ -478,15 +478,22 @@ static int compare_with(const run_t *r, const char *base, char *report, size_t l
   return rc;
 }
 
-/* Whether run r's compare report (compare.json) regressed on host rows only: at least one
- * row regressed and each regressed row's class is "host". */
-static bool regressed_on_host_rows_only(const run_t *r) {
+/* Run r's compare report (<run dir>/compare.json, written by compare_with) parsed, or NULL
+ * when it is missing or not JSON. */
+static cJSON *compare_report(const run_t *r) {
   char js[700];
   snprintf(js, sizeof(js), "%s/compare.json", r->dir);
   char *text = read_text(js, NULL);
-  if (text == NULL) return false;
+  if (text == NULL) return NULL;
   cJSON *doc = cJSON_Parse(text);
   free(text);
+  return doc;
+}
+
+/* Whether run r's compare report regressed on host rows only: at least one row regressed
+ * and each regressed row's class is "host". */
+static bool regressed_on_host_rows_only(const run_t *r) {
+  cJSON *doc = compare_report(r);
   int host = 0, other = 0;
   const cJSON *row = NULL;
   cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(doc, "rows")) {
@@ -573,22 +580,18 @@ static int gate_verdict(run_t *first, const char *key, const char *scenario,
   return rc;
 }
 
-/* Returns the verdict of a metric's row in a compare report JSON. */
+/* Returns the verdict of a metric's row in run r's compare report. */
 static char *report_verdict(const run_t *r, const char *metric_name) {
   static char verdict[32];
-  char js[700];
-  snprintf(js, sizeof(js), "%s/compare.json", r->dir);
-  char *text = read_text(js, NULL);
-  cr_assert_not_null(text, "no compare report %s", js);
-  cJSON *doc = cJSON_Parse(text);
-  free(text);
+  cJSON *doc = compare_report(r);
+  cr_assert_not_null(doc, "no compare report (compare.json) in %s", r->dir);
   snprintf(verdict, sizeof(verdict), "(no row)");
   const cJSON *row = NULL;
   cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(doc, "rows")) {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(row, "metric");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(row, "verdict");
     if (cJSON_IsString(m) && strcmp(m->valuestring, metric_name) == 0)
-      snprintf(verdict, sizeof(verdict), "%s",
-               cJSON_GetObjectItemCaseSensitive(row, "verdict")->valuestring);
+      snprintf(verdict, sizeof(verdict), "%s", cJSON_IsString(v) ? v->valuestring : "(no verdict)");
   }
   cJSON_Delete(doc);
   return verdict;
