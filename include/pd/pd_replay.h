@@ -163,7 +163,8 @@ const pd_replay_info_t *pd_replay_info(const pd_replay_t *r);
 /* The result of one replay. */
 typedef struct {
   size_t steps;          /* steps replayed (0 when unavailable) */
-  double step_us_mean;   /* mean replayed step; NaN with no step */
+  double step_us_mean;   /* mean replayed step, the drain included; NaN with no step */
+  double drain_us;       /* the steps' GPU work left running after the last step's end */
   double measured_us_mean; /* mean measured step of the same steps */
   double err_median;     /* |replayed - measured| / measured over steps, median; NaN without steps */
   double err_max;

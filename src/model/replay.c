@@ -132,10 +132,27 @@ static int64_t gpu_dur(const pd_replay_t *r, const rp_gtask_t *g, unsigned mask)
   return g->dur;
 }
 
+/* The GPU backlog at a node: how long after node n's replayed time the GPU work launched
+ * (by measured time) at or before node upto still runs; 0 when it ends sooner. */
+static int64_t replay_backlog_ns(const pd_replay_t *r, int32_t n, int32_t upto) {
+  if (n < 0 || upto < 0 || r->rt[n] == RP_NOT_DONE) return 0;
+  const int64_t hi = r->nodes[upto].t;
+  int64_t end = r->rt[n];
+  for (size_t i = 0; i < r->nnodes; i++) {
+    const rp_node_t *x = &r->nodes[i];
+    if (x->type != RP_GPU || r->rt[i] == RP_NOT_DONE) continue;
+    const int32_t l = r->gt[x->aux].launch;
+    if (l < 0 || r->nodes[l].t > hi) continue;
+    if (r->rend[i] > end) end = r->rend[i];
+  }
+  return pd_sub_sat_i64(end, r->rt[n]);
+}
+
 int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double *step_us) {
   if (r == NULL || res == NULL) return PD_EINVAL;
   res->steps = 0;
   res->step_us_mean = res->measured_us_mean = res->err_median = res->err_max = NAN;
+  res->drain_us = 0;
   if (r->info.quality == PD_REPLAY_UNAVAILABLE) return 0;
   const uint16_t rm = removed_bits(mask);
   int64_t *rt = r->rt, *rend = r->rend;
@@ -222,6 +239,7 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
   /* Steps. */
   size_t ns = 0;
   double sum = 0, msum = 0;
+  int32_t first = -1, last = -1; /* start node of the first step replayed, end of the last */
   double *err = r->info.steps ? malloc(r->info.steps * sizeof(*err)) : NULL;
   if (r->info.steps && err == NULL) return PD_ENOMEM;
   for (size_t s = 0; s < r->info.steps; s++) {
@@ -233,12 +251,23 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
       sum += us;
       msum += m;
       err[ns++] = m > 0 ? fabs(us - m) / m : 0.0;
+      if (first < 0 || r->nodes[a].t < r->nodes[first].t) first = a;
+      if (last < 0 || r->nodes[b].t > r->nodes[last].t) last = b;
     }
     if (step_us != NULL) step_us[s] = us;
   }
   res->steps = ns;
   if (ns > 0) {
-    res->step_us_mean = sum / (double)ns;
+    /* The GPU work still running when the last step's host part ends, beyond what was
+     * still running when the first began (the drain), belongs to the steps too: spread
+     * over them, it bounds a what-if whose host runs ahead of the GPU (no sync left) by
+     * the GPU's own work, as the launch queue bounds the program. A window that starts
+     * and ends with the same backlog (a GPU-bound program in its steady state) adds
+     * nothing. */
+    const int64_t b0 = first >= 0 ? replay_backlog_ns(r, first, first) : 0;
+    const int64_t b1 = replay_backlog_ns(r, last, last);
+    res->drain_us = b1 > b0 ? (double)(b1 - b0) / 1e3 : 0.0;
+    res->step_us_mean = (sum + res->drain_us) / (double)ns;
     res->measured_us_mean = msum / (double)ns;
     res->err_median = pd_quantile(err, ns, 0.5);
     double mx = 0;

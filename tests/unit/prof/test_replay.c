@@ -321,6 +321,44 @@ Test(replay, blocking_read_removed_with_its_feeding_ops) {
   unbuild(&b);
 }
 
+/* A step of 100 us whose host waits (a blocking read) for its one 80 us kernel, at t0. */
+static void gpu_bound_step(int64_t n, double t0, uint64_t corr) {
+  step(n, t0, t0 + 100);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", t0 + 2, t0 + 4, corr);
+  kernel(t0 + 10, t0 + 90, corr, 7);
+  add(PD_EVENT_CPU_OP, "aten::item", t0 + 5, t0 + 97, 0);
+  add(PD_EVENT_RUNTIME, "cudaMemcpyAsync", t0 + 6, t0 + 8, corr + 1);
+  pd_event_t *cp = add(PD_EVENT_MEMCPY, NULL, t0 + 91, t0 + 92, corr + 1);
+  cp->u.memcpy.copy_kind = PD_MEMCPY_DTOH;
+  cp->u.memcpy.src_kind = PD_MEM_DEVICE;
+  cp->u.memcpy.dst_kind = PD_MEM_PINNED;
+  cp->u.memcpy.bytes = 4;
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", t0 + 9, t0 + 95, corr + 2);
+  pd_event_t *s = add(PD_EVENT_SYNC, NULL, t0 + 9, t0 + 95, corr + 2);
+  s->u.sync.sync_kind = PD_SYNC_STREAM;
+}
+
+/* A what-if that lets the host run ahead of the GPU (the reads made asynchronous: no sync
+ * left) is bounded by the GPU's work: the host's steps shrink to a few us, but the kernels
+ * still take 80 us each, so the mean step stays at least their share of the window (the GPU
+ * starts at 10 and runs 2 x (80 + 1) us: done at 172 at the earliest, 86 us a step). */
+Test(replay, a_host_running_ahead_is_bounded_by_the_gpus_work) {
+  gpu_bound_step(1, 0, 1);
+  gpu_bound_step(2, 100, 11);
+  built_t b;
+  build(&b, NULL);
+  pd_replay_result_t res;
+  cr_assert_eq(pd_replay_run(b.r, 0, &res, NULL), 0);
+  cr_assert_eq(res.steps, 2);
+  NEAR(res.step_us_mean, 100.0); /* the last read waited for everything: no drain */
+  NEAR(res.drain_us, 0.0);
+  cr_assert_eq(pd_replay_run(b.r, PD_FIX_BIT(PD_FIX_READS_ASYNC), &res, NULL), 0);
+  cr_assert_gt(res.drain_us, 100.0, "drain %.1f us: the kernels outlive the host's steps", res.drain_us);
+  cr_assert(res.step_us_mean >= 86.0 - 1e-6 && res.step_us_mean <= 100.0 + 1e-6,
+            "mean step %.1f us, bounded by the GPU's 86 us a step", res.step_us_mean);
+  unbuild(&b);
+}
+
 /* Builds the graph of T (one step of 100 us, unchanged), checks its reads per step and the
  * step with PD_FIX_READS (us), and frees the graph. */
 static void expect_reads(double reads, double fixed) {
@@ -923,12 +961,14 @@ static void check_dir(const char *sub, size_t *checked) {
               lim_median * 100);
     cr_expect(res.err_max <= lim_worst, "%s: worst step error %.2f%% > %.1f%%", de->d_name, res.err_max * 100,
               lim_worst * 100);
-    /* every fix replays to a finite step no longer than the profiled one plus the error */
+    /* every fix replays to a finite step no longer than the profiled one plus the error
+     * (0.1%: where the GPU bounds the window, the replayed step ends with the GPU's last
+     * task, which moves by a few us when the launches before it move) */
     for (int f = 0; f < PD_FIX_COUNT; f++) {
       pd_replay_result_t fr;
       cr_assert_eq(pd_replay_run(r, PD_FIX_BIT(PD_FIX_PROFILER) | PD_FIX_BIT(f), &fr, NULL), 0);
       cr_expect(isfinite(fr.step_us_mean) && fr.step_us_mean > 0, "%s %s", de->d_name, pd_fix_name((pd_fix_t)f));
-      cr_expect(fr.step_us_mean <= res.step_us_mean * 1.0001, "%s: %s lengthens the step (%.1f > %.1f)",
+      cr_expect(fr.step_us_mean <= res.step_us_mean * 1.001, "%s: %s lengthens the step (%.1f > %.1f)",
                 de->d_name, pd_fix_name((pd_fix_t)f), fr.step_us_mean, res.step_us_mean);
     }
     file_unbuild(&fb);
