@@ -66,16 +66,7 @@ spec = importlib.util.spec_from_file_location("rtt", a.rtt)
 rtt = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(rtt)  # defines SimpleCNN, BatchSet; main() is not run
 
-WORDS = ("the quick brown fox jumps over the lazy dog " * 120).split()
-
-
-def tokenize():  # verbatim from make_step()
-    vocab = {}
-    ids = []
-    for w in WORDS:
-        for k in range(1, len(w) + 1):
-            ids.append(vocab.setdefault(w[:k], len(vocab)))
-    return ids
+tokenize = rtt.tokenize  # the planted tokenizer itself
 
 
 def tok_alone(n=300):

@@ -269,6 +269,20 @@ def config(variant):
     return c
 
 
+WORDS = ("the quick brown fox jumps over the lazy dog " * 120).split()
+
+
+def tokenize():
+    """python_ops_b64's planted Python work: a toy tokenizer, a few hundred us of interpreter
+    time (bench/diagnosis/python_ops_probe.py times it alone and inside the step)."""
+    vocab = {}
+    ids = []
+    for w in WORDS:
+        for k in range(1, len(w) + 1):
+            ids.append(vocab.setdefault(w[:k], len(vocab)))
+    return ids
+
+
 def make_step(variant):
     c = config(variant)
     dev = torch.device("cuda")
@@ -284,17 +298,7 @@ def make_step(variant):
         side = torch.randn(c["pageable_mib"] << 18)  # 4-byte floats: MiB << 18 of them
         if c["pinned_side"]:
             side = side.pin_memory()
-    words = ("the quick brown fox jumps over the lazy dog " * 120).split()
     norms = []
-
-    def tokenize():
-        # The planted Python work: a toy tokenizer, a few hundred us of interpreter time.
-        vocab = {}
-        ids = []
-        for w in words:
-            for k in range(1, len(w) + 1):
-                ids.append(vocab.setdefault(w[:k], len(vocab)))
-        return ids
 
     def step():
         x, y = next(it)
