@@ -47,7 +47,8 @@ start with an empty GPU queue, which gave a fix that removes in-step syncs no cr
 host running ahead (a quarter of sync_b512's miss on one TinyLM host, docs/diagnosis.md, "A
 third TinyLM host").
 
-Each variant is profiled (schedule wait=1 warmup=1 active=4, CPU+CUDA activities,
+Each variant is profiled (schedule wait=1 warmup=1 active=4, 8 for a planted variant (the
+bursty loaders: above), CPU+CUDA activities,
 profile_memory, record_shapes) into OUT/torch_<variant>.pt.trace.json.gz. The truth is
 measured without the profiler, in the rounds above: the variant's step, and the same step
 with the planted problem removed ("fixed"); the difference is what removing the problem
@@ -423,7 +424,9 @@ INTERLEAVED = {"logging_reads_b64": "sync", "python_ops_b64": "host_code",
                "bursty_busy_b64": "dataloader", "nonforeach_adamw_b64": "launch_overhead"}
 VARIANTS += list(INTERLEAVED)
 PLANTED.update(INTERLEAVED)
-ACTIVE = {v: 8 for v in INTERLEAVED}
+# Every planted variant's trace holds 8 steps (the classic ones held 4 before 2026-11-29,
+# night: a window short enough for one slow moment of the host to move its replay).
+ACTIVE = {v: 8 for v in PLANTED}
 ACTIVE["bursty_loader_b64"] = ACTIVE["bursty_busy_b64"] = 48
 # Steps before the trace or the timing: a bursty loader's workers first fill their queues
 # (8 workers x prefetch 2 batches), which the first steps drain without waiting.
