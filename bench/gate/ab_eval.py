@@ -7,7 +7,9 @@ RECORDING: a folder bench/gate/ab_record.sh wrote on one GPU host (host.txt, tim
 <scenario>/<round>/{a,b,h5,h10}.json), or its .tar.gz (what bench/gate/data/ keeps). Every A/B is made of the runs of one recording
 (both sides share that machine, as in scripts/gpu_ab.sh) and no run is in two A/Bs: each
 recording's rounds are cut into blocks of R consecutive rounds (default 8, the acceptance
-suite's), and the blocks take turns:
+suite's), and the blocks take turns, within each recording, starting with the kind its name
+picks (a checksum of the recording's folder name: a recording's A/Bs stay the same when
+other recordings are added or left out):
   - a detection block gives two A/Bs: base a against head h10 (--inject_slowdown 0.10)
     and base b against head h5 (0.05): different runs on each side;
   - a null block gives one: a against b, the same build against itself.
@@ -50,6 +52,7 @@ import sys
 import tarfile
 import tempfile
 import threading
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 # the scenarios bench/gate/ab_record.sh can record (scripts/lib_args.sh, pd_ab_record_scenarios)
@@ -211,15 +214,21 @@ def fmt_mde(xs):
     return s + (f"; >100% in {inf}" if inf else "")
 
 
+def first_turn(rec):
+    """0 (a detection block first) or 1 (a same-build block first), from the recording's
+    folder name alone: which kind a block is never depends on the other recordings."""
+    return zlib.crc32(os.path.basename(os.path.normpath(rec)).encode()) % 2
+
+
 def evaluate(cmp, recs, scen, size, opts, seq_cap=None, whole=False):
     """Returns dict kind -> list of (caught, change_pct, mde, note) over the disjoint A/Bs.
     whole: a sequential block starts only where the recording still holds seq_cap rounds,
     so no A/B runs out of recorded rounds."""
     res = {"h10": [], "h5": [], "same": [], "ran_out": []}
     prim = primary_of(opts)
-    turn = 0
     need = seq_cap if (whole and seq_cap) else size
     for rec in recs:
+        turn = first_turn(rec)
         path = os.path.join(rec, scen)
         rounds = rounds_of(rec, scen)
         start = 0

@@ -70,6 +70,14 @@ for want in ("| p10, better half (gpu_ab.sh with PD_AB_ADJUST=0) |", "| every ho
              "- gpu_ab.sh's longest: 8 rounds of clean and tiny_ops, 8 of sync and memory_churn, 8 of dataloader: 103 s"):
     if want not in out:
         fails.append(f"missing {want!r}")
+# which kind a recording's first block is comes from its folder's name alone (not from the
+# recordings before it), so adding a recording leaves the others' A/Bs as they were
+chk_ft = ("import sys; sys.path.insert(0, sys.argv[1]); import ab_eval as E\n"
+          "a, b = E.first_turn('/x/h200-57e554fd'), E.first_turn('/y/z/h200-57e554fd/')\n"
+          "sys.exit(0 if a == b and a in (0, 1) and {E.first_turn('/r/' + n) for n in ('h200-1b63f3ad', 'h200-57e554fd')} == {0, 1} else 1)\n")
+pf = subprocess.run([sys.executable, "-c", chk_ft, os.path.join(src, "bench/gate")], capture_output=True, text=True)
+if pf.returncode != 0:
+    fails.append(f"first_turn: {pf.stderr}")
 # the same recording as the .tar.gz that bench/gate/data/ keeps
 tgz = os.path.join(tmp, "rec.tar.gz")
 subprocess.run(["tar", "-C", tmp, "-czf", tgz, "rec"], check=True)
