@@ -54,7 +54,9 @@ measured without the profiler, in the rounds above: the variant's step, and the 
 with the planted problem removed ("fixed"); the difference is what removing the problem
 saves (a variant with nothing planted: its median step over TIMED steps). The same is measured under the profiler (the median
 ProfilerStep of the variant's trace and of a trace of the fixed step, written to --scratch
-and removed), since a trace can only show the run it recorded. OUT/truth.json (also
+and removed, or without --scratch kept in OUT as torch_<variant>_fixed.pt.trace.json.gz and
+named by truth.json's "fixed_trace": what the host does without the problem, op by op,
+for comparing with the planted trace), since a trace can only show the run it recorded. OUT/truth.json (also
 printed) holds all of it with the device, torch version and host. Needs a CUDA build of PyTorch; not part of the build or the tests.
 
 With --model lm every variant trains a small decoder-only transformer language model
@@ -487,6 +489,8 @@ def main():
             pf = profiled_step_ms(fpath, mean=True)
             if a.scratch:
                 os.remove(fpath)
+            else:  # kept beside the planted one: the same program without the problem, traced
+                entry["fixed_trace"] = os.path.basename(fpath)
             p = entry["profiled_step_ms"]
             entry["profiled_fixed_step_ms"] = round(pf, 3)
             entry["profiled_saved_share"] = round((p - pf) / p, 4)
