@@ -189,6 +189,8 @@ def torch_rows(analyzer, root, truth_path=None):
                     predicted(doc, fix), vdev, doc["verdict"]["bottleneck"])
             r["predicted_unprofiled_ms"] = (doc["verdict"].get("replay", {}).get("predicted_unprofiled_step_us") or 0) / 1e3
             r["measured_unprofiled_ms"] = v["step_ms"]
+            # the traced process's own unprofiled warmup steps (recordings since 2026-11-29, night)
+            r["same_process_unprofiled_ms"] = v.get("same_process_unprofiled_ms")
             r["synced_steps"] = synced_steps(v)
             rows.append(r)
     return rows

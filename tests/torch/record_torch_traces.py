@@ -47,6 +47,9 @@ start with an empty GPU queue, which gave a fix that removes in-step syncs no cr
 host running ahead (a quarter of sync_b512's miss on one TinyLM host, docs/diagnosis.md, "A
 third TinyLM host").
 
+Before its trace, each variant's process runs 14 unprofiled warmup steps (the bursty
+loaders: 40) and times those from the third on, back to back: truth.json's
+"same_process_unprofiled_ms", the unprofiled step of the very process that was traced.
 Each variant is profiled (schedule wait=1 warmup=1 active=4, 8 for a planted variant (the
 bursty loaders: above), CPU+CUDA activities,
 profile_memory, record_shapes) into OUT/torch_<variant>.pt.trace.json.gz. The truth is
@@ -398,11 +401,21 @@ def interleaved(variant, rounds, steps, warmup, per_round, seed=1):
 
 
 def record(variant, out):
+    """Traces variant into out; returns the trace's path, the step's config and the mean
+    wall time per step of the same process's unprofiled warmup steps (from the third on,
+    back to back, one sync at the end): the same-process figure the predicted unprofiled
+    step is set against, free of the 15-25% between processes."""
     step, c = make_step(variant)
     active = ACTIVE.get(variant.split(":")[0], 4)
-    for _ in range(WARMUP.get(variant.split(":")[0], 5)):
+    warm = WARMUP.get(variant.split(":")[0], 14)
+    t0 = None
+    for i in range(warm):
+        if i == 2:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
         step()
     torch.cuda.synchronize()
+    same_ms = (time.perf_counter() - t0) * 1e3 / (warm - 2)
     name = variant.replace(":", "_")
     path = os.path.join(out, f"torch_{name}.pt.trace.json.gz")
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
@@ -413,7 +426,7 @@ def record(variant, out):
             step()
             prof.step()
     torch.cuda.synchronize()
-    return path, c
+    return path, c, same_ms
 
 
 VARIANTS = ["plain_b64", "heavy_b1024", "heavy_b1024_fp32", "dataloader_b64", "sync_b64",
@@ -466,9 +479,10 @@ def main():
         "variants": {},
     }
     for v in variants:
-        path, c = record(v, a.out)
+        path, c, same_ms = record(v, a.out)
         planted = v in PLANTED
         entry = {"trace": os.path.basename(path), "config": c, "planted": PLANTED.get(v, "none")}
+        entry["same_process_unprofiled_ms"] = round(same_ms, 3)
         entry["profiled_step_ms"] = round(profiled_step_ms(path, mean=planted), 3)
         if planted:
             # Every planted variant by its mean wall time per step, steps back to back as
@@ -485,7 +499,7 @@ def main():
             entry["saved_hi"] = round(hi, 4)
             entry["measure"] = "interleaved rounds, mean wall per step"
             # The same under the profiler: what a trace of this run can show.
-            fpath, _ = record(v + ":fixed", a.scratch or a.out)
+            fpath, _, _ = record(v + ":fixed", a.scratch or a.out)
             pf = profiled_step_ms(fpath, mean=True)
             if a.scratch:
                 os.remove(fpath)
