@@ -164,7 +164,11 @@ const pd_replay_info_t *pd_replay_info(const pd_replay_t *r);
 typedef struct {
   size_t steps;          /* steps replayed (0 when unavailable) */
   double step_us_mean;   /* mean replayed step, the drain included; NaN with no step */
-  double drain_us;       /* the steps' GPU work left running after the last step's end */
+  /* Where the window ends with more GPU work running than it began with, what the GPU's
+   * window (first step's start to the GPU's end, less the starting backlog) adds to the
+   * steps' host time; else 0. step_us_mean = (sum of the steps + drain_us) / steps, while
+   * step_us[] and the errors compare the steps' host ranges alone. */
+  double drain_us;
   double measured_us_mean; /* mean measured step of the same steps */
   double err_median;     /* |replayed - measured| / measured over steps, median; NaN without steps */
   double err_max;

@@ -16,7 +16,8 @@
 #include <cJSON.h>
 
 
-/* cJSON_Add* return NULL when out of memory; one flag collects that. */
+/* cJSON_Add* return NULL when out of memory; the builder's flag (pd_json_build_t)
+ * collects that. */
 static void add_num(pd_json_build_t *c, cJSON *o, const char *k, double v) {
   if (o != NULL) pd_json_check(c, cJSON_AddNumberToObject(o, k, v)); /* NaN prints as null */
 }

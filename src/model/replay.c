@@ -132,11 +132,13 @@ static int64_t gpu_dur(const pd_replay_t *r, const rp_gtask_t *g, unsigned mask)
   return g->dur;
 }
 
-/* The GPU backlog at a node: how long after node n's replayed time the GPU work launched
- * (by measured time) at or before node upto still runs; 0 when it ends sooner. */
-static int64_t replay_backlog_ns(const pd_replay_t *r, int32_t n, int32_t upto) {
-  if (n < 0 || upto < 0 || r->rt[n] == RP_NOT_DONE) return 0;
-  const int64_t hi = r->nodes[upto].t;
+/* The GPU backlog at node n: how long after n's replayed time the GPU work launched (by
+ * its call's measured time) at or before n still runs; 0 when it ends sooner. A task with
+ * no launch edge is left out: the replay keeps it at its measured time whatever the host
+ * does, so it would bound every what-if by the measured run. */
+static int64_t replay_backlog_ns(const pd_replay_t *r, int32_t n) {
+  if (n < 0 || r->rt[n] == RP_NOT_DONE) return 0;
+  const int64_t hi = r->nodes[n].t;
   int64_t end = r->rt[n];
   for (size_t i = 0; i < r->nnodes; i++) {
     const rp_node_t *x = &r->nodes[i];
@@ -258,15 +260,20 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
   }
   res->steps = ns;
   if (ns > 0) {
-    /* The GPU work still running when the last step's host part ends, beyond what was
-     * still running when the first began (the drain), belongs to the steps too: spread
-     * over them, it bounds a what-if whose host runs ahead of the GPU (no sync left) by
-     * the GPU's own work, as the launch queue bounds the program. A window that starts
-     * and ends with the same backlog (a GPU-bound program in its steady state) adds
-     * nothing. */
-    const int64_t b0 = first >= 0 ? replay_backlog_ns(r, first, first) : 0;
-    const int64_t b1 = replay_backlog_ns(r, last, last);
-    res->drain_us = b1 > b0 ? (double)(b1 - b0) / 1e3 : 0.0;
+    /* Where the GPU work still running when the last step's host part ends exceeds what
+     * was running when the first began, the GPU sets the window: from the first step's
+     * start to the GPU's end, less the backlog the window began with. The drain is what
+     * that adds to the steps' host time (the GPU's tail and the host time between steps,
+     * during which the GPU kept working); spread over the steps, it bounds a what-if
+     * whose host runs ahead of the GPU (no sync left) by the GPU's own work, as the
+     * launch queue bounds the program. A window that starts and ends with the same
+     * backlog (a GPU-bound program in its steady state) adds nothing. */
+    const int64_t b0 = replay_backlog_ns(r, first), b1 = replay_backlog_ns(r, last);
+    if (b1 > b0) {
+      const double span_us = (double)pd_sub_sat_i64(rt[last], rt[first]) / 1e3;
+      const double gpu_window_us = span_us + (double)(b1 - b0) / 1e3;
+      res->drain_us = gpu_window_us > sum ? gpu_window_us - sum : 0.0;
+    }
     res->step_us_mean = (sum + res->drain_us) / (double)ns;
     res->measured_us_mean = msum / (double)ns;
     res->err_median = pd_quantile(err, ns, 0.5);

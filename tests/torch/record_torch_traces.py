@@ -48,7 +48,7 @@ host running ahead (a quarter of sync_b512's miss on one TinyLM host, docs/diagn
 third TinyLM host").
 
 Before its trace, each variant's process runs 14 unprofiled warmup steps (the bursty
-loaders: 40) and times those from the third on, back to back: truth.json's
+loaders: 40) and times the last 12, back to back: truth.json's
 "same_process_unprofiled_ms", the unprofiled step of the very process that was traced.
 Each variant is profiled (schedule wait=1 warmup=1 active=4, 8 for a planted variant (the
 bursty loaders: above), CPU+CUDA activities,
@@ -402,20 +402,23 @@ def interleaved(variant, rounds, steps, warmup, per_round, seed=1):
 
 def record(variant, out):
     """Traces variant into out; returns the trace's path, the step's config and the mean
-    wall time per step of the same process's unprofiled warmup steps (from the third on,
-    back to back, one sync at the end): the same-process figure the predicted unprofiled
-    step is set against, free of the 15-25% between processes."""
+    wall time per step of the same process's last 12 unprofiled warmup steps (back to
+    back, one sync at the end; a bursty loader's first steps, fed from its full queue,
+    are left out): the same-process figure the predicted unprofiled step is set against,
+    free of the 15-25% between processes."""
     step, c = make_step(variant)
     active = ACTIVE.get(variant.split(":")[0], 4)
     warm = WARMUP.get(variant.split(":")[0], 14)
+    assert warm > 2, "the same-process timing needs warmup steps after the first two"
+    first = max(2, warm - 12)
     t0 = None
     for i in range(warm):
-        if i == 2:
+        if i == first:
             torch.cuda.synchronize()
             t0 = time.perf_counter()
         step()
     torch.cuda.synchronize()
-    same_ms = (time.perf_counter() - t0) * 1e3 / (warm - 2)
+    same_ms = (time.perf_counter() - t0) * 1e3 / (warm - first)
     name = variant.replace(":", "_")
     path = os.path.join(out, f"torch_{name}.pt.trace.json.gz")
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],

@@ -584,7 +584,7 @@ static int gate_verdict(run_t *first, const char *key, const char *scenario,
 static char *report_verdict(const run_t *r, const char *metric_name) {
   static char verdict[32];
   cJSON *doc = compare_report(r);
-  cr_assert_not_null(doc, "no compare report (compare.json) in %s", r->dir);
+  cr_assert_not_null(doc, "compare report (compare.json) missing or not JSON in %s", r->dir);
   snprintf(verdict, sizeof(verdict), "(no row)");
   const cJSON *row = NULL;
   cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(doc, "rows")) {
