@@ -24,7 +24,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "diagnosis"))
-from truth_table import SYNCED_MARK, TORCH, synced_steps  # noqa: E402 (TORCH: planted cause -> its fix)
+from truth_table import SYNCED_MARK, TORCH, row, synced_steps  # noqa: E402 (TORCH: planted cause -> its fix)
 from truth_table import predicted as saving_of  # noqa: E402 (a metrics JSON's saving of one fix)
 
 FINDING = 0.05  # a fix saving at least this share of the step is a finding
@@ -112,7 +112,9 @@ def truth_table(jdir, planted, truth, path):
         meas, lo, hi = share(e, "saved_share"), share(e, "saved_lo"), share(e, "saved_hi")
         if meas is None:
             continue
-        iv = "" if lo is None or hi is None else " (%.1f%% .. %.1f%%)" % (100 * lo, 100 * hi)
+        if lo is None or hi is None:
+            lo = hi = None  # an interval needs both ends
+        iv = "" if lo is None else " (%.1f%% .. %.1f%%)" % (100 * lo, 100 * hi)
         if synced_steps(e):
             iv += SYNCED_MARK
         cells = []
@@ -121,9 +123,8 @@ def truth_table(jdir, planted, truth, path):
             if p is None:
                 cells.append("-")
                 continue
-            inside = lo is not None and hi is not None and lo <= p <= hi
-            ok = abs(p - meas) <= 0.05 or inside
-            cells.append("%.1f%% (%+.1f, %s)" % (100 * p, 100 * (p - meas), "yes" if ok else "no"))
+            r = row(v, fix, meas, lo, hi, p, None, None)  # truth_table's error and "within"
+            cells.append("%.1f%% (%+.1f, %s)" % (100 * p, 100 * r["error"], "yes" if r["within"] else "no"))
         print("| %s | %s | %.1f%%%s | %s | %s |" % (v, fix, 100 * meas, iv, cells[0], cells[1]))
 
 
