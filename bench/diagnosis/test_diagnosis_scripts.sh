@@ -75,6 +75,67 @@ PY
   check "truth_table.py --torch marks a $model row timed with a sync per step only where it was ($n)" $?
 done
 
+# phase_probe.py, on a stand-in torch (no GPU here) and a stand-in step whose phases sleep
+# known times: each mark's time lands in its phase, the planted-only phase is the fix's
+# saving, and bad input is refused with one line before anything is written.
+stub=$tmp/stub
+mkdir -p "$stub/torch/profiler"
+cat >"$stub/torch/__init__.py" <<'PY'
+__version__ = "stand-in"
+class cuda:
+    synchronize = staticmethod(lambda: None)
+    is_available = staticmethod(lambda: True)
+    get_device_name = staticmethod(lambda: "stand-in")
+PY
+cat >"$stub/torch/profiler/__init__.py" <<'PY'
+class ProfilerActivity:
+    CPU, CUDA = 1, 2
+class _Ev:
+    def __init__(self, name, dev):
+        self.name, self.device_type = name, dev
+class profile:
+    def __init__(self, **kw): pass
+    def __enter__(self): return self
+    def __exit__(self, *a): return False
+    def events(self):
+        return [_Ev("aten::mul_", "DeviceType.CPU")] * 12 + [_Ev("[memory]", "DeviceType.CPU")] * 6 + \
+            [_Ev("kernel", "DeviceType.CUDA")] * 4
+PY
+cat >"$stub/rtt.py" <<'PY'
+import time
+PLANTED = {"tiny_ops_b64": "launch_overhead"}
+MODEL = "cnn"
+def make_step(variant, mark=None):
+    def step():
+        time.sleep(0.001); mark("load"); time.sleep(0.002); mark("fwd")
+        if not variant.endswith(":fixed"):
+            time.sleep(0.004); mark("ema")
+    return step, {}
+PY
+PYTHONPATH=$stub python3 "$here/phase_probe.py" "$tmp/pp.json" --rtt "$stub/rtt.py" --variants tiny_ops_b64 \
+  --rounds 2 --steps 3 >"$tmp/pp.out" 2>&1
+check "phase_probe.py runs on a stand-in step" $?
+python3 - "$tmp/pp.json" <<'PY'
+import json, statistics, sys
+res = json.load(open(sys.argv[1]))["variants"]["tiny_ops_b64"]
+def med(side, key):
+    return statistics.median(b[key] for b in res["blocks"] if b["side"] == side and b["mode"] == "off")
+assert len(res["blocks"]) == 3 * 2 * 2, len(res["blocks"])  # modes x rounds x sides
+assert 3.5 < med("planted", "ema") < 8 and med("fixed", "ema") == 0, (med("planted", "ema"), med("fixed", "ema"))
+assert 0.8 < med("fixed", "load") < 4 and 1.8 < med("fixed", "fwd") < 6
+assert med("planted", "wall") - med("fixed", "wall") > 3
+assert res["events"]["planted"] == {"events": 12 / 5, "memory_records": 6 / 5}, res["events"]
+PY
+check "phase_probe.py puts each mark's time in its phase and counts host events only" $?
+for a in "--variants nope" "--rounds 0" "--steps 0"; do
+  rm -f "$tmp/pp2.json"
+  # shellcheck disable=SC2086
+  PYTHONPATH=$stub python3 "$here/phase_probe.py" "$tmp/pp2.json" --rtt "$stub/rtt.py" $a >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -ne 0 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -e "$tmp/pp2.json" ]
+  check "phase_probe.py '$a': refused with one line, nothing written" $?
+done
+
 # calib_drift.sh: bad usage.
 cd "$tmp" || exit 1
 for a in "" "build" "build $tmp/o1 x" "build $tmp/o2 0" "$tmp/nobuild $tmp/o3 2"; do

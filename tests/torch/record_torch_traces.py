@@ -289,7 +289,11 @@ def tokenize():
     return ids
 
 
-def make_step(variant):
+def make_step(variant, mark=None):
+    """The training step of a variant and its config. mark, where given, is called with a
+    phase's name as each phase of the step ends, on the host's clock (no synchronization):
+    load, fwd, gap (python_ops' tokenizer), bwd, reads (logging_reads), opt, ema
+    (tiny_ops), churn (memory_churn); bench/diagnosis/phase_probe.py times them."""
     c = config(variant)
     dev = torch.device("cuda")
     torch.manual_seed(0)
@@ -310,6 +314,8 @@ def make_step(variant):
         x, y = next(it)
         x = x.to(dev, non_blocking=True)
         y = y.to(dev, non_blocking=True)
+        if mark:
+            mark("load")
         opt.zero_grad(set_to_none=True)
         if side is not None:
             side_dev = side.to(dev, non_blocking=c["pinned_side"])
@@ -317,26 +323,40 @@ def make_step(variant):
         with torch.autocast("cuda", dtype=torch.float16, enabled=c["amp"]):
             out = model(x)
             loss = F.cross_entropy(out.flatten(0, -2), y.flatten())
+        if mark:
+            mark("fwd")
         if c["python_ops"]:
             tokenize()
+            if mark:
+                mark("gap")
         scaler.scale(loss).backward()
+        if mark:
+            mark("bwd")
         if c["logging_reads"]:
             norms.clear()
             for p in model.parameters():  # the planted reads: one sync each
                 norms.append(p.grad.norm().item())
                 norms.append(p.detach().norm().item())
+            if mark:
+                mark("reads")
         scaler.step(opt)
         scaler.update()
         model.stats.clear()
+        if mark:
+            mark("opt")
         if c["tiny"]:
             with torch.no_grad():  # the planted tiny kernels: one EMA update per op
                 for _ in range(c["tiny"] // 2):
                     ema.mul_(0.999).add_(0.001)
+            if mark:
+                mark("ema")
         if c["churn"]:
             scratch = torch.empty(16 << 20, device=dev)  # 64 MiB, freed at once
             scratch.zero_()
             del scratch
             torch.cuda.empty_cache()  # the planted churn: the cache is handed back
+            if mark:
+                mark("churn")
         return loss
 
     if halt_busy is not None:
