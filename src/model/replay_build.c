@@ -854,6 +854,22 @@ static void carry_cuts(pd_replay_t *r) {
   }
 }
 
+/* The profiler's cost as a share of the host's work (pd_replay_cost_t.host_slowdown): every
+ * host task inside an op or a call runs `slowdown` times as long traced, so 1 - 1/slowdown
+ * of it is the profiler's. Python between ops (a task outside every op) is not slowed, nor
+ * is a blocking call's wait (its cut stays the per-call one, split across the wait by
+ * pd_replay_run) or an allocator or pageable-copy call, whose time is the driver waiting
+ * (docs/diagnosis.md, "The profiler's cost, phase by phase"). */
+static void host_share_cuts(bctx_t *c, double slowdown) {
+  pd_replay_t *r = c->r;
+  const double share = 1.0 - 1.0 / slowdown;
+  for (size_t i = 0; i < r->nnodes; i++) {
+    rp_node_t *x = &r->nodes[i];
+    if (x->type == RP_GPU || (x->type == RP_HEND && x->aux >= 0)) continue;
+    x->cut = (x->bits & (RP_B_HOSTCODE | RP_B_ALLOC | RP_B_PAGEABLE)) ? 0 : (int64_t)((double)x->seg * share);
+  }
+}
+
 /* Kineto's Stream Wait Event: the waiting stream's first task launched after the wait
  * starts after the last task the recording stream had when the event was recorded. */
 static int build_waits(bctx_t *c) {
@@ -1084,6 +1100,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
   r->info.gpu_tasks = ng;
   if (build_blocks(&c) != 0 || build_waits(&c) != 0) goto out;
   carry_cuts(r);
+  if (cost != NULL && cost->host_slowdown > 1.0) host_share_cuts(&c, cost->host_slowdown);
   r->deps = malloc((c.bdep.n + c.gdep.n + 1) * sizeof(*r->deps));
   if (r->deps == NULL) goto out;
   size_t nd = 0;

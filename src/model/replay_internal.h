@@ -11,7 +11,12 @@
  * (docs/diagnosis.md, "The profiler's own cost", says where they come from). */
 #define RP_OURS_NS_PER_CALL 3000.0  /* bench_prof --launch-only: +2.5..+3.8 us per traced launch */
 #define RP_OURS_NS_PER_RANGE 500.0  /* a host range: clock reads, a record, NVTX push/pop */
-#define RP_TORCH_NS_PER_EVENT 2700.0 /* torch.profiler, per op or traced call (H100) */
+#define RP_TORCH_NS_PER_EVENT 2700.0 /* torch.profiler, per op or traced call (H100): now the
+                                        blocking calls' and the launch latency's share only */
+/* torch.profiler (CPU and CUDA, shapes and memory): the host's work in ops and calls runs
+ * this many times as long, the median over 49 phases of 8 processes measured in-process by
+ * bench/diagnosis/phase_probe.py (H200 f4488643; quartiles 1.28..1.66) */
+#define RP_TORCH_HOST_SLOWDOWN 1.42
 /* One kernel of a CUDA graph: host and front-end cost per node (docs/diagnosis.md). */
 #define RP_GRAPH_NODE_NS 300
 /* Host-to-device bandwidth of pinned copies when the trace has no large pinned copy to

@@ -51,8 +51,10 @@ int pd_replay_fill_metrics(const pd_trace_t *trace, const pd_trace_index_t *ix, 
                            pd_metrics_t *m) {
   if (trace == NULL || ix == NULL || m == NULL) return PD_EINVAL;
   pd_replay_cost_t dflt = pd_replay_cost_default(looks_like_torch(trace));
-  if (pd_trace_calibration(trace, &dflt.ns_per_call, &dflt.ns_per_range))
+  if (pd_trace_calibration(trace, &dflt.ns_per_call, &dflt.ns_per_range)) {
     dflt.source = "calibration of the recording host (profilerCost)";
+    dflt.host_slowdown = 0.0; /* the calibration is per call and range */
+  }
   if (cost == NULL || !(cost->ns_per_call >= 0) || !(cost->ns_per_range >= 0)) cost = &dflt;
   pd_replay_t *r = NULL;
   int rc = pd_replay_build(trace, ix, cost, &r);

@@ -717,6 +717,25 @@ Test(replay, profiler_cost_leaves_the_launch_and_wake_latencies) {
   expect_steps(&cost, 50.0, PD_FIX_BIT(PD_FIX_PROFILER), 46.0);
 }
 
+/* torch.profiler's cost as a share of the host's work (host_slowdown 2: half of each task
+ * inside an op or a call, and of the short stretches between ops that issue them): the
+ * op's 20 us, the call's 6, aten::empty's own 1 + 1 and the four 1 us stretches before and
+ * between ops lose half, 31 / 2 us; the 61 us of Python between the call and aten::empty
+ * (ten times the median stretch between ops and more) and the cudaMalloc inside
+ * aten::empty (the driver's time) are not the profiler's. */
+Test(replay, torch_profiler_cost_is_a_share_of_the_host_work) {
+  step(1, 0, 100);
+  add(PD_EVENT_CPU_OP, "aten::add", 1, 21, 0);
+  add(PD_EVENT_RUNTIME, "cudaGetDevice", 22, 28, 0);
+  add(PD_EVENT_CPU_OP, "aten::empty", 89, 99, 0);
+  add(PD_EVENT_RUNTIME, "cudaMalloc", 90, 98, 0);
+  pd_replay_cost_t cost = {.ns_per_call = 0, .ns_per_range = 0, .host_slowdown = 2.0, .source = "test"};
+  expect_steps(&cost, 100.0, PD_FIX_BIT(PD_FIX_PROFILER), 100.0 - 31.0 / 2.0);
+  /* a slowdown of 1 is the per-event model, here with no cost per event */
+  pd_replay_cost_t per_event = {.ns_per_call = 0, .ns_per_range = 0, .host_slowdown = 1.0, .source = "test"};
+  expect_steps(&per_event, 100.0, PD_FIX_BIT(PD_FIX_PROFILER), 100.0);
+}
+
 /* A cost longer than the task it lands on moves on to the thread's next tasks. */
 Test(replay, profiler_cost_carries_over_short_tasks) {
   step(1, 0, 100);
