@@ -134,22 +134,32 @@ static int64_t gpu_dur(const pd_replay_t *r, const rp_gtask_t *g, unsigned mask)
   return g->dur;
 }
 
-/* The GPU backlog at node n: how long after n's replayed time the GPU work launched (by
- * its call's measured time) at or before n still runs; 0 when it ends sooner. A task with
- * no launch edge is left out: the replay keeps it at its measured time whatever the host
+/* The GPU backlog at nodes n0 and n1 (*b0, *b1), in one pass over the GPU tasks: how long
+ * after the node's replayed time the GPU work launched (by its call's measured time) at or
+ * before it still runs; 0 when it ends sooner, or for a node not replayed. A task with no
+ * launch edge is left out: the replay keeps it at its measured time whatever the host
  * does, so it would bound every what-if by the measured run. */
-static int64_t replay_backlog_ns(const pd_replay_t *r, int32_t n) {
-  if (n < 0 || r->rt[n] == RP_NOT_DONE) return 0;
-  const int64_t hi = r->nodes[n].t;
-  int64_t end = r->rt[n];
-  for (size_t i = 0; i < r->nnodes; i++) {
+static void replay_backlogs_ns(const pd_replay_t *r, int32_t n0, int32_t n1, int64_t *b0, int64_t *b1) {
+  const int32_t n[2] = {n0, n1};
+  bool ok[2];
+  int64_t hi[2] = {0, 0}, end[2] = {0, 0};
+  for (int k = 0; k < 2; k++) {
+    ok[k] = n[k] >= 0 && r->rt[n[k]] != RP_NOT_DONE;
+    if (ok[k]) {
+      hi[k] = r->nodes[n[k]].t;
+      end[k] = r->rt[n[k]];
+    }
+  }
+  for (size_t i = 0; (ok[0] || ok[1]) && i < r->nnodes; i++) {
     const rp_node_t *x = &r->nodes[i];
     if (x->type != RP_GPU || r->rt[i] == RP_NOT_DONE) continue;
     const int32_t l = r->gt[x->aux].launch;
-    if (l < 0 || r->nodes[l].t > hi) continue;
-    if (r->rend[i] > end) end = r->rend[i];
+    if (l < 0) continue;
+    for (int k = 0; k < 2; k++)
+      if (ok[k] && r->nodes[l].t <= hi[k] && r->rend[i] > end[k]) end[k] = r->rend[i];
   }
-  return pd_sub_sat_i64(end, r->rt[n]);
+  *b0 = ok[0] ? pd_sub_sat_i64(end[0], r->rt[n0]) : 0;
+  *b1 = ok[1] ? pd_sub_sat_i64(end[1], r->rt[n1]) : 0;
 }
 
 int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double *step_us) {
@@ -270,7 +280,8 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
      * whose host runs ahead of the GPU (no sync left) by the GPU's own work, as the
      * launch queue bounds the program. A window that starts and ends with the same
      * backlog (a GPU-bound program in its steady state) adds nothing. */
-    const int64_t b0 = replay_backlog_ns(r, first), b1 = replay_backlog_ns(r, last);
+    int64_t b0, b1;
+    replay_backlogs_ns(r, first, last, &b0, &b1);
     if (b1 > b0) {
       const double span_us = (double)pd_sub_sat_i64(rt[last], rt[first]) / 1e3;
       const double gpu_window_us = span_us + (double)(b1 - b0) / 1e3;
