@@ -102,10 +102,11 @@ const char *pd_replay_quality_name(pd_replay_quality_t q);
 typedef struct {
   double ns_per_call;  /* per runtime/driver call; < 0 unknown (then no cost is removed) */
   double ns_per_range; /* per host range or op; < 0 unknown */
-  /* > 1: the profiler makes the host's work inside ops and calls this many times as long,
-   * and that share of each such task is its cost, in place of the per-call and per-range
-   * figures (Python between ops, blocking calls' waits and allocator or pageable-copy calls
-   * are not slowed; a blocking call and the launch latency keep ns_per_call); 0 or 1: off */
+  /* > 1: the profiler makes the host's work inside ops and calls (and the short stretches
+   * that issue the next op) this many times as long, and that share of each such task is
+   * its cost, in place of the per-call and per-range figures (the Python between ops that
+   * host_code removes, blocking calls' waits and allocator or pageable-copy calls are not
+   * slowed; a blocking call and the launch latency keep ns_per_call); otherwise off */
   double host_slowdown;
   const char *source; /* where the figures come from, for the JSON ("calibration", ...) */
 } pd_replay_cost_t;

@@ -60,7 +60,7 @@ pd_replay_cost_t pd_replay_cost_default(bool torch_trace) {
     c.ns_per_call = RP_TORCH_NS_PER_EVENT;
     c.ns_per_range = RP_TORCH_NS_PER_EVENT;
     c.host_slowdown = RP_TORCH_HOST_SLOWDOWN;
-    c.source = "documented torch.profiler cost: host work in ops and calls 1.42x as long";
+    c.source = "documented torch.profiler cost: host work in ops and calls " RP_STR(RP_TORCH_HOST_SLOWDOWN) "x as long";
   } else {
     c.ns_per_call = RP_OURS_NS_PER_CALL;
     c.ns_per_range = RP_OURS_NS_PER_RANGE;

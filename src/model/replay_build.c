@@ -855,11 +855,13 @@ static void carry_cuts(pd_replay_t *r) {
 }
 
 /* The profiler's cost as a share of the host's work (pd_replay_cost_t.host_slowdown): every
- * host task inside an op or a call runs `slowdown` times as long traced, so 1 - 1/slowdown
- * of it is the profiler's. Python between ops (a task outside every op) is not slowed, nor
- * is a blocking call's wait (its cut stays the per-call one, split across the wait by
- * pd_replay_run) or an allocator or pageable-copy call, whose time is the driver waiting
- * (docs/diagnosis.md, "The profiler's cost, phase by phase"). */
+ * host task inside an op or a call, and every short stretch between ops (the program
+ * issuing the next one), runs `slowdown` times as long traced, so 1 - 1/slowdown of it is
+ * the profiler's. Not slowed: the Python between ops that host_code counts as work (a
+ * stretch outside every op of ten times the median or more: keep_host_work), a blocking
+ * call's wait (its cut stays the per-call one, split across the wait by pd_replay_run),
+ * and an allocator or pageable-copy call, whose time is the driver's (docs/diagnosis.md,
+ * "The profiler's cost, phase by phase"). */
 static void host_share_cuts(bctx_t *c, double slowdown) {
   pd_replay_t *r = c->r;
   const double share = 1.0 - 1.0 / slowdown;

@@ -17,6 +17,8 @@
  * this many times as long, the median over 49 phases of 8 processes measured in-process by
  * bench/diagnosis/phase_probe.py (H200 f4488643; quartiles 1.28..1.66) */
 #define RP_TORCH_HOST_SLOWDOWN 1.42
+#define RP_STR_(x) #x
+#define RP_STR(x) RP_STR_(x) /* a macro's value as text, for the cost model's name */
 /* One kernel of a CUDA graph: host and front-end cost per node (docs/diagnosis.md). */
 #define RP_GRAPH_NODE_NS 300
 /* Host-to-device bandwidth of pinned copies when the trace has no large pinned copy to
