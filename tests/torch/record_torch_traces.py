@@ -49,7 +49,8 @@ third TinyLM host").
 
 Before its trace, each variant's process runs 14 unprofiled warmup steps (the bursty
 loaders: 40) and times the last 12, back to back: truth.json's
-"same_process_unprofiled_ms", the unprofiled step of the very process that was traced.
+"same_process_unprofiled_ms", the unprofiled step of the very process that was traced
+(and "same_process_unprofiled_fixed_ms", the same for the fixed program's traced process).
 Each variant is profiled (schedule wait=1 warmup=1 active=4, 8 for a planted variant (the
 bursty loaders: above), CPU+CUDA activities,
 profile_memory, record_shapes) into OUT/torch_<variant>.pt.trace.json.gz. The truth is
@@ -522,7 +523,8 @@ def main():
             entry["saved_hi"] = round(hi, 4)
             entry["measure"] = "interleaved rounds, mean wall per step"
             # The same under the profiler: what a trace of this run can show.
-            fpath, _, _ = record(v + ":fixed", a.scratch or a.out)
+            fpath, _, fsame = record(v + ":fixed", a.scratch or a.out)
+            entry["same_process_unprofiled_fixed_ms"] = round(fsame, 3)
             pf = profiled_step_ms(fpath, mean=True)
             if a.scratch:
                 os.remove(fpath)
