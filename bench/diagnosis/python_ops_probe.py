@@ -4,6 +4,7 @@ main thread between forward and backward) is removed, unprofiled and profiled, i
 Run from the repository root on a GPU host (torch with CUDA):
 
     python3 bench/diagnosis/python_ops_probe.py [--rounds 8] [--steps 100] [--out probe.json] [--pin CPU]
+                                                [--where gap|end]
 
 (about 1-2 minutes per run; run it once plain and once with --pin 2, say)
 
@@ -35,6 +36,15 @@ the filler's own in-step time (phase gap); X = tok's in-step gap, unprofiled):
       - pollute/tok show it only    -> cache/branch-predictor eviction by the Python work;
       - tok_st's extra ~ 0          -> it lives in the hand-off to / the core of pt_autograd_0.
   * profiled extra ~ 0 while unprofiled extra ~ X in the same process: the profiler hides it.
+
+--where end asks the same of tiny_ops_b64's EMA (300 small in-place ops after the optimizer,
+whose removal saved 0.5-1.3 ms more than their own time on two H200s, docs/diagnosis.md): the
+fillers go after the optimizer, X is the EMA loop's isolated time, and beside fixed, sleep,
+spin and pollute it runs ema (the planted loop) and cpu_ops (the same ops on a CPU tensor:
+torch's dispatch without kernel launches); the filler's own phase is then 'rest'. An extra
+that ema shows and cpu_ops does not lives in the launches (driver, GPU); one that sleep or
+spin also shows is the pause itself; one that only ema and cpu_ops show is torch's dispatch
+path (caches).
 """
 import argparse
 import importlib.util
@@ -55,6 +65,10 @@ ap.add_argument("--steps", type=int, default=100)
 ap.add_argument("--warmup", type=int, default=10)
 ap.add_argument("--rtt", default="tests/torch/record_torch_traces.py")
 ap.add_argument("--out", default="python_ops_probe.json")
+ap.add_argument("--where", choices=("gap", "end"), default="gap",
+                help="gap: the filler between the loss and backward (python_ops_b64's tokenizer); "
+                     "end: after the optimizer (tiny_ops_b64's EMA ops), the reference being the "
+                     "planted EMA loop, with fillers ema and cpu_ops beside sleep, spin, pollute")
 ap.add_argument("--pin", type=int, default=-1,
                 help="pin the process to this one CPU before any thread starts (pt_autograd_0 "
                      "inherits it): main and autograd thread share one core")
@@ -67,18 +81,39 @@ rtt = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(rtt)  # defines SimpleCNN, BatchSet; main() is not run
 
 tokenize = rtt.tokenize  # the planted tokenizer itself
+EMA_OPS = rtt.config("tiny_ops_b64")["tiny"]  # tiny_ops_b64's planted EMA: ops per step
+EMA_T = torch.zeros(1024, device="cuda")
+CPU_T = torch.zeros(1024)
 
 
-def tok_alone(n=300):
+def ema_loop():
+    """tiny_ops_b64's planted EMA updates: one small kernel per op."""
+    with torch.no_grad():
+        for _ in range(EMA_OPS // 2):
+            EMA_T.mul_(0.999).add_(0.001)
+
+
+def cpu_ops():
+    """The same ops on a CPU tensor: torch's dispatch without a kernel launch."""
+    with torch.no_grad():
+        for _ in range(EMA_OPS // 2):
+            CPU_T.mul_(0.999).add_(0.001)
+
+
+def alone(fn, n=300):
     ts = []
     for _ in range(n):
+        torch.cuda.synchronize()  # an empty GPU queue: the filler's own host time
         t0 = time.perf_counter()
-        tokenize()
+        fn()
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts[50:])
+    return statistics.median(ts[n // 6:])
 
 
-X0 = tok_alone()  # isolated tokenizer time, s (no torch work around it)
+REF = tokenize if a.where == "gap" else ema_loop  # the planted filler the others match
+
+
+X0 = alone(REF)  # the planted filler's isolated time, s (no training step around it)
 
 
 def spin():
@@ -113,7 +148,7 @@ def _cal_pollute():
 POLLUTE_K = _cal_pollute()
 
 FILL = {"fixed": None, "tok": tokenize, "sleep": do_sleep, "spin": spin, "pollute": pollute,
-        "tok_st": tokenize, "fixed_st": None}
+        "tok_st": tokenize, "fixed_st": None, "ema": ema_loop, "cpu_ops": cpu_ops}
 
 
 def make_step(fill):
@@ -137,7 +172,7 @@ def make_step(fill):
             out = model(x)
             loss = F.cross_entropy(out.flatten(0, -2), y.flatten())
         t1 = pc()
-        if fill is not None:
+        if fill is not None and a.where == "gap":
             fill()
         t2 = pc()
         scaler.scale(loss).backward()
@@ -146,6 +181,8 @@ def make_step(fill):
         scaler.update()
         t4 = pc()
         model.stats.clear()
+        if fill is not None and a.where == "end":
+            fill()
         t5 = pc()
         ph["fwd"] += t1 - t0; ph["gap"] += t2 - t1; ph["bwd"] += t3 - t2
         ph["opt"] += t4 - t3; ph["rest"] += t5 - t4
@@ -227,7 +264,8 @@ def summary(res, ref="fixed"):
         r = ref + "_st" if v.endswith("_st") else ref
         if r in res:  # cost: what removing the filler saves; extra: the part beyond the filler itself
             d["cost_ms"] = round(m(v, "wall_ms") - m(r, "wall_ms"), 4)
-            d["extra_ms"] = round(d["cost_ms"] - (d["gap"] - m(r, "gap")), 4)
+            fp = "gap" if a.where == "gap" else "rest"  # the filler's own phase
+            d["extra_ms"] = round(d["cost_ms"] - (d[fp] - m(r, fp)), 4)
         d["rounds_wall_ms"] = [round(x["wall_ms"], 3) for x in res[v]]
         d["steal_jiffies"] = sum(x["steal_jiffies"] for x in res[v])
         out[v] = d
@@ -236,18 +274,20 @@ def summary(res, ref="fixed"):
 
 info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
         "python": platform.python_version(), "nproc": os.cpu_count(),
-        "affinity": sorted(os.sched_getaffinity(0)), "tok_alone_ms": X0 * 1e3,
+        "affinity": sorted(os.sched_getaffinity(0)), "where": a.where, "alone_ms": X0 * 1e3,
         "pollute_k": POLLUTE_K}
 print(json.dumps(info), flush=True)
-variants = ["fixed", "tok", "sleep", "spin", "pollute", "tok_st", "fixed_st"]
+planted = "tok" if a.where == "gap" else "ema"
+variants = (["fixed", "tok", "sleep", "spin", "pollute", "tok_st", "fixed_st"] if a.where == "gap"
+            else ["fixed", "ema", "cpu_ops", "sleep", "spin", "pollute"])
 un = abba(variants, a.rounds)
-pr = abba(["fixed", "tok"], a.rounds, prof=True)
-info["tok_alone_after_ms"] = tok_alone() * 1e3
+pr = abba(["fixed", planted], a.rounds, prof=True)
+info["alone_after_ms"] = alone(REF) * 1e3
 result = {"info": info, "unprofiled": summary(un), "profiled": summary(pr),
           "raw": {"unprofiled": un, "profiled": pr}}
 with open(a.out, "w") as f:
     json.dump(result, f, indent=1)
-print(f"tokenizer alone: {X0*1e3:.3f} ms before, {info['tok_alone_after_ms']:.3f} ms after")
+print(f"{planted} alone: {X0*1e3:.3f} ms before, {info['alone_after_ms']:.3f} ms after")
 for kind in ("unprofiled", "profiled"):
     print(kind)
     print(f"  {'variant':9s} {'wall':>7s} {'cost':>7s} {'fwd':>6s} {'gap':>6s} {'bwd':>6s} "
