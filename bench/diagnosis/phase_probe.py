@@ -4,6 +4,7 @@ root on a GPU host (torch with CUDA):
 
     python3 bench/diagnosis/phase_probe.py OUT.json [--model cnn|lm] [--variants tiny_ops_b64,...]
                                            [--rounds 4] [--steps 20]
+    python3 bench/diagnosis/phase_probe.py --summarize OUT.json [MORE.json ...]   (no GPU, no torch)
 
 For each variant of tests/torch/record_torch_traces.py (its step, imported: make_step with its
 phase marks) the planted and the fixed step are built side by side in one process and run in
@@ -25,6 +26,12 @@ side and mode the median over its blocks, then:
     the fix's saving per phase  planted - fixed, per mode: what the fix removes, and whether
                                 the profiled run shows the same saving where it happens.
 
+Each table ends with the op phases' profiled / off ratios (forward, backward, optimizer and the
+EMA ops, each side, where the phase takes 0.3 ms or more unprofiled): the factor by which the
+profiler slowed the host's work in ops, which the replay takes for a torch.profiler trace
+(RP_TORCH_HOST_SLOWDOWN, src/model/replay_internal.h). --summarize prints the tables of kept
+JSON files again and the median of those ratios over all of them.
+
 The number of host events per step (ops, CUDA calls, memory records) is counted per side
 from the first profiled block (the events the profiler kept, outside the timing), so the
 added time per event of each phase can be read beside it.
@@ -42,10 +49,14 @@ import statistics
 import sys
 import time
 
-import torch
-from torch.profiler import ProfilerActivity, profile
+try:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+except ImportError:  # --summarize needs neither
+    torch = None
 
 PHASES = ("load", "fwd", "gap", "bwd", "reads", "opt", "ema", "churn", "rest")
+OP_PHASES = ("fwd", "bwd", "opt", "ema")  # the host's work in ops (not Python, not waits)
 
 
 def load_rtt(path, model):
@@ -137,6 +148,17 @@ def med(blocks, mode, side, key):
     return statistics.median(xs) if xs else float("nan")
 
 
+def op_ratios(res):
+    """profiled / off of each op phase of each side that takes 0.3 ms or more unprofiled."""
+    out = []
+    for side in ("planted", "fixed"):
+        for ph in OP_PHASES:
+            off = med(res["blocks"], "off", side, ph)
+            if off >= 0.3:
+                out.append(med(res["blocks"], "prof", side, ph) / off)
+    return out
+
+
 def table(variant, res):
     bl = res["blocks"]
     used = [p for p in PHASES if any(b[p] > 0.0005 for b in bl)]
@@ -154,18 +176,56 @@ def table(variant, res):
     for mode in ("off", "prof"):
         lines.append(f"  fix's saving, {mode:4s}      " +
                      "".join(f"{med(bl, mode, 'planted', k) - med(bl, mode, 'fixed', k):+8.3f}" for k in keys))
+    r = op_ratios(res)
+    if r:
+        lines.append("  op phases, profiled / off: " + " ".join(f"{x:.2f}" for x in r) +
+                     f" (median {statistics.median(r):.2f})")
     return "\n".join(lines)
+
+
+def summarize(paths):
+    """The tables of kept JSON files and the median op-phase ratio over all of them."""
+    allr = []
+    for path in paths:
+        texts, ratios = [], []
+        try:  # everything read from the file, before anything is printed for it
+            with open(path) as f:
+                doc = json.load(f)
+            head = f"[{path}: {doc.get('model', '?')} on {doc.get('device', '?')}, boot {doc.get('boot', '?')}]"
+            for v, res in doc["variants"].items():
+                texts.append(head + "\n" + table(v, res))
+                ratios += op_ratios(res)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, statistics.StatisticsError,
+                ZeroDivisionError) as e:
+            sys.exit(f"phase_probe: {path}: not a phase_probe result ({type(e).__name__}: {e})")
+        print("\n".join(texts))
+        if ratios:
+            print(f"{path}: {len(ratios)} op-phase ratios, median {statistics.median(ratios):.2f}")
+        allr += ratios
+    if len(allr) >= 4:
+        q = statistics.quantiles(allr, n=4)
+        print(f"all: {len(allr)} op-phase ratios, median {statistics.median(allr):.2f} "
+              f"(quartiles {q[0]:.2f} .. {q[2]:.2f})")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("out", help="JSON file for every block's figures")
+    ap.add_argument("out", nargs="?", help="JSON file for every block's figures")
+    ap.add_argument("--summarize", nargs="+", metavar="JSON",
+                    help="print the tables of kept result files and the pooled op-phase ratio")
     ap.add_argument("--model", choices=("cnn", "lm"), default="cnn")
     ap.add_argument("--variants", default="tiny_ops_b64,memory_churn_b64,logging_reads_b64")
     ap.add_argument("--rounds", type=int, default=4, help="ABBA rounds per mode")
     ap.add_argument("--steps", type=int, default=20, help="steps per block")
     ap.add_argument("--rtt", default="tests/torch/record_torch_traces.py")
     a = ap.parse_args()
+    if a.summarize:
+        summarize(a.summarize)
+        return
+    if not a.out:
+        sys.exit("phase_probe: give OUT.json (or --summarize JSON ...)")
+    if torch is None:
+        sys.exit("phase_probe: torch is not installed (only --summarize runs without it)")
     if a.rounds < 1 or a.steps < 1:
         sys.exit("phase_probe: --rounds and --steps must be at least 1")
     if not torch.cuda.is_available():

@@ -127,6 +127,17 @@ assert med("planted", "wall") - med("fixed", "wall") > 3
 assert res["events"]["planted"] == {"events": 12 / 5, "memory_records": 6 / 5}, res["events"]
 PY
 check "phase_probe.py puts each mark's time in its phase and counts host events only" $?
+# --summarize reads kept results again, without torch: the tables and the op-phase ratios
+python3 "$here/phase_probe.py" --summarize "$tmp/pp.json" >"$tmp/pp_sum.out" 2>&1 &&
+  grep -q "^tiny_ops_b64 " "$tmp/pp_sum.out" && grep -q "op-phase ratios, median" "$tmp/pp_sum.out"
+check "phase_probe.py --summarize prints a kept result's table and its op-phase ratios" $?
+echo '{"variants": {"tiny_ops_b64": {}}}' >"$tmp/not_probe.json"
+for f in "$tmp/not_probe.json" "$tmp/missing.json"; do
+  python3 "$here/phase_probe.py" --summarize "$f" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -ne 0 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ]
+  check "phase_probe.py --summarize $(basename "$f"): refused with one line" $?
+done
 for a in "--variants nope" "--rounds 0" "--steps 0"; do
   rm -f "$tmp/pp2.json"
   # shellcheck disable=SC2086

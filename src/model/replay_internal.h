@@ -14,7 +14,7 @@
 #define RP_TORCH_NS_PER_EVENT 2700.0 /* torch.profiler, per op or traced call (H100): now the
                                         blocking calls' and the launch latency's share only */
 /* torch.profiler (CPU and CUDA, shapes and memory): the host's work in ops and calls runs
- * this many times as long, the median over 49 phases of 8 processes measured in-process by
+ * this many times as long, the median over 50 phases of 8 processes measured in-process by
  * bench/diagnosis/phase_probe.py (H200 f4488643; quartiles 1.28..1.66) */
 #define RP_TORCH_HOST_SLOWDOWN 1.42
 #define RP_STR_(x) #x
