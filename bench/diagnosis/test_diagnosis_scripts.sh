@@ -75,9 +75,11 @@ PY
   check "truth_table.py --torch marks a $model row timed with a sync per step only where it was ($n)" $?
 done
 
-# phase_probe.py, on a stand-in torch (no GPU here) and a stand-in step whose phases sleep
-# known times: each mark's time lands in its phase, the planted-only phase is the fix's
-# saving, and bad input is refused with one line before anything is written.
+# phase_probe.py, on a stand-in torch (no GPU here) and a stand-in step whose phases take
+# known times on a stand-in clock (time.perf_counter advances only as the step says, so
+# nothing here depends on this machine's speed): each mark's time lands in its phase, the
+# planted-only phase is the fix's saving, and bad input is refused with one line before
+# anything is written.
 stub=$tmp/stub
 mkdir -p "$stub/torch/profiler"
 cat >"$stub/torch/__init__.py" <<'PY'
@@ -105,11 +107,15 @@ cat >"$stub/rtt.py" <<'PY'
 import time
 PLANTED = {"tiny_ops_b64": "launch_overhead"}
 MODEL = "cnn"
+_now = [0.0]
+time.perf_counter = lambda: _now[0]  # the probe's clock: it moves only in spend()
+def spend(ms):
+    _now[0] += ms / 1e3
 def make_step(variant, mark=None):
     def step():
-        time.sleep(0.001); mark("load"); time.sleep(0.002); mark("fwd")
+        spend(1); mark("load"); spend(2); mark("fwd")
         if not variant.endswith(":fixed"):
-            time.sleep(0.004); mark("ema")
+            spend(4); mark("ema")
     return step, {}
 PY
 PYTHONPATH=$stub python3 "$here/phase_probe.py" "$tmp/pp.json" --rtt "$stub/rtt.py" --variants tiny_ops_b64 \
@@ -121,9 +127,10 @@ res = json.load(open(sys.argv[1]))["variants"]["tiny_ops_b64"]
 def med(side, key):
     return statistics.median(b[key] for b in res["blocks"] if b["side"] == side and b["mode"] == "off")
 assert len(res["blocks"]) == 3 * 2 * 2, len(res["blocks"])  # modes x rounds x sides
-assert 3.5 < med("planted", "ema") < 8 and med("fixed", "ema") == 0, (med("planted", "ema"), med("fixed", "ema"))
-assert 0.8 < med("fixed", "load") < 4 and 1.8 < med("fixed", "fwd") < 6
-assert med("planted", "wall") - med("fixed", "wall") > 3
+near = lambda x, want: abs(x - want) < 1e-6
+assert near(med("planted", "ema"), 4) and med("fixed", "ema") == 0, (med("planted", "ema"), med("fixed", "ema"))
+assert near(med("fixed", "load"), 1) and near(med("fixed", "fwd"), 2) and near(med("planted", "rest"), 0)
+assert near(med("planted", "wall") - med("fixed", "wall"), 4)
 assert res["events"]["planted"] == {"events": 12 / 5, "memory_records": 6 / 5}, res["events"]
 PY
 check "phase_probe.py puts each mark's time in its phase and counts host events only" $?
