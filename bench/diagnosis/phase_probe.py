@@ -51,7 +51,7 @@ import time
 
 try:
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import profile
 except ImportError:  # --summarize needs neither
     torch = None
 
@@ -129,8 +129,7 @@ def probe(rtt, variant, rounds, steps):
             for side in order:
                 step, clock = sides[side], clocks[side]
                 if mode == "prof":
-                    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                                 profile_memory=True, record_shapes=True) as prof:
+                    with profile(**rtt.trace_settings()) as prof:  # as record() traces
                         for _ in range(2):  # the session's first steps pay its start
                             clock.start()
                             step()

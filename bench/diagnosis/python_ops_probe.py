@@ -47,7 +47,6 @@ spin also shows is the pause itself; one that only ema and cpu_ops show is torch
 path (caches).
 """
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -57,7 +56,9 @@ import time
 
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import profile
+
+from phase_probe import load_rtt  # the one loader of record_torch_traces.py as a module
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--rounds", type=int, default=8)
@@ -76,9 +77,7 @@ a = ap.parse_args()
 if a.pin >= 0:
     os.sched_setaffinity(0, {a.pin})
 
-spec = importlib.util.spec_from_file_location("rtt", a.rtt)
-rtt = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(rtt)  # defines SimpleCNN, BatchSet; main() is not run
+rtt = load_rtt(a.rtt, "cnn")  # defines SimpleCNN, BatchSet; main() is not run
 
 tokenize = rtt.tokenize  # the planted tokenizer itself
 EMA_OPS = rtt.config("tiny_ops_b64")["tiny"]  # tiny_ops_b64's planted EMA: ops per step
@@ -88,16 +87,12 @@ CPU_T = torch.zeros(1024)
 
 def ema_loop():
     """tiny_ops_b64's planted EMA updates: one small kernel per op."""
-    with torch.no_grad():
-        for _ in range(EMA_OPS // 2):
-            EMA_T.mul_(0.999).add_(0.001)
+    rtt.ema_updates(EMA_T, EMA_OPS)
 
 
 def cpu_ops():
     """The same ops on a CPU tensor: torch's dispatch without a kernel launch."""
-    with torch.no_grad():
-        for _ in range(EMA_OPS // 2):
-            CPU_T.mul_(0.999).add_(0.001)
+    rtt.ema_updates(CPU_T, EMA_OPS)
 
 
 def alone(fn, n=300):
@@ -223,8 +218,7 @@ def run_round(v, prof=False):
         s0, th0 = proc_snapshot()
         p = None
         if prof:
-            p = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                        record_shapes=True, profile_memory=True)
+            p = profile(**rtt.trace_settings())  # as record() traces
             p.__enter__()
             for _ in range(3):  # the profiler's own start-up out of the timing
                 step()

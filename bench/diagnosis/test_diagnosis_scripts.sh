@@ -111,6 +111,8 @@ _now = [0.0]
 time.perf_counter = lambda: _now[0]  # the probe's clock: it moves only in spend()
 def spend(ms):
     _now[0] += ms / 1e3
+def trace_settings():
+    return {}
 def make_step(variant, mark=None):
     def step():
         spend(1); mark("load"); spend(2); mark("fwd")

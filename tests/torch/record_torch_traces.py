@@ -290,6 +290,21 @@ def tokenize():
     return ids
 
 
+def ema_updates(t, ops):
+    """tiny_ops_b64's planted tiny kernels: `ops` separate in-place updates of t, an EMA
+    (bench/diagnosis/python_ops_probe.py --where end runs them outside the step too)."""
+    with torch.no_grad():
+        for _ in range(ops // 2):
+            t.mul_(0.999).add_(0.001)
+
+
+def trace_settings():
+    """What every torch.profiler session of tests/torch and its probes records: CPU and
+    CUDA activities, shapes and memory (bench/diagnosis/phase_probe.py, python_ops_probe.py)."""
+    return dict(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], profile_memory=True,
+                record_shapes=True)
+
+
 def make_step(variant, mark=None):
     """The training step of a variant and its config. mark, where given, is called with a
     phase's name as each phase of the step ends, on the host's clock (no synchronization):
@@ -346,9 +361,7 @@ def make_step(variant, mark=None):
         if mark:
             mark("opt")
         if c["tiny"]:
-            with torch.no_grad():  # the planted tiny kernels: one EMA update per op
-                for _ in range(c["tiny"] // 2):
-                    ema.mul_(0.999).add_(0.001)
+            ema_updates(ema, c["tiny"])  # the planted tiny kernels: one EMA update per op
             if mark:
                 mark("ema")
         if c["churn"]:
@@ -442,10 +455,8 @@ def record(variant, out):
     same_ms = (time.perf_counter() - t0) * 1e3 / (warm - first)
     name = variant.replace(":", "_")
     path = os.path.join(out, f"torch_{name}.pt.trace.json.gz")
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                 schedule=schedule(wait=1, warmup=PROF_WARMUP.get(variant.split(":")[0], 1), active=active, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(path),
-                 profile_memory=True, record_shapes=True) as prof:
+    with profile(schedule=schedule(wait=1, warmup=PROF_WARMUP.get(variant.split(":")[0], 1), active=active, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(path), **trace_settings()) as prof:
         for _ in range(1 + PROF_WARMUP.get(variant.split(":")[0], 1) + active):
             step()
             prof.step()
