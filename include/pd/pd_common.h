@@ -114,6 +114,11 @@ int pd_array_grow(void **arr, size_t *cap, size_t need, size_t elem);
 /* The project's one clock: CLOCK_MONOTONIC in int64 nanoseconds. Host ranges, step
  * timing and (through CUPTI's timestamp callback) GPU activity all use it. */
 int64_t pd_clock_now_ns(void);
+/* Moves pd_clock_now_ns() forward by ns (> 0) for the rest of the process, as if that
+ * much time had passed at once: unit tests make a step "take" a known time without
+ * sleeping, and every timestamp (host ranges, step markers, a scripted source's records)
+ * moves alike. Thread-safe; never moves the clock back. Not for programs. */
+void pd_clock_skip_ns(int64_t ns);
 /* Nanoseconds to add to a pd_clock_now_ns() value to get Unix time (CLOCK_REALTIME). */
 int64_t pd_clock_unix_offset_ns(void);
 

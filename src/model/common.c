@@ -1,6 +1,7 @@
 /* common.c: error strings and the project's one clock. */
 #include "pd/pd_common.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -26,10 +27,17 @@ const char *pd_err_name(int err) {
   return "PD_EUNKNOWN";
 }
 
+/* pd_clock_skip_ns's total; a relaxed load is a plain load where the clock is read */
+static _Atomic int64_t g_clock_skip_ns;
+
 int64_t pd_clock_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + atomic_load_explicit(&g_clock_skip_ns, memory_order_relaxed);
+}
+
+void pd_clock_skip_ns(int64_t ns) {
+  if (ns > 0) atomic_fetch_add_explicit(&g_clock_skip_ns, ns, memory_order_relaxed);
 }
 
 int64_t pd_clock_unix_offset_ns(void) {

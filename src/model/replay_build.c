@@ -833,8 +833,18 @@ static void loader_share(pd_replay_t *r, const pd_trace_index_t *ix, const pd_ev
 
 /* The profiler's cost lands where the tracing happens, around each op and call; where a
  * host task is shorter than the cost assigned to it, the rest moves on to the thread's
- * next tasks (never into a blocking call's wait, whose length the GPU sets). */
-static void carry_cuts(pd_replay_t *r) {
+ * next tasks (never into a blocking call's wait, whose length the GPU sets).
+ *
+ * With a cost model that is a share of the host's work (pd_replay_cost_t.host_slowdown >
+ * 1), every host task inside an op or a call, and every short stretch between ops (the
+ * program issuing the next one), runs `slowdown` times as long traced, so 1 - 1/slowdown
+ * of it is the profiler's, and nothing is carried. Not slowed: the Python between ops that
+ * host_code counts as work (a stretch outside every op of ten times the median or more:
+ * keep_host_work), a blocking call's wait (its cut stays the per-call one, split across the
+ * wait as below), and an allocator or pageable-copy call, whose time is the driver's
+ * (docs/diagnosis.md, "The profiler's cost, phase by phase"). */
+static void carry_cuts(pd_replay_t *r, double slowdown) {
+  const double share = slowdown > 1.0 ? 1.0 - 1.0 / slowdown : 0.0;
   int64_t carry = 0;
   for (size_t i = 0; i < r->nnodes; i++) {
     rp_node_t *x = &r->nodes[i];
@@ -847,28 +857,14 @@ static void carry_cuts(pd_replay_t *r) {
       x->cut /= 2;
       continue;
     }
+    if (share > 0.0) {
+      x->cut = (x->bits & (RP_B_HOSTCODE | RP_B_ALLOC | RP_B_PAGEABLE)) ? 0 : (int64_t)((double)x->seg * share);
+      continue;
+    }
     int64_t want = x->cut + carry;
     int64_t room = x->seg;
     x->cut = want < room ? want : room;
     carry = want - x->cut;
-  }
-}
-
-/* The profiler's cost as a share of the host's work (pd_replay_cost_t.host_slowdown): every
- * host task inside an op or a call, and every short stretch between ops (the program
- * issuing the next one), runs `slowdown` times as long traced, so 1 - 1/slowdown of it is
- * the profiler's. Not slowed: the Python between ops that host_code counts as work (a
- * stretch outside every op of ten times the median or more: keep_host_work), a blocking
- * call's wait (its cut stays the per-call one, split across the wait by pd_replay_run),
- * and an allocator or pageable-copy call, whose time is the driver's (docs/diagnosis.md,
- * "The profiler's cost, phase by phase"). */
-static void host_share_cuts(bctx_t *c, double slowdown) {
-  pd_replay_t *r = c->r;
-  const double share = 1.0 - 1.0 / slowdown;
-  for (size_t i = 0; i < r->nnodes; i++) {
-    rp_node_t *x = &r->nodes[i];
-    if (x->type == RP_GPU || (x->type == RP_HEND && x->aux >= 0)) continue;
-    x->cut = (x->bits & (RP_B_HOSTCODE | RP_B_ALLOC | RP_B_PAGEABLE)) ? 0 : (int64_t)((double)x->seg * share);
   }
 }
 
@@ -1101,8 +1097,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
   if (build_gpu(&c, r->info.pinned_gbps) != 0) goto out;
   r->info.gpu_tasks = ng;
   if (build_blocks(&c) != 0 || build_waits(&c) != 0) goto out;
-  carry_cuts(r);
-  if (cost != NULL && cost->host_slowdown > 1.0) host_share_cuts(&c, cost->host_slowdown);
+  carry_cuts(r, cost != NULL ? cost->host_slowdown : 0.0);
   r->deps = malloc((c.bdep.n + c.gdep.n + 1) * sizeof(*r->deps));
   if (r->deps == NULL) goto out;
   size_t nd = 0;

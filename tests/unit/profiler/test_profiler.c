@@ -155,6 +155,43 @@ Test(profiler, schedule_cycles_and_step_ranges) {
   log_free(&log);
 }
 
+/* pd_clock_skip_ns moves every timestamp alike: a range and its step that "took" 50 ms
+ * without sleeping measure at least that, the steps around them far less, and the order of
+ * events holds. */
+Test(profiler, a_skipped_clock_moves_ranges_and_steps_alike) {
+  log_t log = {0};
+  pd_prof_config_t cfg = cpu_config(&log, (pd_schedule_t){.wait = 0, .warmup = 0, .active = 3, .repeat = 1});
+  pd_prof_t *p = NULL;
+  cr_assert_eq(pd_prof_create(&cfg, &p), 0, "create: %s", pd_prof_last_error(NULL));
+  cr_assert_eq(pd_prof_start(p), 0);
+  const int64_t t0 = pd_clock_now_ns();
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(pd_range_push("work"), 0);
+    if (i == 1) pd_clock_skip_ns(50000000);
+    pd_clock_skip_ns(-1); /* never backward */
+    cr_assert_eq(pd_range_pop(), 0);
+    cr_assert_eq(pd_prof_step(p), 0);
+  }
+  cr_assert_geq(pd_clock_now_ns() - t0, 50000000);
+  cr_assert_eq(pd_prof_stop(p), 0);
+  cr_assert_eq(log.ncycles, 1);
+  const cycle_copy_t *c = &log.cycles[0];
+  int works = 0, steps = 0;
+  for (size_t i = 0; i < c->n; i++) {
+    const ev_copy_t *e = &c->ev[i];
+    const int64_t d = e->end_ns - e->start_ns;
+    const bool is_step = e->step >= 0;
+    const int64_t idx = is_step ? steps++ : works++;
+    if (idx == 1) cr_expect_geq(d, 50000000, "%s took %lld ns", e->name, (long long)d);
+    else cr_expect_lt(d, 40000000, "%s #%lld took %lld ns", e->name, (long long)idx, (long long)d);
+    if (i > 0) cr_expect_geq(e->start_ns, c->ev[i - 1].start_ns, "sorted by start");
+  }
+  cr_expect_eq(works, 3);
+  cr_expect_eq(steps, 3);
+  pd_prof_destroy(p);
+  log_free(&log);
+}
+
 /* The config's step range (pd_run --step_range) is set on every cycle's trace; none
  * without it. */
 Test(profiler, cycles_carry_the_programs_step_range) {
