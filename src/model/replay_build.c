@@ -78,6 +78,15 @@ static bool is_feed_op(const char *name) {
   return name_in(strip_aten(name), feeds, sizeof feeds / sizeof feeds[0]);
 }
 
+/* The AMP gradient scaler's overflow check (torch's GradScaler.unscale_): the read that
+ * follows it (found_inf.item() in GradScaler.step) decides whether the optimizer step
+ * runs, so the program cannot drop it or make it asynchronous the way it can a read for
+ * logging; removed, the replay let the host run a whole step ahead of a GPU-bound step
+ * that in truth still waits there every step. */
+static bool is_scaler_check(const char *name) {
+  return name != NULL && strcmp(name, "aten::_amp_foreach_non_finite_check_and_unscale_") == 0;
+}
+
 /* A copy with a pageable host side, which the driver stages (the host blocks). */
 static bool is_pageable_copy(const pd_event_t *e) {
   if (e->kind != PD_EVENT_MEMCPY) return false;
@@ -198,9 +207,12 @@ static void mark_reads(bctx_t *c, const int32_t *prev_sib) {
     int32_t p = c->ix->parent[e];
     if (p >= 0 && is_read_op(ev[p].name)) continue; /* the outer read op holds the group */
     if (!c->devread[e]) continue; /* a read of a host tensor: nothing waits for the GPU */
+    int32_t s = prev_sib[e];
+    while (s >= 0 && is_feed_op(ev[s].name)) s = prev_sib[s];
+    if (s >= 0 && is_scaler_check(ev[s].name)) continue; /* the step needs it: not a read to drop */
     c->own[e] |= RP_B_READ;
-    int32_t next = e, s = prev_sib[e];
-    for (; s >= 0 && is_feed_op(ev[s].name); s = prev_sib[s]) {
+    int32_t next = e;
+    for (s = prev_sib[e]; s >= 0 && is_feed_op(ev[s].name); s = prev_sib[s]) {
       c->own[s] |= RP_B_READ;
       c->gapbits[next] |= RP_B_READ; /* the host time between two ops of the group */
       next = s;
@@ -439,9 +451,15 @@ static void link_forks(bctx_t *c, size_t m0, size_t m1) {
   for (size_t i = 0; i < r->nnodes; i++) {
     rp_node_t *x = &r->nodes[i];
     if (x->fork == -2) {
+      /* Only where the step thread did something after this thread's previous task: an op
+       * that follows its own thread's work with the step thread idle since (torch's
+       * autograd thread going from one backward function to the next while the main thread
+       * waits in backward()) was started by that work, and keeps its own thread's order;
+       * pinned to the step thread, every backward function kept its measured start and
+       * the pass its measured length, whatever the replay took out of it. */
       x->fork = -1;
       size_t lo = first_main_after(r, m0, m1, x->t);
-      if (lo > m0) x->fork = (int32_t)(lo - 1);
+      if (lo > m0 && (x->prev < 0 || r->nodes[lo - 1].t >= r->nodes[x->prev].t)) x->fork = (int32_t)(lo - 1);
       continue;
     }
     /* The end of another thread's outermost op inside an idle stretch of the step thread
@@ -484,6 +502,31 @@ static int keep_host_work(bctx_t *c, size_t m0, size_t m1) {
   return 0;
 }
 
+/* A thread other than the step's: the stretches outside its ops are no Python of the step
+ * (host_code is the step thread's); the short ones are the thread issuing its next op, host
+ * work the profiler slows like any other, and one of PD_HOST_WORK_GAPS times the thread's
+ * median stretch or more is the thread waiting for work (RP_B_IDLE). */
+static int mark_thread_idle(bctx_t *c, size_t t0, size_t t1) {
+  pd_replay_t *r = c->r;
+  i64vec_t segs = {0};
+  for (size_t i = t0; i < t1; i++) {
+    const rp_node_t *x = &r->nodes[i];
+    if ((x->bits & RP_B_HOSTCODE) && !(x->bits & RP_B_DATA) && x->seg > 0 && i64_push(&segs, x->seg) != 0) {
+      free(segs.v);
+      return PD_ENOMEM;
+    }
+  }
+  const int64_t dispatch = median_or(&segs, 0);
+  free(segs.v);
+  for (size_t i = t0; i < t1; i++) {
+    rp_node_t *x = &r->nodes[i];
+    if (!(x->bits & RP_B_HOSTCODE) || (x->bits & RP_B_DATA)) continue;
+    x->bits &= (uint16_t)~RP_B_HOSTCODE;
+    if (x->seg >= PD_HOST_WORK_GAPS * dispatch) x->bits |= RP_B_IDLE;
+  }
+  return 0;
+}
+
 static int sweep_host(bctx_t *c, const pd_replay_cost_t *cost, int32_t *stack, bool ops) {
   const pd_event_t *ev = c->ev;
   const pd_trace_index_t *ix = c->ix;
@@ -498,7 +541,8 @@ static int sweep_host(bctx_t *c, const pd_replay_cost_t *cost, int32_t *stack, b
     int32_t prev = -1;
     int64_t tlast = 0;
     const bool main_thread = pid == step0->pid && tid == step0->tid;
-    if (main_thread) m0 = c->r->nnodes;
+    const size_t t0 = c->r->nnodes;
+    if (main_thread) m0 = t0;
     for (;; k++) {
       bool more = k < ix->nhost && ev[ix->host_order[k]].pid == pid && ev[ix->host_order[k]].tid == tid;
       int64_t s = more ? ev[ix->host_order[k]].start_ns : INT64_MAX;
@@ -527,6 +571,7 @@ static int sweep_host(bctx_t *c, const pd_replay_cost_t *cost, int32_t *stack, b
       stack[depth++] = e;
     }
     if (main_thread) m1 = c->r->nnodes;
+    else if (mark_thread_idle(c, t0, c->r->nnodes) != 0) return PD_ENOMEM;
   }
   link_forks(c, m0, m1);
   return ops ? keep_host_work(c, m0, m1) : 0;
@@ -858,7 +903,7 @@ static void carry_cuts(pd_replay_t *r, double slowdown) {
       continue;
     }
     if (share > 0.0) {
-      x->cut = (x->bits & (RP_B_HOSTCODE | RP_B_ALLOC | RP_B_PAGEABLE)) ? 0 : (int64_t)((double)x->seg * share);
+      x->cut = (x->bits & (RP_B_HOSTCODE | RP_B_IDLE | RP_B_ALLOC | RP_B_PAGEABLE)) ? 0 : (int64_t)((double)x->seg * share);
       continue;
     }
     int64_t want = x->cut + carry;

@@ -57,9 +57,12 @@ enum {
   RP_B_TINY = 1u << 4,     /* a chain of tiny ops */
   RP_B_LAUNCH = 1u << 5,   /* inside a kernel launch call */
   RP_B_PAGEABLE = 1u << 6, /* inside the call of a pageable copy */
-  RP_B_PGOP = 1u << 7      /* (build only) inside an op that issues a pageable copy: torch's
+  RP_B_PGOP = 1u << 7,     /* (build only) inside an op that issues a pageable copy: torch's
                               copy_ of a blocking .to() syncs its stream after the copy, a
                               wait the pinned, non-blocking copy does not have */
+  RP_B_IDLE = 1u << 8      /* a long stretch outside every op of a thread other than the
+                              step's: the thread waiting for work, which the profiler does not
+                              slow and no fix removes */
 };
 
 enum { RP_HSTART = 0, RP_GPU = 1, RP_HEND = 2 };

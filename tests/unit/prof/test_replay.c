@@ -321,6 +321,50 @@ Test(replay, blocking_read_removed_with_its_feeding_ops) {
   unbuild(&b);
 }
 
+/* GradScaler's overflow check: the .item() that follows
+ * aten::_amp_foreach_non_finite_check_and_unscale_ decides whether the optimizer step
+ * runs, so no fix drops it or makes it asynchronous; a read of a mean in the same step is
+ * one. */
+Test(replay, the_grad_scalers_overflow_check_is_not_a_read_to_drop) {
+  step(1, 0, 100);
+  add(PD_EVENT_CPU_OP, "aten::_amp_foreach_non_finite_check_and_unscale_", 2, 8, 0);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 3, 5, 1);
+  kernel(9, 20, 1, 7);
+  add(PD_EVENT_CPU_OP, "aten::item", 10, 30, 0);
+  add(PD_EVENT_RUNTIME, "cudaMemcpyAsync", 11, 13, 2);
+  pd_event_t *cp = add(PD_EVENT_MEMCPY, NULL, 21, 22, 2);
+  cp->u.memcpy.copy_kind = PD_MEMCPY_DTOH;
+  cp->u.memcpy.src_kind = PD_MEM_DEVICE;
+  cp->u.memcpy.dst_kind = PD_MEM_PINNED;
+  cp->u.memcpy.bytes = 1;
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 14, 25, 3);
+  built_t b;
+  build(&b, NULL);
+  NEAR(pd_replay_info(b.r)->reads_per_step, 0.0);
+  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_READS)), 100.0);
+  NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_READS_ASYNC)), 100.0);
+  unbuild(&b);
+  /* the same read after a mean is one */
+  pd_trace_destroy(T);
+  T = pd_trace_create();
+  step(1, 0, 100);
+  add(PD_EVENT_CPU_OP, "aten::mean", 2, 8, 0);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 3, 5, 1);
+  kernel(9, 20, 1, 7);
+  add(PD_EVENT_CPU_OP, "aten::item", 10, 30, 0);
+  add(PD_EVENT_RUNTIME, "cudaMemcpyAsync", 11, 13, 2);
+  cp = add(PD_EVENT_MEMCPY, NULL, 21, 22, 2);
+  cp->u.memcpy.copy_kind = PD_MEMCPY_DTOH;
+  cp->u.memcpy.src_kind = PD_MEM_DEVICE;
+  cp->u.memcpy.dst_kind = PD_MEM_PINNED;
+  cp->u.memcpy.bytes = 1;
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 14, 25, 3);
+  build(&b, NULL);
+  NEAR(pd_replay_info(b.r)->reads_per_step, 1.0);
+  cr_expect_lt(replay_us(&b, PD_FIX_BIT(PD_FIX_READS)), 90.0);
+  unbuild(&b);
+}
+
 /* A step of 100 us whose host waits (a blocking read) for its one 80 us kernel, at t0. */
 static void gpu_bound_step(int64_t n, double t0, uint64_t corr) {
   step(n, t0, t0 + 100);
@@ -757,6 +801,32 @@ Test(replay, other_thread_forks_and_joins_the_step_thread) {
    * measured distance (5) 25..65, the optimizer joins it at the measured distance (5)
    * 70..85 */
   expect_steps(NULL, 100.0, PD_FIX_BIT(PD_FIX_HOST_CODE), 85.0);
+}
+
+/* torch's autograd thread runs the backward functions one after another while the main
+ * thread waits in backward(): only the first follows the main thread (it did something
+ * since the autograd thread's last task); the others follow their own thread, so the
+ * profiler's share taken out of each shortens the whole pass, and the optimizer, which
+ * joins the last, moves with it. A long stretch between two of them with the main thread
+ * idle (the autograd thread waiting for work) is not the profiler's. Slowdown 2, tasks in
+ * us: main 0..10 (5 off), mul 10..30 (10 off); B1..B4 at 5, 6, 6, 6 after each other (the
+ * 2 us stretches 1 off, the ops 5 off: 20..43); the 60 us wait kept, B5 103..108; the
+ * optimizer 6 + 3 after it, 15 us, and the 10 us to the step's end 5: 137. Pinned to the
+ * measured backward (each function at its measured distance from the mul), the step read
+ * 160. */
+Test(replay, an_autograd_chain_follows_its_own_thread_not_the_step_thread) {
+  step(1, 0, 200);
+  /* each op launches a kernel (the op layer: the main thread's short stretches are the
+   * program issuing its next op) */
+  const double ops[7][2] = {{10, 30}, {35, 45}, {47, 57}, {59, 69}, {71, 81}, {141, 151}, {160, 190}};
+  for (int i = 0; i < 7; i++) {
+    const char *name = i == 0 ? "aten::mul" : i == 6 ? "Optimizer.step" : "autograd::engine::evaluate_function";
+    const uint32_t tid = i == 0 || i == 6 ? 1 : 2;
+    add(PD_EVENT_CPU_OP, name, ops[i][0], ops[i][1], 0)->tid = tid;
+    add(PD_EVENT_RUNTIME, "cudaLaunchKernel", ops[i][0] + 1, ops[i][0] + 2, 0)->tid = tid;
+  }
+  pd_replay_cost_t cost = {.ns_per_call = 0, .ns_per_range = 0, .host_slowdown = 2.0, .source = "test"};
+  expect_steps(&cost, 200.0, PD_FIX_BIT(PD_FIX_PROFILER), 137.0);
 }
 
 /* A trace that carries its recording host's calibration is replayed with it. */
