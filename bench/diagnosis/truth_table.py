@@ -45,7 +45,8 @@ SCENARIOS = {
 }
 # torch variant's planted cause -> transformation
 TORCH = {"dataloader": "data_wait", "sync": "blocking_reads", "launch_overhead": "tiny_ops",
-         "allocator_churn": "allocation", "host_code": "host_code", "pageable_copy": "pageable_copy"}
+         "allocator_churn": "allocation", "host_code": "host_code", "pageable_copy": "pageable_copy",
+         "cuda_graph": "launch_overhead"}  # graphed_b64: the step captured in a CUDA graph
 
 
 def wall_s(path):

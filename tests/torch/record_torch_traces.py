@@ -31,6 +31,12 @@ and the classes whose own time is small but whose knock-on cost is large (docs/d
                        models; bursty_loader_b64's fix removes both)
   nonforeach_adamw_b64 AdamW(foreach=False): one small kernel per parameter and operation;
                        fix: the default multi-tensor (foreach) AdamW
+  graphed_b64          nothing planted: the plain step in bf16 autocast without a
+                       GradScaler (whose overflow check reads the GPU every step, which no
+                       graph can hold) and with AdamW(capturable=True); fix: the same step
+                       (forward, backward, optimizer) captured once in a CUDA graph and
+                       replayed each step, the batch copied into its static inputs: what
+                       the launch_overhead fix's saving is set against
 
 For these the truth is measured in ROUNDS interleaved rounds (ABBA: planted, fixed, fixed,
 planted, ...), each a fresh step (model, loader) with its warmup, timed as the mean wall time
@@ -251,7 +257,8 @@ def config(variant):
     base = variant.split(":")[0]
     fixed = variant.endswith(":fixed")
     c = dict(batch=64, amp=True, sync=False, tiny=0, churn=False, logging_reads=False, python_ops=False,
-             pageable_mib=0, pinned_side=False, foreach=True)
+             pageable_mib=0, pinned_side=False, foreach=True, bf16=False, scaler=True, capturable=False,
+             graph=False)
     if base.startswith("logging_reads") and not fixed:
         c["logging_reads"] = True
     if base.startswith("python_ops") and not fixed:
@@ -261,6 +268,8 @@ def config(variant):
         c["pinned_side"] = fixed
     if base.startswith("nonforeach_adamw") and not fixed:
         c["foreach"] = False
+    if base.startswith("graphed"):
+        c.update(bf16=True, scaler=False, capturable=True, graph=fixed)
     if base.startswith("heavy_b1024"):
         c["batch"] = 1024
     if base == "heavy_b1024_fp32":
@@ -314,8 +323,10 @@ def make_step(variant, mark=None):
     dev = torch.device("cuda")
     torch.manual_seed(0)
     model = (TinyLM if MODEL == "lm" else SimpleCNN)(stats_sync=c["sync"]).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2, foreach=c["foreach"])
-    scaler = torch.amp.GradScaler("cuda", enabled=c["amp"])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2, foreach=c["foreach"],
+                            capturable=c["capturable"])
+    scaler = torch.amp.GradScaler("cuda", enabled=c["amp"] and c["scaler"])
+    amp_dtype = torch.bfloat16 if c["bf16"] else torch.float16
     ema = torch.zeros(1024, device=dev)
     it = iter(make_loader(variant, c["batch"]))
     halt_busy = busy_loader(c["batch"]) if variant == "bursty_busy_b64:fixed" else None
@@ -336,7 +347,7 @@ def make_step(variant, mark=None):
         if side is not None:
             side_dev = side.to(dev, non_blocking=c["pinned_side"])
             del side_dev
-        with torch.autocast("cuda", dtype=torch.float16, enabled=c["amp"]):
+        with torch.autocast("cuda", dtype=amp_dtype, enabled=c["amp"]):
             out = model(x)
             loss = F.cross_entropy(out.flatten(0, -2), y.flatten())
         if mark:
@@ -375,7 +386,53 @@ def make_step(variant, mark=None):
 
     if halt_busy is not None:
         weakref.finalize(step, halt_busy)  # the busy loader lives as long as this step
+    if c["graph"]:
+        return graphed_step(model, opt, it, amp_dtype, mark), c
     return step, c
+
+
+def graphed_step(model, opt, it, amp_dtype, mark=None):
+    """graphed_b64's fix: forward, backward and the optimizer step captured once in a CUDA
+    graph (torch's whole-network capture: three warmup iterations on a side stream, then
+    the capture with the gradients unset, so backward writes them from the graph's pool);
+    each step copies its batch into the static inputs and replays the graph."""
+    dev = torch.device("cuda")
+    x0, y0 = next(it)
+    static_x = x0.to(dev)
+    static_y = y0.to(dev)
+
+    def body():
+        with torch.autocast("cuda", dtype=amp_dtype):
+            out = model(static_x)
+            loss = F.cross_entropy(out.flatten(0, -2), static_y.flatten())
+        loss.backward()
+        opt.step()
+        return loss
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            body()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        static_loss = body()
+
+    def step():
+        x, y = next(it)
+        static_x.copy_(x, non_blocking=True)
+        static_y.copy_(y, non_blocking=True)
+        if mark:
+            mark("load")
+        graph.replay()
+        if mark:
+            mark("opt")
+        return static_loss
+
+    return step
 
 
 def timed_ms(variant, steps, warmup=10):
@@ -471,7 +528,8 @@ PLANTED = {"dataloader_b64": "dataloader", "sync_b64": "sync", "sync_b512": "syn
 # The classes with a small own time and a large knock-on cost, measured interleaved.
 INTERLEAVED = {"logging_reads_b64": "sync", "python_ops_b64": "host_code",
                "pageable_input_b64": "pageable_copy", "bursty_loader_b64": "dataloader",
-               "bursty_busy_b64": "dataloader", "nonforeach_adamw_b64": "launch_overhead"}
+               "bursty_busy_b64": "dataloader", "nonforeach_adamw_b64": "launch_overhead",
+               "graphed_b64": "cuda_graph"}
 VARIANTS += list(INTERLEAVED)
 PLANTED.update(INTERLEAVED)
 # Every planted variant's trace holds 8 steps (the classic ones held 4 before 2026-11-29,
