@@ -482,7 +482,10 @@ static void fix_evidence(char *buf, size_t len, const pd_metrics_t *m, pd_fix_t 
            m->device_alloc_calls_per_step, sv);
       break;
     case PD_FIX_LAUNCH:
-      addf(buf, len, "%.0f kernels per step launched at a CUDA graph's per-kernel cost: %s", m->kernels_per_step, sv);
+      addf(buf, len,
+           "the step captured in a CUDA graph: its %.0f kernels per step replayed back to back, the host's "
+           "dispatch of their ops gone (syncs, data waits, pageable copies and Python outside the ops kept): %s",
+           m->kernels_per_step, sv);
       break;
     case PD_FIX_TINY_OPS:
       addf(buf, len,
@@ -522,10 +525,15 @@ static bool is_cause_name(const char *name) {
   return false;
 }
 
-/* The verdict from the replay's savings: the fix that saves most names the bottleneck when
- * it saves at least PD_SAVING_NAME_SHARE of the predicted unprofiled step; otherwise the
- * step's balance does (compute or host_bound). Every other fix saving at least
- * PD_SAVING_FINDING_SHARE is a finding; the rule findings stay, after them, as notes. */
+/* The verdict from the replay's savings: the fix of a cause that saves most names the
+ * bottleneck when it saves at least PD_SAVING_NAME_SHARE of the predicted unprofiled step;
+ * otherwise the step's balance does. Capturing the step in a CUDA graph (PD_FIX_LAUNCH)
+ * is no cause of its own: it takes away all the host's dispatch, so it saves much of any
+ * host-bound step (79% of the plain SimpleCNN step, graphed_b64, docs/diagnosis.md) and
+ * would otherwise hide the cause a step was found to have: it never names the bottleneck,
+ * and where it saves at least PD_SAVING_FINDING_SHARE it is a finding, the first one of a
+ * host_bound step. Every other fix saving at least PD_SAVING_FINDING_SHARE is a finding;
+ * the rule findings stay, after them, as notes. */
 static void diagnose_savings(const pd_metrics_t *m, pd_advice_t advice, pd_verdict_t *v) {
   const bool torch = advice == PD_ADVICE_TORCH;
   const double base = m->predicted_unprofiled_step_us;
@@ -552,10 +560,10 @@ static void diagnose_savings(const pd_metrics_t *m, pd_advice_t advice, pd_verdi
   const fix_rule_t *best_rule = NULL;
   for (int i = 0; i < v->nsavings && best == NULL; i++) {
     for (size_t k = 0; k < NFIX_RULES; k++) {
-      if (strcmp(v->savings[i].cause, pd_fix_name(fix_rules[k].fix)) == 0 && fix_rules[k].names) {
-        best = &v->savings[i];
-        best_rule = &fix_rules[k];
-      }
+      if (strcmp(v->savings[i].cause, pd_fix_name(fix_rules[k].fix)) != 0 || !fix_rules[k].names) continue;
+      if (fix_rules[k].fix == PD_FIX_LAUNCH) continue; /* no cause: a finding at most */
+      best = &v->savings[i];
+      best_rule = &fix_rules[k];
     }
   }
   /* the rule findings (not a cause's time) stay as notes */
@@ -578,8 +586,8 @@ static void diagnose_savings(const pd_metrics_t *m, pd_advice_t advice, pd_verdi
     char b[32];
     fmt_us(b, sizeof b, base);
     snprintf(v->evidence, sizeof v->evidence,
-             "no fix saves %.0f%% of the predicted unprofiled step (%s); largest: %s %.1f%%; GPU busy %.0f%% of the "
-             "step",
+             "no cause's fix saves %.0f%% of the predicted unprofiled step (%s); largest: %s %.1f%%; GPU busy %.0f%% "
+             "of the step",
              PD_SAVING_NAME_SHARE * 100.0, b, best != NULL ? best->cause : "none",
              best != NULL ? best->est_saving_fraction * 100.0 : 0.0, busy * 100.0);
     v->share_of_step = busy >= BUSY_SHARE ? busy : 1.0 - busy;

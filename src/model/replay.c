@@ -111,11 +111,20 @@ static int64_t task_dur(const pd_replay_t *r, const rp_node_t *x, int64_t seg, u
   if (x->bits & rm) return 0;
   if ((mask & PD_FIX_BIT(PD_FIX_LOADER_2X)) && (x->bits & RP_B_DATA))
     seg = (int64_t)((double)seg * r->info.loader_2x_keep + 0.5);
-  if ((mask & PD_FIX_BIT(PD_FIX_LAUNCH)) && (x->bits & RP_B_LAUNCH) && seg > r->graph_node_ns) seg = r->graph_node_ns;
   if ((mask & PD_FIX_BIT(PD_FIX_PAGEABLE)) && (x->bits & RP_B_PAGEABLE) && seg > r->async_copy_ns)
     seg = r->async_copy_ns;
   if (mask & PD_FIX_BIT(PD_FIX_PROFILER)) seg -= x->cut;
   return seg > 0 ? seg : 0;
+}
+
+/* PD_FIX_LAUNCH, the step captured in a CUDA graph and replayed: the host work of its ops
+ * and calls, and the stretches that issue them, is gone. What a graph cannot hold stays: a
+ * blocking call (pd_replay_run keeps it apart), a data wait, a pageable copy, the Python
+ * outside every op that host_code counts as the program's work, and another thread's idle
+ * wait. (A graph replays the captured kernels with no host dispatch at all: graphed_b64's
+ * truth, docs/diagnosis.md.) */
+static bool captured(const rp_node_t *x) {
+  return !(x->bits & (RP_B_HOSTCODE | RP_B_DATA | RP_B_PAGEABLE | RP_B_IDLE));
 }
 
 /* Whether the sync edges of blocking call b stay in the what-if. */
@@ -172,6 +181,7 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
   int64_t *rt = r->rt, *rend = r->rend;
   for (size_t i = 0; i < r->nnodes; i++) rt[i] = RP_NOT_DONE;
   const bool tiny = (mask & PD_FIX_BIT(PD_FIX_TINY_OPS)) != 0;
+  const bool graph = (mask & PD_FIX_BIT(PD_FIX_LAUNCH)) != 0;
   /* Without the profiler, a traced call's cost also leaves the latencies around it: the
    * part paid on entry (its records and timestamps before the driver submits) delayed the
    * GPU's start, the part paid on exit delayed the wake-up after a wait; half each. */
@@ -192,7 +202,7 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
         t = rp_add(rt[g->launch], launch_lat);
         int64_t after = prev_end;
         if (after != RP_NOT_DONE && g->qkey >= 0)
-          after = rp_add(after, tiny && (g->bits & RP_B_TINY) ? r->graph_node_ns : r->qgap_ns[g->qkey]);
+          after = rp_add(after, graph || (tiny && (g->bits & RP_B_TINY)) ? r->graph_node_ns : r->qgap_ns[g->qkey]);
         if (after != RP_NOT_DONE && after > t) t = after;
       } else if (prev_end != RP_NOT_DONE) {
         t = rp_add(prev_end, g->gap);
@@ -208,7 +218,8 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
       continue;
     }
     if (x->fork >= 0 && rt[x->fork] != RP_NOT_DONE) {
-      t = rp_add(rt[x->fork], pd_sub_sat_i64(x->t, r->nodes[x->fork].t));
+      /* in a graph no thread hands work to another: the hand-off's distance goes */
+      t = rp_add(rt[x->fork], graph ? 0 : pd_sub_sat_i64(x->t, r->nodes[x->fork].t));
       if (x->prev >= 0 && rt[x->prev] != RP_NOT_DONE && rt[x->prev] > t) t = rt[x->prev];
       rt[id] = t;
       continue;
@@ -247,7 +258,7 @@ int pd_replay_run(pd_replay_t *r, unsigned mask, pd_replay_result_t *res, double
       rt[id] = t > ready ? t : ready;
       continue;
     }
-    rt[id] = rp_add(base, task_dur(r, x, x->seg, mask, rm));
+    rt[id] = graph && captured(x) ? base : rp_add(base, task_dur(r, x, x->seg, mask, rm));
   }
 
   /* Steps. */

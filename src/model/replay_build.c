@@ -564,7 +564,7 @@ static int sweep_host(bctx_t *c, const pd_replay_cost_t *cost, int32_t *stack, b
       if (p >= 0 && is_step_marker(&ev[p])) b |= RP_B_HOSTCODE;
       b |= c->gapbits[e];
       bool call = is_call(&ev[e]);
-      c->acc[e] = (uint16_t)((outer & (uint16_t)~(RP_B_LAUNCH | RP_B_PAGEABLE)) | c->own[e]);
+      c->acc[e] = (uint16_t)((outer & (uint16_t)~RP_B_PAGEABLE) | c->own[e]);
       if (c->acc[e] & RP_B_READ) c->acc[e] &= (uint16_t)~RP_B_PAGEABLE; /* a read is not an input copy */
       c->hs[e] = emit(c, RP_HSTART, e, ev[e].start_ns, &prev, &tlast, b, call ? 0 : per_range / 2);
       if (p < 0 && !main_thread) c->r->nodes[c->hs[e]].fork = -2;
@@ -1082,7 +1082,6 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
     int32_t call = ix->call[i];
     if (pd_event_is_gpu_activity(e->kind) && call >= 0) {
       if (c.firstgpu[call] < 0) c.firstgpu[call] = (int32_t)i;
-      if (e->kind == PD_EVENT_KERNEL) c.own[call] |= RP_B_LAUNCH;
     } else if (e->kind == PD_EVENT_SYNC && call >= 0 && c.syncrec[call] < 0) {
       c.syncrec[call] = (int32_t)i;
     } else if (is_call(e)) {

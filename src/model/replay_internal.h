@@ -55,7 +55,7 @@ enum {
   RP_B_ALLOC = 1u << 2,    /* inside cudaMalloc/cudaFree */
   RP_B_HOSTCODE = 1u << 3, /* outside every op (or only inside the step range) */
   RP_B_TINY = 1u << 4,     /* a chain of tiny ops */
-  RP_B_LAUNCH = 1u << 5,   /* inside a kernel launch call */
+  /* 1u << 5: free (was a kernel launch call's, before PD_FIX_LAUNCH took the whole step) */
   RP_B_PAGEABLE = 1u << 6, /* inside the call of a pageable copy */
   RP_B_PGOP = 1u << 7,     /* (build only) inside an op that issues a pageable copy: torch's
                               copy_ of a blocking .to() syncs its stream after the copy, a

@@ -373,30 +373,28 @@ typedef struct {
  *  - memory_churn_b64: saved 27%: allocator_churn (predicted 17.2%: the replay sees the
  *    cudaMalloc/cudaFree calls and their syncs, not the rest of empty_cache's cost);
  *  - dataloader_b64: saved 83.9%: dataloader (predicted 89.3%).
- * The variants without a plant get what their largest fix saves. At batch 64, and in the
- * older H200 traces of plain and memory-churn steps, launching through a CUDA graph
- * (launch_overhead, 10-16%: torch's autograd thread runs the backward pass on its own
- * launches, which the replay no longer pins to the measured backward); sync_b64's five
- * reads (4.2% measured, 9% predicted) stay a finding. GradScaler's one .item() per step is
- * no read a program drops (it decides whether the optimizer step runs), so at batch 1024
- * no fix saves 10% and the GPU, busy 74% of the step, makes it compute, as in fp32 (the
- * Python that issues their ops is dispatch, not work host_code moves out:
- * replay::host_code_is_the_work_between_ops_not_their_dispatch). No truth measurement
- * stands behind the CUDA-graph figures: docs/diagnosis.md says so. */
+ * The variants without a plant get their balance: no cause's fix saves 10%, so host_bound
+ * at batch 64 and in the older H200 traces, with capturing the step in a CUDA graph as a
+ * finding (a graph is no cause, never the bottleneck: it saved 79% of the plain step,
+ * graphed_b64 in docs/diagnosis.md); sync_b64's five reads (4.2% measured, 9% predicted)
+ * stay a finding. GradScaler's one .item() per step is no read a program drops (it decides
+ * whether the optimizer step runs), so at batch 1024 the GPU, busy 74% of the step, makes
+ * it compute, as in fp32 (the Python that issues their ops is dispatch, not work host_code
+ * moves out: replay::host_code_is_the_work_between_ops_not_their_dispatch). */
 static const fixture_t fixtures[] = {
     {"runs/dataloader.pt.trace.json.gz", PD_BOTTLENECK_DATALOADER, NULL, NULL},
     {"runs/sync.pt.trace.json.gz", PD_BOTTLENECK_SYNC, NULL, NULL},
     {"runs/memory_churn.pt.trace.json.gz", PD_BOTTLENECK_ALLOCATOR_CHURN, NULL, NULL},
     {"runs/tiny_ops.pt.trace.json.gz", PD_BOTTLENECK_LAUNCH_OVERHEAD, "blocking_reads", "tiny_ops"},
     {"torch/torch_dataloader_b64.pt.trace.json.gz", PD_BOTTLENECK_DATALOADER, "blocking_reads", NULL},
-    {"torch/torch_plain_b64.pt.trace.json.gz", PD_BOTTLENECK_LAUNCH_OVERHEAD, "blocking_reads", NULL},
-    {"torch/torch_sync_b64.pt.trace.json.gz", PD_BOTTLENECK_LAUNCH_OVERHEAD, NULL, "blocking_reads"},
+    {"torch/torch_plain_b64.pt.trace.json.gz", PD_BOTTLENECK_HOST_BOUND, "blocking_reads", "launch_overhead"},
+    {"torch/torch_sync_b64.pt.trace.json.gz", PD_BOTTLENECK_HOST_BOUND, NULL, "blocking_reads"},
     {"torch/torch_sync_b512.pt.trace.json.gz", PD_BOTTLENECK_SYNC, NULL, "blocking_reads"},
     {"torch/torch_sync.pt.trace.json.gz", PD_BOTTLENECK_HOST_BOUND, "blocking_reads", NULL},
     {"torch/torch_tiny_ops_b64.pt.trace.json.gz", PD_BOTTLENECK_LAUNCH_OVERHEAD, "blocking_reads", "tiny_ops"},
     {"torch/torch_heavy_b1024.pt.trace.json.gz", PD_BOTTLENECK_COMPUTE, "blocking_reads", NULL},
     {"torch/torch_heavy_b1024_fp32.pt.trace.json.gz", PD_BOTTLENECK_COMPUTE, "blocking_reads", NULL},
-    {"torch/torch_memory_churn.pt.trace.json.gz", PD_BOTTLENECK_LAUNCH_OVERHEAD, "blocking_reads", NULL},
+    {"torch/torch_memory_churn.pt.trace.json.gz", PD_BOTTLENECK_HOST_BOUND, "blocking_reads", "launch_overhead"},
     {"torch/torch_memory_churn_b64.pt.trace.json.gz", PD_BOTTLENECK_ALLOCATOR_CHURN, "blocking_reads", "allocation"},
 };
 

@@ -829,6 +829,28 @@ Test(replay, an_autograd_chain_follows_its_own_thread_not_the_step_thread) {
   expect_steps(&cost, 200.0, PD_FIX_BIT(PD_FIX_PROFILER), 137.0);
 }
 
+/* launch_overhead, the step captured in a CUDA graph: the host's work in ops and calls and
+ * the stretches that issue them go; the kernels run from the graph, and what a graph
+ * cannot hold stays: the 102 us of Python outside every op (ten times the median stretch
+ * and more) and the blocking sync with its wait. Host 0..131: add 1..10 launching k1 (run
+ * 10..15), Python 10..112, mul 112..122 launching k2 (121..126), the sync 123..128 until
+ * k2 ends (launch latency 8, wake-up 2). Graphed: k1 8..13, the Python 0..102, k2
+ * launched at 102 runs 110..115, the sync ends 117, and the 3 us to the step's end go:
+ * 117. */
+Test(replay, launch_overhead_replays_the_step_from_a_graph) {
+  step(1, 0, 131);
+  add(PD_EVENT_CPU_OP, "aten::add", 1, 10, 0);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 2, 3, 1);
+  kernel(10, 15, 1, 7);
+  add(PD_EVENT_CPU_OP, "aten::mul", 112, 122, 0);
+  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 113, 114, 2);
+  kernel(121, 126, 2, 7);
+  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 123, 128, 3);
+  pd_event_t *sy = add(PD_EVENT_SYNC, NULL, 123, 128, 3);
+  sy->u.sync.sync_kind = PD_SYNC_STREAM;
+  expect_steps(NULL, 131.0, PD_FIX_BIT(PD_FIX_LAUNCH), 117.0);
+}
+
 /* A trace that carries its recording host's calibration is replayed with it. */
 Test(replay, the_traces_calibration_is_the_cost_model) {
   step(1, 0, 100);
