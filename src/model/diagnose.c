@@ -484,8 +484,8 @@ static void fix_evidence(char *buf, size_t len, const pd_metrics_t *m, pd_fix_t 
       break;
     case PD_FIX_LAUNCH:
       addf(buf, len,
-           "the step captured in a CUDA graph: its %.0f kernels per step replayed back to back, the host's "
-           "dispatch of their ops gone (syncs, data waits, pageable copies and Python outside the ops kept): %s",
+           "the step captured in a CUDA graph: its %.0f kernels per step back to back, the ops' host dispatch "
+           "gone (syncs, data waits, pageable copies, Python outside ops kept): %s",
            m->kernels_per_step, sv);
       break;
     case PD_FIX_TINY_OPS:
