@@ -475,6 +475,22 @@ static void link_forks(bctx_t *c, size_t m0, size_t m1) {
   }
 }
 
+/* The median stretch outside every op (RP_B_HOSTCODE, not a data wait) among nodes
+ * [n0, n1) of one thread, in *out (0 with none). Returns 0 or PD_ENOMEM. */
+static int outside_median_ns(const pd_replay_t *r, size_t n0, size_t n1, int64_t *out) {
+  i64vec_t segs = {0};
+  for (size_t i = n0; i < n1; i++) {
+    const rp_node_t *x = &r->nodes[i];
+    if ((x->bits & RP_B_HOSTCODE) && !(x->bits & RP_B_DATA) && x->seg > 0 && i64_push(&segs, x->seg) != 0) {
+      free(segs.v);
+      return PD_ENOMEM;
+    }
+  }
+  *out = median_or(&segs, 0);
+  free(segs.v);
+  return 0;
+}
+
 /* Python work, not dispatch. Between two ops the interpreter runs the lines of the
  * program that issue the next op: a few to tens of microseconds, the step thread's median
  * stretch outside every op. No change to the program's Python takes those away (compiling
@@ -484,19 +500,10 @@ static void link_forks(bctx_t *c, size_t m0, size_t m1) {
  * it, and only those keep RP_B_HOSTCODE. Only where the trace has ops: without them (pd_run
  * on a program with no op ranges) every stretch between the step ranges is the program's. */
 static int keep_host_work(bctx_t *c, size_t m0, size_t m1) {
-  pd_replay_t *r = c->r;
-  i64vec_t segs = {0};
+  int64_t dispatch;
+  if (outside_median_ns(c->r, m0, m1, &dispatch) != 0) return PD_ENOMEM;
   for (size_t i = m0; i < m1; i++) {
-    const rp_node_t *x = &r->nodes[i];
-    if ((x->bits & RP_B_HOSTCODE) && !(x->bits & RP_B_DATA) && x->seg > 0 && i64_push(&segs, x->seg) != 0) {
-      free(segs.v);
-      return PD_ENOMEM;
-    }
-  }
-  const int64_t dispatch = median_or(&segs, 0);
-  free(segs.v);
-  for (size_t i = m0; i < m1; i++) {
-    rp_node_t *x = &r->nodes[i];
+    rp_node_t *x = &c->r->nodes[i];
     if ((x->bits & RP_B_HOSTCODE) && x->seg < PD_HOST_WORK_GAPS * dispatch) x->bits &= (uint16_t)~RP_B_HOSTCODE;
   }
   return 0;
@@ -508,16 +515,8 @@ static int keep_host_work(bctx_t *c, size_t m0, size_t m1) {
  * median stretch or more is the thread waiting for work (RP_B_IDLE). */
 static int mark_thread_idle(bctx_t *c, size_t t0, size_t t1) {
   pd_replay_t *r = c->r;
-  i64vec_t segs = {0};
-  for (size_t i = t0; i < t1; i++) {
-    const rp_node_t *x = &r->nodes[i];
-    if ((x->bits & RP_B_HOSTCODE) && !(x->bits & RP_B_DATA) && x->seg > 0 && i64_push(&segs, x->seg) != 0) {
-      free(segs.v);
-      return PD_ENOMEM;
-    }
-  }
-  const int64_t dispatch = median_or(&segs, 0);
-  free(segs.v);
+  int64_t dispatch;
+  if (outside_median_ns(r, t0, t1, &dispatch) != 0) return PD_ENOMEM;
   for (size_t i = t0; i < t1; i++) {
     rp_node_t *x = &r->nodes[i];
     if (!(x->bits & RP_B_HOSTCODE) || (x->bits & RP_B_DATA)) continue;

@@ -321,13 +321,11 @@ Test(replay, blocking_read_removed_with_its_feeding_ops) {
   unbuild(&b);
 }
 
-/* GradScaler's overflow check: the .item() that follows
- * aten::_amp_foreach_non_finite_check_and_unscale_ decides whether the optimizer step
- * runs, so no fix drops it or makes it asynchronous; a read of a mean in the same step is
- * one. */
-Test(replay, the_grad_scalers_overflow_check_is_not_a_read_to_drop) {
+/* A step whose op `feeder` launches a kernel whose value aten::item then reads (a 1-byte
+ * copy and a stream sync). */
+static void item_after(const char *feeder) {
   step(1, 0, 100);
-  add(PD_EVENT_CPU_OP, "aten::_amp_foreach_non_finite_check_and_unscale_", 2, 8, 0);
+  add(PD_EVENT_CPU_OP, feeder, 2, 8, 0);
   add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 3, 5, 1);
   kernel(9, 20, 1, 7);
   add(PD_EVENT_CPU_OP, "aten::item", 10, 30, 0);
@@ -338,27 +336,23 @@ Test(replay, the_grad_scalers_overflow_check_is_not_a_read_to_drop) {
   cp->u.memcpy.dst_kind = PD_MEM_PINNED;
   cp->u.memcpy.bytes = 1;
   add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 14, 25, 3);
+}
+
+/* GradScaler's overflow check: the .item() that follows
+ * aten::_amp_foreach_non_finite_check_and_unscale_ decides whether the optimizer step
+ * runs, so no fix drops it or makes it asynchronous; a read of a mean in the same step is
+ * one. */
+Test(replay, the_grad_scalers_overflow_check_is_not_a_read_to_drop) {
+  item_after("aten::_amp_foreach_non_finite_check_and_unscale_");
   built_t b;
   build(&b, NULL);
   NEAR(pd_replay_info(b.r)->reads_per_step, 0.0);
   NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_READS)), 100.0);
   NEAR(replay_us(&b, PD_FIX_BIT(PD_FIX_READS_ASYNC)), 100.0);
   unbuild(&b);
-  /* the same read after a mean is one */
   pd_trace_destroy(T);
   T = pd_trace_create();
-  step(1, 0, 100);
-  add(PD_EVENT_CPU_OP, "aten::mean", 2, 8, 0);
-  add(PD_EVENT_RUNTIME, "cudaLaunchKernel", 3, 5, 1);
-  kernel(9, 20, 1, 7);
-  add(PD_EVENT_CPU_OP, "aten::item", 10, 30, 0);
-  add(PD_EVENT_RUNTIME, "cudaMemcpyAsync", 11, 13, 2);
-  cp = add(PD_EVENT_MEMCPY, NULL, 21, 22, 2);
-  cp->u.memcpy.copy_kind = PD_MEMCPY_DTOH;
-  cp->u.memcpy.src_kind = PD_MEM_DEVICE;
-  cp->u.memcpy.dst_kind = PD_MEM_PINNED;
-  cp->u.memcpy.bytes = 1;
-  add(PD_EVENT_RUNTIME, "cudaStreamSynchronize", 14, 25, 3);
+  item_after("aten::mean");
   build(&b, NULL);
   NEAR(pd_replay_info(b.r)->reads_per_step, 1.0);
   cr_expect_lt(replay_us(&b, PD_FIX_BIT(PD_FIX_READS)), 90.0);
