@@ -4,7 +4,8 @@
 #    recording made of the committed sync fixture (its metrics JSON, its trace, four runs
 #    each side), the table's predicted saving is the one profile_analyze --json gives for
 #    that trace, not the one in the run's own metrics JSON (changed here to tell them apart);
-#  - calib_drift.sh refuses bad usage with one line and exit 2, creating nothing.
+#  - calib_drift.sh refuses bad usage with one line and exit 2, creating nothing;
+#  - compare_tables.py sums up one or two tables.sh outputs, and refuses bad input.
 set -uo pipefail
 analyzer=${1:?usage: test_diagnosis_scripts.sh PROFILE_ANALYZE}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -154,6 +155,48 @@ for a in "--variants nope" "--rounds 0" "--steps 0"; do
   rc=$?
   [ $rc -ne 0 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -e "$tmp/pp2.json" ]
   check "phase_probe.py '$a': refused with one line, nothing written" $?
+done
+
+# compare_tables.py: two hand-made tables.sh outputs, three torch rows and one repeated
+# (the fixtures table repeats recordings: counted once). Before: errors -8, +2, -6 (median
+# |error| 6.0), the 12% tiny_ops row not named; after: -3, +1, -2 (2.0), all named; the
+# predicted steps 20% and 5% over the measured ones; one row with its own process's step.
+hdr='| case | transformation | measured saving (95% interval) | predicted saving | error (points) | within | verdict | unprofiled step measured / same process / predicted | device |'
+# shellcheck disable=SC2016  # the backticks are the table's own (a verdict's markup)
+{
+  echo "$hdr"
+  echo '| torch tiny_ops_b64 | tiny_ops | 12.0% (10.0% .. 14.0%) | 4.0% | -8.0 | no | `host_bound` | 4.000 / 3.000 / 4.800 ms | H (boot a) |'
+  echo '| torch sync_b64 | blocking_reads | 3.0% (1.0% .. 5.0%) | 5.0% | +2.0 | yes | `host_bound` | 4.000 / - / 4.800 ms | H (boot a) |'
+  echo '| torch lm sync_b64 | blocking_reads | 20.0% (15.0% .. 25.0%) | 14.0% | -6.0 | no | `sync` | 10.000 / - / 12.000 ms | H (boot a) |'
+  echo '| torch lm sync_b64 | blocking_reads | 20.0% (15.0% .. 25.0%) | 14.0% | -6.0 | no | `sync` | 10.000 / - / 12.000 ms | H (boot a) |'
+} >"$tmp/before.md"
+# shellcheck disable=SC2016
+{
+  echo "$hdr"
+  echo '| torch tiny_ops_b64 | tiny_ops | 12.0% (10.0% .. 14.0%) | 9.0% | -3.0 | yes | `launch_overhead` | 4.000 / 3.000 / 4.200 ms | H (boot a) |'
+  echo '| torch sync_b64 | blocking_reads | 3.0% (1.0% .. 5.0%) | 4.0% | +1.0 | yes | `host_bound` | 4.000 / - / 4.200 ms | H (boot a) |'
+  echo '| torch lm sync_b64 | blocking_reads | 20.0% (15.0% .. 25.0%) | 18.0% | -2.0 | yes | `sync` | 10.000 / - / 10.500 ms | H (boot a) |'
+} >"$tmp/after.md"
+python3 "$here/compare_tables.py" "$tmp/before.md" "$tmp/after.md" >"$tmp/cmp.out" 2>"$tmp/cmp.err"
+rc=$?
+[ $rc -eq 0 ] && grep -q "^3 torch rows$" "$tmp/cmp.out" &&
+  grep -q "^| median abs error (points) | 6.0 | 2.0 |$" "$tmp/cmp.out" &&
+  grep -q "^| rows outside 5 points and their interval | 2 | 0 |$" "$tmp/cmp.out" &&
+  grep -q "^| predicted unprofiled step / measured - 1 (median) | +20.0% | +5.0% |$" "$tmp/cmp.out" &&
+  grep -q "over 1 rows | +60.0% | +40.0% |$" "$tmp/cmp.out" &&
+  grep -q "^| planted cause saving 10% or more, not the bottleneck | 1 | 0 |$" "$tmp/cmp.out" &&
+  grep -q "^| TinyLM sync_b64 | 1 | 6.0 -> 2.0 | -6.0 -> -2.0 |$" "$tmp/cmp.out"
+check "compare_tables.py: before and after over the shared rows, each recording once" $?
+python3 "$here/compare_tables.py" "$tmp/after.md" >"$tmp/cmp1.out" 2>&1 &&
+  grep -q "^| median abs error (points) | 2.0 |$" "$tmp/cmp1.out"
+check "compare_tables.py: one table" $?
+echo "no table here" >"$tmp/none.md"
+for a in "" "$tmp/none.md" "$tmp/missing.md" "$tmp/after.md $tmp/none.md"; do
+  # shellcheck disable=SC2086
+  python3 "$here/compare_tables.py" $a >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -s "$tmp/out" ]
+  check "compare_tables.py '$a': exit 2, one line, nothing printed" $?
 done
 
 # calib_drift.sh: bad usage.
