@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "pd/pd_event.h"
+#include "pd/pd_stats.h"
 
 /* An H100 SXM's limits, as cudaGetDeviceProperties reports them. */
 static inline pd_device_props_t pd_test_h100(void) {
@@ -173,6 +174,13 @@ static inline bool pd_test_sanitized(void) {
 #else
   return false;
 #endif
+}
+
+/* Whether today's verdict `now` keeps a recorded run's `recorded` one: a cause must be the
+ * same; a balance (compute, host_bound, launch_overhead) may become another balance, which
+ * moves with the model and the host (the gate judges it so too, gate_compare.c). */
+static inline bool pd_test_verdict_kept(const char *recorded, const char *now) {
+  return strcmp(recorded, now) == 0 || (pd_bottleneck_is_balance(recorded) && pd_bottleneck_is_balance(now));
 }
 
 /* Returns the next of 64 rotating path buffers (512 bytes): a test keeps fewer paths than

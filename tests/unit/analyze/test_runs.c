@@ -16,22 +16,7 @@
 #include <string.h>
 
 #include "pd/pd_analyze.h"
-
-static cJSON *read_json(const char *path) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "%s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-  s[n] = 0;
-  fclose(f);
-  cJSON *root = cJSON_Parse(s);
-  free(s);
-  cr_assert_not_null(root, "%s parses", path);
-  return root;
-}
+#include "pd_test_util.h"
 
 static double metric(const cJSON *root, const char *key) {
   const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "metrics"), key);
@@ -44,7 +29,7 @@ static void check_run(const char *scenario) {
   char trace_path[512], json_path[512], err[512];
   snprintf(trace_path, sizeof trace_path, "%s/tests/fixtures/runs/%s.pt.trace.json.gz", src, scenario);
   snprintf(json_path, sizeof json_path, "%s/tests/fixtures/runs/%s.metrics.json", src, scenario);
-  cJSON *live = read_json(json_path);
+  cJSON *live = pd_test_read_json(json_path);
   pd_trace_t *t = pd_trace_create();
   pd_trace_info_t info;
   cr_assert_eq(pd_trace_read_file_info(trace_path, t, &info, err, sizeof err), 0, "%s", err);
@@ -71,11 +56,8 @@ static void check_run(const char *scenario) {
    * 2026-11-30 a CUDA graph of the whole step is a finding, never the bottleneck) as it
    * moves between hosts: a balance it stays. */
   const char *verdict = cJSON_GetObjectItem(cJSON_GetObjectItem(live, "verdict"), "bottleneck")->valuestring;
-  if (!pd_bottleneck_is_balance(verdict))
-    cr_expect_str_eq(pd_bottleneck_name(a->verdict.bottleneck), verdict, "%s", scenario);
-  else
-    cr_expect(pd_bottleneck_is_balance(pd_bottleneck_name(a->verdict.bottleneck)), "%s: %s", scenario,
-              pd_bottleneck_name(a->verdict.bottleneck));
+  cr_expect(pd_test_verdict_kept(verdict, pd_bottleneck_name(a->verdict.bottleneck)), "%s: recorded %s, now %s",
+            scenario, verdict, pd_bottleneck_name(a->verdict.bottleneck));
 
   /* host-timed vs range-derived: the step range also holds the profiler's step
    * bookkeeping and the batch copy, so it runs a little longer */
