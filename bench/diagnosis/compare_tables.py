@@ -21,9 +21,11 @@ import re
 import statistics
 import sys
 
-# transformation -> the verdict that names its cause (docs/diagnosis.md, "The verdict from savings")
-NAMES = {"data_wait": "dataloader", "blocking_reads": "sync", "tiny_ops": "launch_overhead",
-         "allocation": "allocator_churn", "pageable_copy": "pageable_copy", "host_code": "host_code"}
+from truth_table import TORCH  # a torch variant's planted cause -> the transformation of its fix
+
+# transformation -> the verdict that names its cause; launch_overhead (a CUDA graph of the
+# step, graphed_b64's "cuda_graph") names none (docs/diagnosis.md, "The verdict from savings")
+NAMES = {fix: cause for cause, fix in TORCH.items() if fix != "launch_overhead"}
 STEP = re.compile(r"([\d.]+) / ([\d.]+|-) / ([\d.]+) ms")
 
 
