@@ -314,6 +314,15 @@ def trace_settings():
                 record_shapes=True)
 
 
+def forward_loss(model, x, y, amp_dtype, amp=True):
+    """The step's forward pass and loss, under autocast to amp_dtype where amp is on: one
+    definition for the eager step and the graphed one (graphed_step), so the two compute the
+    same thing."""
+    with torch.autocast("cuda", dtype=amp_dtype, enabled=amp):
+        out = model(x)
+        return F.cross_entropy(out.flatten(0, -2), y.flatten())
+
+
 def make_step(variant, mark=None):
     """The training step of a variant and its config. mark, where given, is called with a
     phase's name as each phase of the step ends, on the host's clock (no synchronization):
@@ -347,9 +356,7 @@ def make_step(variant, mark=None):
         if side is not None:
             side_dev = side.to(dev, non_blocking=c["pinned_side"])
             del side_dev
-        with torch.autocast("cuda", dtype=amp_dtype, enabled=c["amp"]):
-            out = model(x)
-            loss = F.cross_entropy(out.flatten(0, -2), y.flatten())
+        loss = forward_loss(model, x, y, amp_dtype, c["amp"])
         if mark:
             mark("fwd")
         if c["python_ops"]:
@@ -402,9 +409,7 @@ def graphed_step(model, opt, it, amp_dtype, mark=None):
     static_y = y0.to(dev)
 
     def body():
-        with torch.autocast("cuda", dtype=amp_dtype):
-            out = model(static_x)
-            loss = F.cross_entropy(out.flatten(0, -2), static_y.flatten())
+        loss = forward_loss(model, static_x, static_y, amp_dtype)
         loss.backward()
         opt.step()
         return loss
