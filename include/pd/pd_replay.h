@@ -125,7 +125,8 @@ typedef struct {
   int64_t queue_gap_ns;         /* median end -> start of a kernel queued behind a kernel on its stream
                                    (the replay keeps one such median per pair of task classes) */
   double pinned_gbps;           /* host<->device bandwidth used for PD_FIX_PAGEABLE */
-  const char *pinned_source;    /* "measured" (pinned copies in the trace) or "documented" */
+  const char *pinned_source;    /* "measured" (pinned copies in the trace), "documented for
+                                   <GPU>" (a figure measured on that GPU kind) or "documented" */
   size_t steps;                 /* step markers replayed */
   size_t host_tasks, gpu_tasks, edges;
   size_t blocking_calls, inferred_syncs; /* of those, targets inferred from names */

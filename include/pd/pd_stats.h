@@ -271,6 +271,10 @@ typedef struct {
   unsigned replay_combined_mask;
   bool replay_ops_known; /* pd_replay_info_t.ops_known: false, the reads and host code were
                             found without ops (the evidence says so) */
+  /* pd_replay_info_t.pinned_gbps and pinned_source: the bandwidth the pageable_copy fix
+   * copies at (its evidence names it); 0 and "" without a replay */
+  double replay_pinned_gbps;
+  char replay_pinned_source[48];
 } pd_metrics_t;
 
 typedef struct {

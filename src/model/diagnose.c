@@ -475,8 +475,9 @@ static void fix_evidence(char *buf, size_t len, const pd_metrics_t *m, pd_fix_t 
            m->replay_reads_per_step, sv);
       break;
     case PD_FIX_PAGEABLE:
-      addf(buf, len, "%.1f copies per step from or to pageable memory (%.1f KiB) at the pinned bandwidth: %s",
-           m->pageable_copies_per_step, m->pageable_copy_bytes_per_step / 1024.0, sv);
+      addf(buf, len, "%.1f copies per step from or to pageable memory (%.1f KiB) at the pinned bandwidth (%.1f GB/s, %s): %s",
+           m->pageable_copies_per_step, m->pageable_copy_bytes_per_step / 1024.0, m->replay_pinned_gbps,
+           m->replay_pinned_source[0] ? m->replay_pinned_source : "documented", sv);
       break;
     case PD_FIX_ALLOCATION:
       addf(buf, len, "%.1f cudaMalloc/cudaFree calls per step, with the synchronizations they imply: %s",

@@ -345,6 +345,10 @@ static size_t mark_call_reads(bctx_t *c) {
   return reads;
 }
 
+static bool same_name(const char *a, const char *b) {
+  return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
 /* Chains of tiny ops: consecutive kernel launches of one thread, each of a kernel shorter
  * than the host takes to issue the next launch. The unit of a launch is its highest
  * ancestor that holds no other launch (the op that made it, or the call itself). */
@@ -381,14 +385,26 @@ static int mark_tiny(bctx_t *c) {
     }
     if (!extends) {
       if (nch >= RP_TINY_CHAIN_MIN) {
+        /* Fused, the chain costs one op of each kind it repeats (a multi-tensor op, one
+         * kernel over all the tensors; a graph launch where the units are bare calls): the
+         * first unit of each name stays, with the host time before it; the rest go. */
+        const char *kinds[RP_TINY_KINDS_MAX];
+        size_t nkinds = 0;
         int32_t prev_unit = -1;
         for (size_t i = 0; i < nch; i++) {
           int32_t u = chain[i];
           while (ix->parent[u] >= 0 && launches[ix->parent[u]] == 1) u = ix->parent[u];
+          c->r->info.tiny_ops_per_step += 1.0;
+          bool seen = nkinds == RP_TINY_KINDS_MAX;
+          for (size_t j = 0; j < nkinds && !seen; j++) seen = same_name(kinds[j], ev[u].name);
+          if (!seen) {
+            kinds[nkinds++] = ev[u].name;
+            prev_unit = u;
+            continue;
+          }
           c->own[u] |= RP_B_TINY;
           if (prev_unit >= 0) c->gapbits[u] |= RP_B_TINY;
           prev_unit = u;
-          c->r->info.tiny_ops_per_step += 1.0;
         }
       }
       nch = 0;
@@ -682,8 +698,36 @@ static int measure_queue_gaps(bctx_t *c) {
   return rc;
 }
 
-/* The pinned bandwidth: the median of the trace's pinned transfers of at least 1 MiB. */
-static double measure_pinned_gbps(const pd_event_t *ev, size_t n, const char **source) {
+/* Pinned host-to-device bandwidth by GPU kind (a substring of the trace's device name),
+ * for a trace that holds no pinned copy large enough to measure it: the median over
+ * torch.profiler traces of a pinned, non-blocking 128 MiB copy per step
+ * (record_torch_traces.py, pageable_input_b64's fixed program), 9 recordings on freshly
+ * started H200s, 52.3-55.5 GB/s (docs/diagnosis.md). */
+static const struct {
+  const char *gpu;
+  const char *source;
+  double gbps;
+} pinned_by_gpu[] = {
+    {"H200", "documented for NVIDIA H200", 55.2},
+};
+
+static double documented_pinned_gbps(const pd_trace_t *trace, const char **source) {
+  const pd_device_props_t *d = pd_trace_devices(trace);
+  for (size_t i = 0; d != NULL && i < pd_trace_device_count(trace); i++)
+    for (size_t k = 0; k < sizeof pinned_by_gpu / sizeof pinned_by_gpu[0]; k++)
+      if (strstr(d[i].name, pinned_by_gpu[k].gpu) != NULL) {
+        *source = pinned_by_gpu[k].source;
+        return pinned_by_gpu[k].gbps;
+      }
+  *source = "documented";
+  return RP_PINNED_GBPS_DOCUMENTED;
+}
+
+/* The pinned bandwidth: the median of the trace's pinned transfers of at least 1 MiB, else
+ * the documented figure of its GPU kind. */
+static double measure_pinned_gbps(const pd_trace_t *trace, const char **source) {
+  const pd_event_t *ev = pd_trace_events(trace);
+  const size_t n = pd_trace_count(trace);
   i64vec_t bw = {0};
   for (size_t i = 0; i < n; i++) {
     if (!is_pinned_transfer(&ev[i]) || ev[i].u.memcpy.bytes < RP_BW_MIN_BYTES || pd_event_dur_ns(&ev[i]) <= 0)
@@ -700,8 +744,7 @@ static double measure_pinned_gbps(const pd_event_t *ev, size_t n, const char **s
     *source = "measured";
     return g;
   }
-  *source = "documented";
-  return RP_PINNED_GBPS_DOCUMENTED;
+  return documented_pinned_gbps(trace, source);
 }
 
 /* ---- blocking calls and event waits ------------------------------------------------------------------- */
@@ -1136,7 +1179,7 @@ int pd_replay_build(const pd_trace_t *trace, const pd_trace_index_t *ix, const p
   r->call_cost_ns = cost != NULL && cost->ns_per_call > 0 ? (int64_t)cost->ns_per_call : 0;
   if (sweep_host(&c, cost, stack, ops) != 0) goto out;
   r->info.host_tasks = r->nnodes;
-  r->info.pinned_gbps = measure_pinned_gbps(ev, n, &r->info.pinned_source);
+  r->info.pinned_gbps = measure_pinned_gbps(trace, &r->info.pinned_source);
   if (build_gpu(&c, r->info.pinned_gbps) != 0) goto out;
   r->info.gpu_tasks = ng;
   if (build_blocks(&c) != 0 || build_waits(&c) != 0) goto out;

@@ -22,7 +22,8 @@
 /* One kernel of a CUDA graph: host and front-end cost per node (docs/diagnosis.md). */
 #define RP_GRAPH_NODE_NS 300
 /* Host-to-device bandwidth of pinned copies when the trace has no large pinned copy to
- * measure it from (PCIe Gen5 x16 as H100/H200 hosts reach with cudaMemcpyAsync). */
+ * measure it from and its GPU is not in the replay's table of measured kinds (PCIe Gen5
+ * x16, as H100/H200 hosts reach with cudaMemcpyAsync). */
 #define RP_PINNED_GBPS_DOCUMENTED 50.0
 /* A pinned copy of at least this size measures the bandwidth (smaller ones are
  * dominated by their fixed cost). */
@@ -36,6 +37,9 @@
 /* ... and each kernel a few microseconds at most (DESIGN.md: tiny_ops' kernels average
  * 1.5 us; torch's elementwise ops on small tensors 1-3 us). */
 #define RP_TINY_KERNEL_NS 5000
+/* Distinct op names a fused chain keeps one op of; a chain of more kinds removes the rest
+ * (no fusion keeps more apart). */
+#define RP_TINY_KINDS_MAX 64
 /* A read as the CUDA calls alone show it (a trace without ops): a device-to-host copy of at
  * most this many bytes that blocks. .item() copies 1-8 bytes, a small .tolist() or
  * .cpu() of a metric a few KiB; a larger blocking copy is the step's output, not a value

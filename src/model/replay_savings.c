@@ -87,6 +87,8 @@ int pd_replay_fill_metrics(const pd_trace_t *trace, const pd_trace_index_t *ix, 
   m->replay_reads_per_step = in->reads_per_step;
   m->replay_ops_known = in->ops_known;
   m->replay_tiny_ops_per_step = in->tiny_ops_per_step;
+  m->replay_pinned_gbps = in->pinned_gbps;
+  snprintf(m->replay_pinned_source, sizeof m->replay_pinned_source, "%s", in->pinned_source != NULL ? in->pinned_source : "");
   m->replay_data_wait_share = in->data_wait_share;
   unsigned combined = PD_FIX_BIT(PD_FIX_PROFILER);
   for (int f = 0; f < PD_FIX_COUNT; f++) {

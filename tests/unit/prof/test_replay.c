@@ -845,6 +845,26 @@ Test(replay, launch_overhead_replays_the_step_from_a_graph) {
   expect_steps(NULL, 131.0, PD_FIX_BIT(PD_FIX_LAUNCH), 117.0);
 }
 
+/* tiny_ops fuses a chain: one op of each kind it repeats stays (a multi-tensor op, the
+ * foreach optimizer's; a graph launch where the units are bare calls), with the host time
+ * before it; the rest go, their kernels kept back to back. Here 20 aten::mul_ and 20
+ * aten::add_ alternate (10 us each, 2 us apart, a 0.5 us kernel each), and the chain runs
+ * on into an aten::to (the next step's first op, which a fix of the chain keeps): the
+ * first mul_, the first add_ and the to stay with the 2 us before the last two, 38 ops
+ * and their gaps (456 us) go; the step's last 40 us are host time after the chain, longer
+ * than the GPU's 41 kernels. Removing every unit of the chain and the gaps between them
+ * (the rule before) gives 45 us. */
+Test(replay, a_fused_chain_keeps_one_op_of_each_kind) {
+  step(1, 0, 535);
+  for (uint64_t i = 0; i < 41; i++) {
+    double t = 5 + 12.0 * (double)i;
+    add(PD_EVENT_CPU_OP, i == 40 ? "aten::to" : (i % 2 ? "aten::add_" : "aten::mul_"), t, t + 10, 0);
+    add(PD_EVENT_RUNTIME, "cudaLaunchKernel", t + 2, t + 4, i + 1);
+    kernel(t + 6, t + 6.5, i + 1, 7);
+  }
+  expect_steps(NULL, 535.0, PD_FIX_BIT(PD_FIX_TINY_OPS), 79.0);
+}
+
 /* A trace that carries its recording host's calibration is replayed with it. */
 Test(replay, the_traces_calibration_is_the_cost_model) {
   step(1, 0, 100);
@@ -1055,6 +1075,41 @@ Test(replay, an_impossible_pinned_copy_measures_no_bandwidth) {
   cr_expect_float_eq(pd_replay_info(b.r)->pinned_gbps, 60.0, 1e-9);
   cr_expect_str_eq(pd_replay_info(b.r)->pinned_source, "measured");
   unbuild(&b);
+}
+
+/* Without a pinned copy of 1 MiB or more to measure, the bandwidth is the documented figure
+ * of the trace's GPU kind: measured on H200s (55.2 GB/s), the general 50 GB/s for a GPU the
+ * table does not hold (an H100 here) or a trace without device properties. */
+Test(replay, the_pinned_bandwidth_is_documented_per_gpu_kind) {
+  static const struct {
+    const char *device;
+    double gbps;
+    const char *source;
+  } cases[] = {
+      {"NVIDIA H200", 55.2, "documented for NVIDIA H200"},
+      {"NVIDIA H100 80GB HBM3", 50.0, "documented"},
+      {NULL, 50.0, "documented"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pd_trace_destroy(T);
+    T = pd_trace_create();
+    step(1, 0, 100);
+    pd_event_t *small = add(PD_EVENT_MEMCPY, NULL, 10, 20, 0); /* pinned, under 1 MiB: no measure */
+    small->u.memcpy.copy_kind = PD_MEMCPY_HTOD;
+    small->u.memcpy.src_kind = PD_MEM_PINNED;
+    small->u.memcpy.bytes = 500000;
+    if (cases[i].device != NULL) {
+      pd_device_props_t d;
+      memset(&d, 0, sizeof d);
+      snprintf(d.name, sizeof d.name, "%s", cases[i].device);
+      cr_assert_eq(pd_trace_add_device(T, &d), 0);
+    }
+    built_t b;
+    build(&b, NULL);
+    cr_expect_float_eq(pd_replay_info(b.r)->pinned_gbps, cases[i].gbps, 1e-9, "%s", cases[i].source);
+    cr_expect_str_eq(pd_replay_info(b.r)->pinned_source, cases[i].source);
+    unbuild(&b);
+  }
 }
 
 /* ---- every committed trace --------------------------------------------------------------------- */
