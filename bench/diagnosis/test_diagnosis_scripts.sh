@@ -5,7 +5,9 @@
 #    each side), the table's predicted saving is the one profile_analyze --json gives for
 #    that trace, not the one in the run's own metrics JSON (changed here to tell them apart);
 #  - calib_drift.sh refuses bad usage with one line and exit 2, creating nothing;
-#  - compare_tables.py sums up one or two tables.sh outputs, and refuses bad input.
+#  - compare_tables.py sums up one or two tables.sh outputs, and refuses bad input;
+#  - fixed_traces.py splits a row's error with the fixed program's own trace, and refuses
+#    bad input.
 set -uo pipefail
 analyzer=${1:?usage: test_diagnosis_scripts.sh PROFILE_ANALYZE}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -197,6 +199,51 @@ for a in "" "$tmp/none.md" "$tmp/missing.md" "$tmp/after.md $tmp/none.md"; do
   rc=$?
   [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -s "$tmp/out" ]
   check "compare_tables.py '$a': exit 2, one line, nothing printed" $?
+done
+
+# fixed_traces.py: a recording whose tiny_ops_b64 kept its fixed program's trace (the
+# committed plain_b64 stands in for it): the fixed step from the planted trace is its
+# replayed unprofiled step less the tiny_ops saving, the one from its own trace is the fixed
+# trace's replayed unprofiled step, each as profile_analyze --json gives it; bad input is
+# refused with one line.
+ft=$tmp/ft/tt
+mkdir -p "$ft"
+cp "$root/tests/fixtures/torch/torch_tiny_ops_b64.pt.trace.json.gz" "$root/tests/fixtures/torch/torch_plain_b64.pt.trace.json.gz" "$ft/"
+cat >"$ft/truth.json" <<'JSON'
+{"device": "test GPU", "variants": {"tiny_ops_b64": {"trace": "torch_tiny_ops_b64.pt.trace.json.gz",
+ "fixed_trace": "torch_plain_b64.pt.trace.json.gz", "planted": "launch_overhead", "saved_share": 0.5,
+ "step_ms": 8.0, "fixed_step_ms": 4.0}, "sync_b64": {"trace": "torch_tiny_ops_b64.pt.trace.json.gz",
+ "planted": "sync", "saved_share": 0.1, "step_ms": 4.0}}}
+JSON
+"$analyzer" "$ft/torch_tiny_ops_b64.pt.trace.json.gz" --json "$tmp/ft_p.json" >/dev/null 2>&1
+"$analyzer" "$ft/torch_plain_b64.pt.trace.json.gz" --json "$tmp/ft_f.json" >/dev/null 2>&1
+want=$(python3 - "$tmp/ft_p.json" "$tmp/ft_f.json" <<'PY'
+import json, sys
+p, f = (json.load(open(x))["verdict"] for x in sys.argv[1:])
+s = [x["est_saving_fraction"] for x in p["savings"] if x["cause"] == "tiny_ops"][0]
+ph, fo = p["replay"]["predicted_unprofiled_step_us"] / 1e3, f["replay"]["predicted_unprofiled_step_us"] / 1e3
+print("| SimpleCNN tiny_ops_b64 | tiny_ops | 50.0%% | %.1f%% | 4.000 / %.3f / %.3f | %.2f | %.2f |" % (
+    100 * s, ph * (1 - s), fo, ph * (1 - s) / fo, fo / 4.0))
+PY
+)
+# each row of a recording: "| NAME | " and then $want
+python3 "$here/fixed_traces.py" "$analyzer" "$ft" >"$tmp/ft.out" 2>"$tmp/ft.err"
+rc=$?
+[ $rc -eq 0 ] && [ -n "$want" ] && [ "$(grep -c '^| tt |' "$tmp/ft.out")" -eq 1 ] && grep -qxF "| tt $want" "$tmp/ft.out"
+check "fixed_traces.py: the fixed step from the planted trace and from its own, as profile_analyze gives them (the row without a fixed trace left out)" $?
+tar -czf "$tmp/h200-0000.tar.gz" -C "$tmp/ft" tt
+python3 "$here/fixed_traces.py" "$analyzer" "$tmp/h200-0000.tar.gz" >"$tmp/ft2.out" 2>/dev/null &&
+  grep -qxF "| h200-0000 $want" "$tmp/ft2.out"
+check "fixed_traces.py reads a recording's tar.gz, named by its file" $?
+mkdir -p "$tmp/ft_bad" "$tmp/ft_none/tt"
+echo "not json" >"$tmp/ft_bad/truth.json"
+echo '{"variants": {"plain_b64": {"trace": "x.pt.trace.json.gz", "saved_share": 0, "step_ms": 1}}}' >"$tmp/ft_none/tt/truth.json"
+for a in "" "$analyzer" "$tmp/nothing $tmp/ft" "$analyzer $tmp/ft_bad" "$analyzer $tmp/missing" "$analyzer $tmp/ft_none/tt"; do
+  # shellcheck disable=SC2086
+  python3 "$here/fixed_traces.py" $a >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -ne 0 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -s "$tmp/out" ]
+  check "fixed_traces.py '$a': refused with one line, nothing printed" $?
 done
 
 # calib_drift.sh: bad usage.
