@@ -492,7 +492,7 @@ static void fix_evidence(char *buf, size_t len, const pd_metrics_t *m, pd_fix_t 
     case PD_FIX_TINY_OPS:
       addf(buf, len,
            "%.0f tiny ops per step in chains (kernels of a few us the host issues slower than the GPU runs "
-           "them) fused away: %s",
+           "them) fused, one op of each kind kept: %s",
            m->replay_tiny_ops_per_step, sv);
       break;
     case PD_FIX_HOST_CODE:
