@@ -22,15 +22,19 @@ bench/diagnosis/data/torch/*.tar.gz of one (top folder tt/).
 """
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
 
-# the planted cause of truth.json -> the transformation that models its fix (truth_table.py)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [here, os.path.join(here, "..", "gate")]
+# the planted cause of truth.json -> the transformation that models its fix
 from truth_table import TORCH  # noqa: E402
+# the one reader of a recording's .tar.gz (bench/gate/ab_eval.py)
+from ab_eval import unpack_recording  # noqa: E402
 
 
 def fail(msg, code=2):
@@ -93,19 +97,6 @@ def rows_of(analyzer, folder, name, tmp):
     return out
 
 
-def extract(t, d, rec):
-    """Plain files and folders only, each inside d (Python's own "data" filter where it has
-    one: Debian 12's 3.11.2 does not)."""
-    if hasattr(tarfile, "data_filter"):
-        t.extractall(d, filter="data")
-        return
-    for m in t.getmembers():
-        target = os.path.realpath(os.path.join(d, m.name))
-        if not (m.isfile() or m.isdir()) or not target.startswith(os.path.realpath(d) + os.sep):
-            fail("%s: %s is not a plain file inside the recording" % (rec, m.name))
-    t.extractall(d)
-
-
 def main():
     if len(sys.argv) < 3:
         fail("usage: fixed_traces.py ANALYZER RECORDING [RECORDING ...]")
@@ -114,22 +105,22 @@ def main():
         fail("no program at %s" % analyzer)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for i, rec in enumerate(sys.argv[2:]):
+        for rec in sys.argv[2:]:
             name = os.path.basename(rec.rstrip("/"))
-            if rec.endswith(".tar.gz"):
+            if rec.endswith(".tar.gz") and os.path.isfile(rec):
                 name = name[:-len(".tar.gz")]
-                d = os.path.join(tmp, "r%d" % i)
                 try:
-                    with tarfile.open(rec) as t:
-                        extract(t, d, rec)
+                    folder = unpack_recording(rec, fail, "fixed_traces.")
                 except (OSError, tarfile.TarError) as e:
                     fail("%s: cannot read (%s)" % (rec, e))
-                folder = os.path.join(d, "tt")
+                try:
+                    rows += rows_of(analyzer, folder, name, tmp)
+                finally:
+                    shutil.rmtree(os.path.dirname(folder), ignore_errors=True)
             elif os.path.isdir(rec):
-                folder = rec
+                rows += rows_of(analyzer, rec, name, tmp)
             else:
                 fail("%s: neither a folder nor a .tar.gz" % rec)
-            rows += rows_of(analyzer, folder, name, tmp)
     if not rows:
         fail("no planted variant with its fixed program's trace in the recordings given", 1)
     print("| recording | case | transformation | measured saving | predicted | fixed step: measured / "
