@@ -31,8 +31,9 @@ import tempfile
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [here, os.path.join(here, "..", "gate")]
-# the planted cause of truth.json -> the transformation that models its fix
-from truth_table import TORCH  # noqa: E402
+# the planted cause of truth.json -> the transformation that models its fix, and a
+# fix's predicted saving in an analysis
+from truth_table import TORCH, predicted  # noqa: E402
 # the one reader of a recording's .tar.gz (bench/gate/ab_eval.py)
 from ab_eval import unpack_recording  # noqa: E402
 
@@ -56,11 +57,9 @@ def unprofiled_ms(doc):
 
 
 def saving(doc, fix):
-    for s in doc.get("verdict", {}).get("savings", []):
-        if s.get("cause") == fix:
-            v = s.get("est_saving_fraction")
-            return v if isinstance(v, (int, float)) and -1 < v < 1 else None
-    return None
+    """The fix's predicted saving as truth_table.py reads it, None where out of range."""
+    v = predicted(doc, fix)
+    return v if isinstance(v, (int, float)) and -1 < v < 1 else None
 
 
 def positive(v):
