@@ -83,6 +83,10 @@ typedef enum {
 
 /* Returns "profiler", "data_wait", ...; "?" out of range. Static storage. */
 const char *pd_fix_name(pd_fix_t f);
+/* Whether a fix is one of its own, to list as a finding and to replay with the other
+ * findings: not the profiler's removal (the baseline), nor the asynchronous reads or the
+ * twice-as-fast loader, the partial fixes of what blocking_reads and data_wait fix. */
+bool pd_fix_is_extra(pd_fix_t f);
 
 /* How much the replay can be trusted: X(NAME, text). */
 #define PD_REPLAY_QUALITY_MAP(X) \

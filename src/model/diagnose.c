@@ -403,43 +403,43 @@ void pd_diagnose(const pd_metrics_t *m, pd_advice_t advice, pd_verdict_t *v) {
 
 /* ---- the verdict from savings (the replay) ------------------------------------------------------- */
 
-/* Each fix of the replay: the bottleneck it names, whether it may name it, whether it is
- * listed as a finding, and its advice. The asynchronous reads and the faster loader are
- * partial fixes of a cause another fix names: neither. Capturing the step in a CUDA graph
- * is no cause of its own (it takes away all the host's dispatch, so it saves much of any
- * host-bound step and would hide the cause the step was found to have): a finding only. */
+/* Each fix of the replay: the bottleneck it names, whether it may name it, and its advice.
+ * A fix is listed as a finding where pd_fix_is_extra() says it is one of its own (not the
+ * asynchronous reads or the faster loader, partial fixes of a cause another fix names);
+ * those two never name. Nor does capturing the step in a CUDA graph, no cause of its own
+ * (it takes away all the host's dispatch, so it saves much of any host-bound step and
+ * would hide the cause the step was found to have): a finding only. */
 typedef struct {
   pd_fix_t fix;
   pd_bottleneck_t bottleneck;
   bool names;
-  bool finding;
   const char *advice_demo;
   const char *advice_torch;
 } fix_rule_t;
 
 static const fix_rule_t fix_rules[] = {
-    {PD_FIX_DATA_WAIT, PD_BOTTLENECK_DATALOADER, true, true,
+    {PD_FIX_DATA_WAIT, PD_BOTTLENECK_DATALOADER, true,
      "raise --num_workers (and --prefetch_factor), add --pin_memory; make per-sample work cheaper",
      "raise DataLoader num_workers, set pin_memory=True and persistent_workers=True; move per-sample "
      "CPU work out of __getitem__"},
-    {PD_FIX_LOADER_2X, PD_BOTTLENECK_DATALOADER, false, false, "double --num_workers (the loader twice as fast)",
+    {PD_FIX_LOADER_2X, PD_BOTTLENECK_DATALOADER, false, "double --num_workers (the loader twice as fast)",
      "double DataLoader num_workers (or halve the per-sample CPU work)"},
-    {PD_FIX_READS, PD_BOTTLENECK_SYNC, true, true, "--no_sync: keep the step free of host reads of device values",
+    {PD_FIX_READS, PD_BOTTLENECK_SYNC, true, "--no_sync: keep the step free of host reads of device values",
      "drop .item(), .cpu() and print() of GPU tensors inside the step (and the ops that only feed them); "
      "accumulate on the GPU and read once every N steps"},
-    {PD_FIX_READS_ASYNC, PD_BOTTLENECK_SYNC, false, false, "read the values asynchronously (pinned buffer, event)",
+    {PD_FIX_READS_ASYNC, PD_BOTTLENECK_SYNC, false, "read the values asynchronously (pinned buffer, event)",
      "copy the values with .to('cpu', non_blocking=True) into pinned memory and read them a step later"},
-    {PD_FIX_PAGEABLE, PD_BOTTLENECK_PAGEABLE_COPY, true, true, "--pin_memory: pinned host buffers make the copies asynchronous",
+    {PD_FIX_PAGEABLE, PD_BOTTLENECK_PAGEABLE_COPY, true, "--pin_memory: pinned host buffers make the copies asynchronous",
      "pin the host tensors (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with non_blocking=True"},
-    {PD_FIX_ALLOCATION, PD_BOTTLENECK_ALLOCATOR_CHURN, true, true,
+    {PD_FIX_ALLOCATION, PD_BOTTLENECK_ALLOCATOR_CHURN, true,
      "--allocator pool: allocate once and reuse (or a stream-ordered pool)",
      "do not call torch.cuda.empty_cache() in the loop and keep the caching allocator on; reuse buffers"},
-    {PD_FIX_LAUNCH, PD_BOTTLENECK_LAUNCH_OVERHEAD, false, true,
+    {PD_FIX_LAUNCH, PD_BOTTLENECK_LAUNCH_OVERHEAD, false,
      "capture the whole step in a CUDA graph (profiler_demo graphs only the tiny-op chain: --tiny_ops_mode graph)",
      "capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs)"},
-    {PD_FIX_TINY_OPS, PD_BOTTLENECK_LAUNCH_OVERHEAD, true, true, "--tiny_ops_mode graph (or fused): fewer, larger launches",
+    {PD_FIX_TINY_OPS, PD_BOTTLENECK_LAUNCH_OVERHEAD, true, "--tiny_ops_mode graph (or fused): fewer, larger launches",
      "fuse the chains of small ops (torch.compile, foreach/fused optimizers) or capture them in a CUDA graph"},
-    {PD_FIX_HOST_CODE, PD_BOTTLENECK_HOST_CODE, true, true,
+    {PD_FIX_HOST_CODE, PD_BOTTLENECK_HOST_CODE, true,
      "move per-step host work outside the ops (logging, bookkeeping) out of the step",
      "move Python work between ops (tokenizing, logging, bookkeeping) out of the step, into DataLoader "
      "workers or a background thread"},
@@ -606,7 +606,7 @@ static void diagnose_savings(const pd_metrics_t *m, pd_advice_t advice, pd_verdi
     if (s == best && strcmp(v->rule, "replay") == 0) continue;
     bool finding = false;
     for (size_t k = 0; k < NFIX_RULES; k++)
-      if (strcmp(s->cause, pd_fix_name(fix_rules[k].fix)) == 0) finding = fix_rules[k].finding;
+      if (strcmp(s->cause, pd_fix_name(fix_rules[k].fix)) == 0) finding = pd_fix_is_extra(fix_rules[k].fix);
     if (!finding || !(s->est_saving_fraction >= PD_SAVING_FINDING_SHARE)) continue;
     add_finding(v, s->cause, s->est_saving_fraction, s->est_saving_us_per_step, s->evidence, s->advice);
   }

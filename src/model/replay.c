@@ -43,6 +43,10 @@ static const char *const fix_names[PD_FIX_COUNT] = {
 
 const char *pd_fix_name(pd_fix_t f) { return (int)f >= 0 && f < PD_FIX_COUNT ? fix_names[f] : "?"; }
 
+bool pd_fix_is_extra(pd_fix_t f) {
+  return (int)f >= 0 && f < PD_FIX_COUNT && f != PD_FIX_PROFILER && f != PD_FIX_READS_ASYNC && f != PD_FIX_LOADER_2X;
+}
+
 static const char *const quality_names[] = {
 #define PD_RQ_STR(name, text) text,
     PD_REPLAY_QUALITY_MAP(PD_RQ_STR)

@@ -102,9 +102,7 @@ int pd_replay_fill_metrics(const pd_trace_t *trace, const pd_trace_index_t *ix, 
     if ((rc = pd_replay_run(r, PD_FIX_BIT(PD_FIX_PROFILER) | PD_FIX_BIT(f), &res, NULL)) != 0) break;
     double saved = prof.step_us_mean - res.step_us_mean;
     *field = saved > 0 ? saved : 0.0;
-    /* the asynchronous reads are the other way to fix the same reads, and a faster loader
-     * a partial fix of the same wait: neither is an extra fix */
-    if (f != PD_FIX_READS_ASYNC && f != PD_FIX_LOADER_2X && *field >= PD_SAVING_FINDING_SHARE * prof.step_us_mean) combined |= PD_FIX_BIT(f);
+    if (pd_fix_is_extra((pd_fix_t)f) && *field >= PD_SAVING_FINDING_SHARE * prof.step_us_mean) combined |= PD_FIX_BIT(f);
   }
   if (rc == 0) {
     pd_replay_result_t res;

@@ -865,6 +865,18 @@ Test(replay, a_fused_chain_keeps_one_op_of_each_kind) {
   expect_steps(NULL, 535.0, PD_FIX_BIT(PD_FIX_TINY_OPS), 79.0);
 }
 
+/* A fix of its own is listed as a finding and replayed with the others; the profiler's
+ * removal (the baseline) and the partial fixes (asynchronous reads, a faster loader) are
+ * not; nor is a value out of range. */
+Test(replay, a_fix_of_its_own_is_every_fix_but_the_baseline_and_the_partial_ones) {
+  for (int f = 0; f < PD_FIX_COUNT; f++) {
+    const bool partial = f == PD_FIX_PROFILER || f == PD_FIX_READS_ASYNC || f == PD_FIX_LOADER_2X;
+    cr_expect_eq(pd_fix_is_extra((pd_fix_t)f), !partial, "%s", pd_fix_name((pd_fix_t)f));
+  }
+  cr_expect_not(pd_fix_is_extra(PD_FIX_COUNT));
+  cr_expect_not(pd_fix_is_extra((pd_fix_t)-1));
+}
+
 /* A trace that carries its recording host's calibration is replayed with it. */
 Test(replay, the_traces_calibration_is_the_cost_model) {
   step(1, 0, 100);
